@@ -1,0 +1,26 @@
+"""intrinsic_rank: how much capacity an attention model needs for a task.
+
+The public API is the estimators and the sub-modules:
+
+* :class:`AttentionRankEstimator` -- students of a given query-key rank, rank
+  sweeps and the attention-native intrinsic rank ``r*``;
+* :mod:`intrinsic_rank.datasets` -- seeded teacher tasks with known ground truth;
+* :mod:`intrinsic_rank.spectral` -- rank measures (numpy only);
+* :mod:`intrinsic_rank.bounds` -- closed-form theory (numpy only);
+* :mod:`intrinsic_rank.nn` -- the torch students;
+* :mod:`intrinsic_rank.experiments` -- reproductions returning records and plots.
+"""
+
+from . import bounds, datasets, spectral
+from .estimators import AttentionRankEstimator, TrainingDivergedError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AttentionRankEstimator",
+    "TrainingDivergedError",
+    "bounds",
+    "datasets",
+    "spectral",
+    "__version__",
+]

@@ -1,0 +1,20 @@
+"""Seeded task generators with known ground truth.
+
+Every ``make_*`` function takes ``random_state`` and returns ``X, Y`` (and, on
+request, a :class:`~sklearn.utils.Bunch` describing the ground truth), so tests,
+examples and the documentation all draw from the same tasks.
+"""
+
+from ._teachers import (
+    attention_mixer,
+    low_rank_matrix,
+    make_attention_task,
+    make_fixed_operator_task,
+)
+
+__all__ = [
+    "attention_mixer",
+    "low_rank_matrix",
+    "make_attention_task",
+    "make_fixed_operator_task",
+]

@@ -1,0 +1,483 @@
+"""AttentionRankEstimator: the attention-native intrinsic rank of a task."""
+
+import warnings
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted
+from skorch.callbacks import Callback
+
+from .. import spectral
+from ..nn import STUDENTS
+from ._base import (
+    RankSweepNet,
+    RankwiseMSELoss,
+    TensorBatchIterator,
+    check_float_param,
+    check_int_param,
+    draw_seed,
+    sequence_r2,
+    validate_sequences,
+)
+
+__all__ = ["AttentionRankEstimator"]
+
+_OPTIMIZERS = {
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
+    "sgd": torch.optim.SGD,
+}
+
+
+def _resolve_optimizer(optimizer):
+    if isinstance(optimizer, str):
+        if optimizer.lower() not in _OPTIMIZERS:
+            raise ValueError(
+                f"unknown optimizer {optimizer!r}; use one of {sorted(_OPTIMIZERS)} "
+                "or a torch.optim.Optimizer subclass"
+            )
+        return _OPTIMIZERS[optimizer.lower()]
+    if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
+        return optimizer
+    raise ValueError(
+        f"optimizer must be a name or a torch.optim.Optimizer subclass; got {optimizer!r}"
+    )
+
+
+def _check_device(device):
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"unknown device {device!r}: {error}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was requested but no CUDA device is available")
+    return device
+
+
+class AttentionRankEstimator(RegressorMixin, BaseEstimator):
+    """Attention students of a given query-key rank, and the rank a task needs.
+
+    The estimator trains one rung of the interpolation ladder (SPEC section 2):
+    B0 ``"fixed"`` (``Y = A X V`` with an input-independent operator of rank
+    ``r``), B1 ``"linear"`` attention, B2 ``"softmax"`` attention or B3
+    ``"block"`` (a Transformer block around the rank-``r`` softmax attention).
+    With ``rank`` it fits one student. With ``ranks`` it trains the whole grid in
+    one batched optimisation, measures each rank's held-out risk and estimates the
+    attention-native intrinsic rank ``r*_attn``: the smallest rank whose held-out
+    excess risk reaches the noise floor within ``tol``.
+
+    Parameters
+    ----------
+    attention : {"fixed", "linear", "softmax", "block"}, default="softmax"
+        The student (rung B0, B1, B2 or B3).
+    rank : int or None, default=None
+        Rank of a single student: the query-key kernel rank (``1 <= rank <= d``),
+        or the operator rank for ``"fixed"`` (``1 <= rank <= L``). ``None``
+        means full rank. Must be ``None`` when ``ranks`` is given.
+    ranks : sequence of int or None, default=None
+        Rank grid of a sweep. ``fit`` trains every rank at once on a training
+        part of the data, scores each on the held-out part
+        (``validation_fraction``) and sets ``rank_`` to the estimated ``r*``.
+    max_epochs : int, default=200
+        Passes over the training data.
+    lr : float, default=3e-3
+        Learning rate.
+    batch_size : int, default=256
+        Mini-batch size (sequences).
+    init_scale : float, default=0.1
+        Factor matrices start ``N(0, init_scale^2 / fan_in)``; small values give
+        the implicit low-rank bias behind the recovery principle.
+    optimizer : {"adam", "adamw", "sgd"} or torch.optim.Optimizer subclass, default="adam"
+        Optimiser. Elementwise optimisers keep the rank slots of a sweep exactly
+        independent.
+    weight_decay : float, default=0.0
+        Weight decay passed to the optimiser.
+    noise_floor : float or None, default=None
+        Known noise floor (noise variance ``sigma^2``) of the task. ``None``
+        estimates it after a sweep as the smallest held-out risk over the grid,
+        which assumes that the grid's largest ranks reach the floor.
+    tol : float, default=0.02
+        A rank reaches the floor when its held-out excess risk is at most
+        ``tol`` times the held-out variance of the targets (a scale-free
+        "fraction of unexplained variance" above the floor).
+    validation_fraction : float, default=0.2
+        Share of the sequences held out to score a sweep (ignored for a single
+        rank, which trains on all data).
+    random_state : None, int or numpy.random.RandomState, default=None
+        Seeds the split, the initialisation and the batch order: the same seed
+        gives the same numbers. The slot of rank ``r`` is initialised from
+        ``(seed, r)``, so a sweep's rank-``r`` student is the student a
+        single-rank fit with the same seed and data would train.
+    device : str or torch.device, default="cpu"
+        Torch device.
+    verbose : int, default=0
+        0 silent; 1 a progress bar over epochs; 2 skorch's per-epoch table.
+
+    Attributes
+    ----------
+    net_ : skorch.NeuralNet
+        The trained net; ``net_.module_`` is the batched student.
+    ranks_ : ndarray of shape (R,)
+        Ranks trained (one entry for a single rank).
+    rank_ : int
+        The estimated ``r*_attn`` after a sweep; the trained rank otherwise.
+    kernel_ : ndarray of shape (d, d)
+        Query-key kernel ``W_Q W_K^T`` of the selected student (attention rungs).
+    operator_ : ndarray of shape (L, L)
+        Learned operator ``A`` of the selected student (``"fixed"`` only).
+    kernels_ : ndarray of shape (R, d, d) or (R, L, L)
+        Kernels (operators for ``"fixed"``) of every trained rank.
+    singular_values_ : ndarray
+        Singular values of ``kernel_`` (or ``operator_``).
+    effective_rank_ : float
+        Energy effective rank of ``kernel_`` (:func:`intrinsic_rank.spectral.energy_effective_rank`).
+    numerical_rank_ : int
+        Numerical rank of ``kernel_`` (NumPy's ``matrix_rank`` threshold).
+    noise_floor_ : float or None
+        The noise floor used: ``noise_floor`` if given, else estimated after a
+        sweep, else ``None``.
+    sweep_ : list of dict
+        After a sweep, one record per rank: ``rank``, ``train_risk``,
+        ``heldout_risk``, ``excess_risk``, ``reached`` and the rank measures of
+        the learned kernel. ``pandas.DataFrame(est.sweep_)`` makes a table.
+    history_ : list of dict
+        Per epoch: ``epoch``, ``train_loss`` (summed over ranks),
+        ``train_loss_per_rank`` and ``dur`` (seconds).
+    n_features_in_ : int
+        Size of the last axis of ``X``: token dimension ``d`` for 3-D input,
+        number of scalar tokens for 2-D input.
+    seq_len_, token_dim_, d_out_ : int
+        Sequence length, token dimension and output dimension seen in ``fit``.
+    target_ : {"sequence", "final"}
+        Per-token targets (3-D ``Y``) or a target of the final position.
+
+    See Also
+    --------
+    intrinsic_rank.datasets.make_attention_task : teachers with known ``r*``.
+
+    Notes
+    -----
+    Input shapes: ``X`` is ``(n, L, d)``, or ``(n, L)`` read as ``L`` scalar
+    tokens. ``Y`` is ``(n, L, d_out)`` for per-token targets, or ``(n,)`` /
+    ``(n, k)`` for a target read at the final position.
+
+    Examples
+    --------
+    >>> from intrinsic_rank import AttentionRankEstimator
+    >>> from intrinsic_rank.datasets import make_attention_task
+    >>> X, Y = make_attention_task("linear", n_samples=512, seq_len=4, d=6,
+    ...                            rank=2, random_state=0)
+    >>> est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3],
+    ...                              max_epochs=60, random_state=0).fit(X, Y)
+    >>> est.rank_
+    2
+    """
+
+    def __init__(
+        self,
+        attention="softmax",
+        rank=None,
+        ranks=None,
+        max_epochs=200,
+        lr=3e-3,
+        batch_size=256,
+        init_scale=0.1,
+        optimizer="adam",
+        weight_decay=0.0,
+        noise_floor=None,
+        tol=0.02,
+        validation_fraction=0.2,
+        random_state=None,
+        device="cpu",
+        verbose=0,
+    ):
+        self.attention = attention
+        self.rank = rank
+        self.ranks = ranks
+        self.max_epochs = max_epochs
+        self.lr = lr
+        self.batch_size = batch_size
+        self.init_scale = init_scale
+        self.optimizer = optimizer
+        self.weight_decay = weight_decay
+        self.noise_floor = noise_floor
+        self.tol = tol
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        tags.target_tags.multi_output = True
+        # Attention over scalar tokens without positions is permutation
+        # equivariant: it is not meant to be a good generic tabular regressor.
+        tags.regressor_tags.poor_score = True
+        return tags
+
+    # -- validation ---------------------------------------------------------------
+    def _check_params(self):
+        if self.attention not in STUDENTS:
+            raise ValueError(
+                f"unknown attention {self.attention!r}; use one of {sorted(STUDENTS)}"
+            )
+        check_int_param(self.max_epochs, "max_epochs", minimum=1)
+        check_int_param(self.batch_size, "batch_size", minimum=1)
+        check_float_param(self.lr, "lr")
+        check_float_param(self.init_scale, "init_scale")
+        check_float_param(self.weight_decay, "weight_decay", low_open=False)
+        check_float_param(self.tol, "tol", low_open=False)
+        check_float_param(self.validation_fraction, "validation_fraction", high=0.9)
+        if self.noise_floor is not None:
+            check_float_param(self.noise_floor, "noise_floor", low_open=False)
+        _resolve_optimizer(self.optimizer)
+        return _check_device(self.device)
+
+    def _max_rank(self):
+        return self.seq_len_ if self.attention == "fixed" else self.token_dim_
+
+    def _rank_grid(self):
+        limit = self._max_rank()
+        what = "sequence length L" if self.attention == "fixed" else "token dimension d"
+        if self.ranks is not None:
+            if self.rank is not None:
+                raise ValueError(
+                    "give either rank (one student) or ranks (a sweep), not both"
+                )
+            grid = np.atleast_1d(np.asarray(self.ranks))
+            if grid.ndim != 1 or grid.size == 0:
+                raise ValueError(f"ranks must be a non-empty 1-D list; got {self.ranks!r}")
+            checked = [check_int_param(r, "every entry of ranks", 1, limit) for r in grid.tolist()]
+            if len(set(checked)) != len(checked):
+                raise ValueError(f"ranks contains duplicates: {checked}")
+            return sorted(checked)
+        if self.rank is None:
+            return [limit]
+        try:
+            return [check_int_param(self.rank, "rank", 1, limit)]
+        except ValueError as error:
+            raise ValueError(f"{error} (the {what} is {limit})") from None
+
+    # -- training -----------------------------------------------------------------
+    def _build_net(self, ranks, seed, device):
+        callbacks = []
+        if self.verbose == 1:
+            callbacks.append(("progress", _EpochProgress()))
+        return RankSweepNet(
+            module=STUDENTS[self.attention],
+            module__d=self.token_dim_,
+            module__d_out=self.d_out_,
+            module__ranks=ranks,
+            module__seq_len=self.seq_len_,
+            module__init_scale=self.init_scale,
+            module__random_state=seed,
+            module__final_only=self.target_ == "final",
+            criterion=RankwiseMSELoss,
+            optimizer=_resolve_optimizer(self.optimizer),
+            optimizer__weight_decay=self.weight_decay,
+            lr=self.lr,
+            max_epochs=self.max_epochs,
+            batch_size=self.batch_size,
+            train_split=None,
+            iterator_train=TensorBatchIterator,
+            iterator_train__shuffle=True,
+            iterator_train__seed=seed,
+            iterator_valid=TensorBatchIterator,
+            callbacks=callbacks,
+            verbose=int(self.verbose >= 2),
+            device=device,
+        )
+
+    def fit(self, X, Y):
+        """Train the student(s) and, after a sweep, estimate ``r*``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, L, d) or (n, L)
+            Token sequences.
+        Y : array-like of shape (n, L, d_out), (n, k) or (n,)
+            Per-token targets, or a target of the final position.
+
+        Returns
+        -------
+        self : AttentionRankEstimator
+            The fitted estimator.
+        """
+        device = self._check_params()
+        X, Y = validate_sequences(self, X, Y, reset=True)
+        ranks = self._rank_grid()
+        seed = draw_seed(self.random_state)
+        sweep = self.ranks is not None
+        if sweep:
+            train, heldout = self._split(len(X), seed)
+        else:
+            train, heldout = np.arange(len(X)), None
+        X_t = torch.as_tensor(X, dtype=torch.float32, device=device)
+        Y_t = torch.as_tensor(Y, dtype=torch.float32, device=device)
+        self.net_ = self._build_net(ranks, seed, device)
+        self.net_.fit(X_t[train], Y_t[train])
+        self.ranks_ = np.asarray(ranks)
+        self.history_ = [
+            {key: row[key] for key in ("epoch", "train_loss", "train_loss_per_rank", "dur")}
+            for row in self.net_.history
+        ]
+        self._store_kernels()
+        train_risk = self._risks(X_t[train], Y_t[train])
+        if sweep:
+            self._select_rank(train_risk, self._risks(X_t[heldout], Y_t[heldout]), Y[heldout])
+        else:
+            self.rank_index_ = 0
+            self.rank_ = ranks[0]
+            self.noise_floor_ = self.noise_floor
+            self.train_risk_ = float(train_risk[0])
+        self._store_selected()
+        return self
+
+    def _split(self, n, seed):
+        n_heldout = int(round(self.validation_fraction * n))
+        if n_heldout < 1 or n - n_heldout < 1:
+            raise ValueError(
+                f"a rank sweep needs at least 2 sequences to split off a held-out "
+                f"part (validation_fraction={self.validation_fraction}); got "
+                f"n_samples = {n}"
+            )
+        order = np.random.RandomState(seed).permutation(n)
+        return np.sort(order[n_heldout:]), np.sort(order[:n_heldout])
+
+    def _outputs(self, X_t):
+        """Outputs of every rank slot, ``(n, R, ...)``, as a float64 array."""
+        return self.net_.forward(X_t, training=False).detach().cpu().double().numpy()
+
+    def _risks(self, X_t, Y_t):
+        outputs = self._outputs(X_t)
+        target = Y_t.detach().cpu().double().numpy()[:, None]
+        return ((outputs - target) ** 2).reshape(len(outputs), outputs.shape[1], -1).mean(axis=(0, 2))
+
+    def _store_kernels(self):
+        module = self.net_.module_
+        with torch.no_grad():
+            kernels = module.operator() if self.attention == "fixed" else module.kernel()
+        self.kernels_ = kernels.detach().cpu().double().numpy()
+
+    def _select_rank(self, train_risk, heldout_risk, Y_heldout):
+        floor = self.noise_floor if self.noise_floor is not None else float(heldout_risk.min())
+        scale = float(np.mean(np.var(Y_heldout, axis=0)))
+        excess = heldout_risk - floor
+        reached = excess <= self.tol * scale
+        self.noise_floor_ = floor
+        if reached.any():
+            self.rank_index_ = int(np.argmax(reached))
+        else:
+            self.rank_index_ = int(np.argmin(heldout_risk))
+            warnings.warn(
+                f"no rank in {self.ranks_.tolist()} reached the noise floor "
+                f"{floor:.4g} within tol={self.tol} (smallest excess risk "
+                f"{excess.min():.4g}); rank_ is the rank with the lowest held-out "
+                "risk. Train longer, widen the grid or check noise_floor.",
+                ConvergenceWarning,
+            )
+        self.rank_ = int(self.ranks_[self.rank_index_])
+        self.sweep_ = []
+        for i, r in enumerate(self.ranks_):
+            profile = spectral.rank_profile(self.kernels_[i])
+            record = {
+                "rank": int(r),
+                "train_risk": float(train_risk[i]),
+                "heldout_risk": float(heldout_risk[i]),
+                "excess_risk": float(excess[i]),
+                "reached": bool(reached[i]),
+            }
+            record.update({k: float(v) for k, v in profile.items()})
+            self.sweep_.append(record)
+
+    def _store_selected(self):
+        kernel = self.kernels_[self.rank_index_]
+        if self.attention == "fixed":
+            self.operator_ = kernel
+        else:
+            self.kernel_ = kernel
+        self.singular_values_ = spectral.singular_values(kernel)
+        self.effective_rank_ = float(spectral.energy_effective_rank(kernel))
+        self.numerical_rank_ = int(spectral.numerical_rank(kernel))
+
+    # -- prediction ---------------------------------------------------------------
+    def _tensor(self, X):
+        check_is_fitted(self)
+        X = validate_sequences(self, X, reset=False)
+        return torch.as_tensor(X, dtype=torch.float32, device=self.net_.device)
+
+    def predict(self, X):
+        """Predictions of the selected student.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, L, d) or (n, L)
+
+        Returns
+        -------
+        Y_pred : ndarray
+            ``(n, L, d_out)`` for per-token targets, ``(n, k)`` or ``(n,)`` for a
+            final-position target (shaped like the ``Y`` seen in ``fit``).
+        """
+        Y_pred = self._outputs(self._tensor(X))[:, self.rank_index_]
+        if self.y_ndim_ == 1:
+            Y_pred = Y_pred[:, 0]
+        return Y_pred
+
+    def realized_mixer(self, X):
+        """The ``L x L`` token mixer the selected student applies to each sequence.
+
+        ``M(X) = A`` for ``"fixed"``, ``X K X^T / L`` for ``"linear"``, and
+        ``softmax(X K X^T)`` for ``"softmax"`` (on the normalised tokens for
+        ``"block"``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, L, d) or (n, L)
+
+        Returns
+        -------
+        mixers : ndarray of shape (n, L, L)
+        """
+        X_t = self._tensor(X)
+        with torch.no_grad():
+            mixers = self.net_.module_.mixer(X_t)[:, self.rank_index_]
+        return mixers.cpu().double().numpy()
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R^2 of :meth:`predict`.
+
+        Unlike skorch's default, 3-D targets are accepted: ``Y`` is flattened to
+        ``(n, L * d_out)`` and scored with :func:`sklearn.metrics.r2_score`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, L, d) or (n, L)
+        y : array-like, shaped like the targets given to ``fit``
+        sample_weight : array-like of shape (n,), optional
+
+        Returns
+        -------
+        score : float
+        """
+        return sequence_r2(y, self.predict(X), sample_weight=sample_weight)
+
+
+class _EpochProgress(Callback):
+    """skorch callback drawing a tqdm progress bar over epochs (``verbose=1``)."""
+
+    def on_train_begin(self, net, **kwargs):
+        from tqdm.auto import tqdm
+
+        self.bar_ = tqdm(total=net.max_epochs, desc="epochs", leave=False)
+
+    def on_epoch_end(self, net, **kwargs):
+        self.bar_.update(1)
+        self.bar_.set_postfix(loss=f"{net.history[-1, 'train_loss']:.4g}")
+
+    def on_train_end(self, net, **kwargs):
+        self.bar_.close()
+        del self.bar_  # a closed bar need not travel with a pickled estimator

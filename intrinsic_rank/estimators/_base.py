@@ -1,0 +1,270 @@
+"""Pieces shared by the estimators: input validation, seeding and the skorch net.
+
+Input convention (SPEC sections 1 and 6)
+----------------------------------------
+* ``X`` of shape ``(n, L, d)`` is ``n`` sequences of ``L`` tokens of dimension ``d``.
+* ``X`` of shape ``(n, L)`` is read as ``L`` one-dimensional tokens, ``(n, L, 1)``;
+  this is what scikit-learn's own tooling (and its common checks) feed.
+* ``Y`` of shape ``(n, L, d_out)`` is a per-token target.
+* ``Y`` of shape ``(n,)`` or ``(n, k)`` is a target of the whole sequence, read at
+  the final position (the model's output there, like a causal final query).
+
+``n_features_in_`` is the size of the last axis of ``X`` as scikit-learn counts
+columns: the token dimension ``d`` for 3-D input, the number of scalar tokens
+``L`` for 2-D input. The sequence length is always stored as ``seq_len_`` and
+the token dimension as ``token_dim_``.
+"""
+
+import numbers
+
+import numpy as np
+import torch
+from sklearn.metrics import r2_score
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array, validate_data
+from skorch import NeuralNet
+
+__all__ = ["TrainingDivergedError"]
+
+_MAX_SEED = np.iinfo(np.int32).max
+
+
+class TrainingDivergedError(FloatingPointError):
+    """Training produced a non-finite loss (lower ``lr`` or ``init_scale``)."""
+
+
+def draw_seed(random_state):
+    """One integer seed from ``random_state`` (None, int or ``RandomState``)."""
+    return int(check_random_state(random_state).randint(_MAX_SEED))
+
+
+def check_int_param(value, name, minimum=1, maximum=None):
+    """Validate an integer hyper-parameter, naming it in the error."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer; got {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = "" if maximum is None else f" and <= {maximum}"
+        raise ValueError(f"{name} must be >= {minimum}{upper}; got {value}")
+    return int(value)
+
+
+def check_float_param(value, name, low=0.0, high=None, low_open=True):
+    """Validate a real hyper-parameter in ``(low, high]`` (or ``[low, high]``)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number; got {value!r}")
+    value = float(value)
+    too_low = value <= low if low_open else value < low
+    if not np.isfinite(value) or too_low or (high is not None and value > high):
+        bracket = "(" if low_open else "["
+        upper = "inf)" if high is None else f"{high}]"
+        raise ValueError(f"{name} must be in {bracket}{low}, {upper}; got {value}")
+    return value
+
+
+def _finite_float_array(array, name, ndims):
+    array = check_array(
+        array,
+        ensure_2d=False,
+        allow_nd=True,
+        dtype=np.float64,
+        ensure_all_finite=False,
+        ensure_min_samples=1,
+        input_name=name,
+    )
+    if array.ndim not in ndims:
+        raise ValueError(
+            f"{name} must have {' or '.join(map(str, ndims))} dimensions; "
+            f"got an array of shape {array.shape}"
+        )
+    if not np.all(np.isfinite(array)):
+        bad = "NaN" if np.isnan(array).any() else "infinity"
+        raise ValueError(f"{name} contains {bad}; remove or impute those entries")
+    if array.size == 0:
+        raise ValueError(f"{name} is empty (shape {array.shape})")
+    return array
+
+
+def validate_sequences(estimator, X, Y=None, reset=True):
+    """Check ``X`` (and ``Y``) and return them as float arrays ``(n, L, d)``.
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        Receives ``n_features_in_``, ``seq_len_``, ``token_dim_`` (and with ``Y``
+        on reset, ``target_``: ``"sequence"`` or ``"final"``, and ``d_out_``).
+    X : array-like of shape (n, L) or (n, L, d)
+    Y : array-like of shape (n,), (n, k) or (n, L, d_out), optional
+    reset : bool
+        ``True`` in ``fit`` (store the shapes), ``False`` at predict time (check
+        them against the fitted ones).
+
+    Returns
+    -------
+    X : ndarray of shape (n, L, d)
+    Y : ndarray of shape (n, L, d_out) or (n, d_out), only if ``Y`` was given
+    """
+    ndim = getattr(X, "ndim", None)
+    if ndim is None:
+        ndim = np.asarray(X).ndim
+    if ndim > 3:
+        raise ValueError(
+            "X must be 2-D (n, L) or 3-D (n, L, d); "
+            f"got an array with {ndim} dimensions"
+        )
+    if ndim != 3:
+        # 2-D input (and malformed 0-D/1-D input) goes through scikit-learn's own
+        # validation so that feature names, sparse input and n_features_in_
+        # behave exactly as its tools expect.
+        if Y is None:
+            X = validate_data(
+                estimator, X, reset=reset, dtype=np.float64, ensure_all_finite=True
+            )
+        else:
+            X, Y = validate_data(
+                estimator, X, Y, reset=reset, dtype=np.float64,
+                ensure_all_finite=True, multi_output=True, y_numeric=True,
+            )
+        X = X[:, :, None]
+    else:
+        X = _finite_float_array(X, "X", (3,))
+        if reset:
+            estimator.n_features_in_ = X.shape[2]
+            if hasattr(estimator, "feature_names_in_"):
+                del estimator.feature_names_in_
+        elif X.shape[2] != estimator.token_dim_:
+            raise ValueError(
+                f"X has tokens of dimension {X.shape[2]}, but "
+                f"{type(estimator).__name__} was fitted on dimension "
+                f"{estimator.token_dim_}"
+            )
+    n, L, d = X.shape
+    if reset:
+        estimator.seq_len_ = L
+        estimator.token_dim_ = d
+    elif L != estimator.seq_len_:
+        raise ValueError(
+            f"X has sequences of length {L}, but {type(estimator).__name__} was "
+            f"fitted on length {estimator.seq_len_}"
+        )
+    if Y is None:
+        return X
+    Y = _finite_float_array(Y, "Y", (1, 2, 3))
+    if Y.shape[0] != n:
+        raise ValueError(
+            f"X and Y have different numbers of samples: {n} and {Y.shape[0]}"
+        )
+    if Y.ndim == 3 and Y.shape[1] != L:
+        raise ValueError(
+            f"X and Y have different sequence lengths: {L} and {Y.shape[1]}"
+        )
+    if reset:
+        estimator.target_ = "sequence" if Y.ndim == 3 else "final"
+        # predict returns targets shaped like those seen in fit (1-D stays 1-D)
+        estimator.y_ndim_ = Y.ndim
+    if Y.ndim == 1:
+        Y = Y[:, None]
+    if reset:
+        estimator.d_out_ = Y.shape[-1]
+    return X, Y
+
+
+def sequence_r2(Y_true, Y_pred, sample_weight=None):
+    """R^2 of per-token or per-sequence predictions, averaged over output entries.
+
+    ``Y`` is flattened to ``(n, -1)`` and scored with
+    :func:`sklearn.metrics.r2_score` (uniform average over columns), so 1-D and
+    2-D targets score exactly as scikit-learn scores them and 3-D targets get the
+    natural extension.
+    """
+    Y_true = np.asarray(Y_true, dtype=np.float64)
+    n = Y_true.shape[0]
+    return r2_score(
+        Y_true.reshape(n, -1),
+        np.asarray(Y_pred, dtype=np.float64).reshape(n, -1),
+        sample_weight=sample_weight,
+    )
+
+
+class TensorBatchIterator:
+    """Mini-batches sliced from whole tensors, with a seeded shuffle.
+
+    skorch's default ``DataLoader`` indexes and collates one sample at a time,
+    which dominates the cost of the tiny models trained here. This iterator
+    slices the dataset's tensors directly.
+
+    Parameters
+    ----------
+    dataset : skorch.dataset.Dataset
+        Holds ``X`` and ``y`` as tensors of equal length.
+    batch_size : int
+    shuffle : bool, default=False
+    seed : int, default=0
+        Seed of the shuffling order; each pass over the data draws a new order.
+    """
+
+    def __init__(self, dataset, batch_size, shuffle=False, seed=0):
+        self.X = dataset.X
+        self.y = dataset.y
+        self.batch_size = int(batch_size)
+        self.shuffle = shuffle
+        self.generator = torch.Generator(device="cpu")
+        self.generator.manual_seed(int(seed))
+
+    def __len__(self):
+        return -(-len(self.X) // self.batch_size)
+
+    def __iter__(self):
+        n = len(self.X)
+        if self.shuffle:
+            order = torch.randperm(n, generator=self.generator).to(self.X.device)
+        for start in range(0, n, self.batch_size):
+            if self.shuffle:
+                index = order[start:start + self.batch_size]
+                yield self.X[index], (None if self.y is None else self.y[index])
+            else:
+                stop = start + self.batch_size
+                yield self.X[start:stop], (None if self.y is None else self.y[start:stop])
+
+
+class RankwiseMSELoss(torch.nn.Module):
+    """Per-rank mean squared error, ``(n, R, ...)`` predictions against ``(n, ...)``.
+
+    Returns the ``R`` per-rank losses; the net sums them so every rank slot gets
+    exactly its own gradient.
+    """
+
+    def forward(self, y_pred, y_true):
+        residual = y_pred - y_true.unsqueeze(1)
+        return residual.pow(2).flatten(2).mean(dim=(0, 2))
+
+
+class RankSweepNet(NeuralNet):
+    """skorch net that trains every rank slot of a batched student at once.
+
+    It records the per-rank training loss of every epoch in the history
+    (``train_loss_per_rank``) and stops with :class:`TrainingDivergedError` as soon
+    as a batch loss is not finite.
+    """
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        per_rank = self.criterion_(y_pred, y_true)
+        if training:
+            values = per_rank.detach()
+            if not torch.isfinite(values).all():
+                bad = [r for r, v in zip(self.module_.ranks, values.tolist())
+                       if not np.isfinite(v)]
+                raise TrainingDivergedError(
+                    f"training diverged at epoch {len(self.history)}: the loss of "
+                    f"rank(s) {bad} is not finite; lower lr or init_scale"
+                )
+            self.history.record_batch("train_loss_per_rank", values.cpu().tolist())
+        return per_rank.sum()
+
+    def on_epoch_end(self, net, **kwargs):
+        batches = self.history[-1, "batches"]
+        losses = [b["train_loss_per_rank"] for b in batches if "train_loss_per_rank" in b]
+        sizes = [b["train_batch_size"] for b in batches if "train_loss_per_rank" in b]
+        if losses:
+            mean = np.average(np.asarray(losses), axis=0, weights=sizes)
+            self.history.record("train_loss_per_rank", mean.tolist())
+        super().on_epoch_end(net, **kwargs)

@@ -1,0 +1,372 @@
+"""Students of the interpolation ladder, batched over a grid of ranks.
+
+Every student holds one copy of its parameters per rank of a grid (a leading
+"rank" axis) and masks the factor columns beyond each copy's rank, so that one
+forward pass trains the whole grid at once. A single-rank student is the same
+module with a grid of one rank: the batched sweep and the single-rank fit run the
+same code.
+
+Two properties make a slot of the batched student behave exactly like a student
+trained alone:
+
+* initialisation: the parameters of a slot of rank ``r`` are drawn from a
+  generator seeded by ``(random_state, r)``, whatever the rest of the grid;
+* optimisation: the training loss is the *sum* of the per-rank losses, so each
+  slot receives exactly the gradient it would receive alone, and elementwise
+  optimisers (SGD, Adam, AdamW) update it exactly as they would alone. Masked
+  columns start at zero and receive zero gradient, so they never move.
+
+Shapes: inputs ``X`` are ``(n, L, d)``; outputs are batch-first
+``(n, R, L, d_out)`` (or ``(n, R, d_out)`` with ``final_only``) so that skorch can
+concatenate predictions along the sample axis.
+"""
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = [
+    "RankBatchedStudent",
+    "FixedOperatorStudent",
+    "LinearAttentionStudent",
+    "SoftmaxAttentionStudent",
+    "TransformerBlockStudent",
+    "STUDENTS",
+    "make_student",
+]
+
+
+def _slot_generator(random_state, rank, device="cpu"):
+    """Generator of the parameters of the slot of rank ``rank``."""
+    state = np.random.SeedSequence([int(random_state), int(rank)]).generate_state(1)
+    generator = torch.Generator(device="cpu")
+    generator.manual_seed(int(state[0]))
+    return generator
+
+
+class RankBatchedStudent(nn.Module):
+    """Base class: parameters stacked over a grid of ranks.
+
+    Subclasses declare their parameters with :meth:`_add_parameter` and implement
+    :meth:`mixer` (the realised ``L x L`` token mixer) and :meth:`_sequence_output`.
+
+    Parameters
+    ----------
+    d : int
+        Token dimension.
+    d_out : int
+        Output dimension per token.
+    ranks : sequence of int
+        The rank grid, one slot per entry (for example ``[1, 2, 4, 8]``).
+    seq_len : int or None, default=None
+        Sequence length; required by students whose parameters depend on it.
+    init_scale : float, default=0.1
+        Initialisation scale: factor matrices are drawn ``N(0, init_scale^2 /
+        fan_in)``, so ``X W`` has entries of standard deviation ``init_scale``.
+        Small values give the implicit low-rank bias of the recovery principle.
+    random_state : int, default=0
+        Seed of the initialisation (slot of rank ``r`` seeded by
+        ``(random_state, r)``).
+    final_only : bool, default=False
+        Return only the final position's output (for scalar or vector targets
+        attached to the whole sequence).
+    """
+
+    max_rank_axis = "d"
+
+    def __init__(
+        self,
+        d,
+        d_out,
+        ranks,
+        seq_len=None,
+        init_scale=0.1,
+        random_state=0,
+        final_only=False,
+    ):
+        super().__init__()
+        ranks = tuple(int(r) for r in ranks)
+        if not ranks or min(ranks) < 1:
+            raise ValueError(f"ranks must be a non-empty list of integers >= 1; got {ranks}")
+        self.d = int(d)
+        self.d_out = int(d_out)
+        self.ranks = ranks
+        self.seq_len = None if seq_len is None else int(seq_len)
+        self.init_scale = float(init_scale)
+        self.random_state = int(random_state)
+        self.final_only = bool(final_only)
+        self.r_max = max(ranks)
+        limit = self.max_rank()
+        if self.r_max > limit:
+            raise ValueError(
+                f"rank {self.r_max} exceeds the largest rank of this student ({limit})"
+            )
+        mask = torch.zeros(len(ranks), self.r_max)
+        for slot, r in enumerate(ranks):
+            mask[slot, :r] = 1.0
+        self.register_buffer("rank_mask", mask)
+        self._initializers = []
+        self.build()
+        self.reset_parameters()
+
+    # -- construction -------------------------------------------------------------
+    def max_rank(self):
+        """Largest meaningful rank: the kernel size ``d`` (the operator size ``L`` for B0)."""
+        return self.d
+
+    def build(self):
+        """Declare the parameters (implemented by subclasses)."""
+        raise NotImplementedError
+
+    def _add_parameter(self, name, shape, init, fan_in=None, ranked=False):
+        """Register a parameter of shape ``(R, *shape)``.
+
+        ``ranked=True`` marks a factor whose last axis is the rank axis
+        (length ``r_max``); a slot of rank ``r`` only draws its first ``r``
+        columns. ``init`` is ``"normal"`` (scaled by ``init_scale / sqrt(fan_in)``),
+        ``"standard"`` (``1 / sqrt(fan_in)``), ``"ones"`` or ``"zeros"``.
+        """
+        parameter = nn.Parameter(torch.zeros(len(self.ranks), *shape))
+        self.register_parameter(name, parameter)
+        self._initializers.append((name, tuple(shape), init, fan_in, ranked))
+
+    @torch.no_grad()
+    def reset_parameters(self):
+        """Draw every slot's parameters from its own ``(random_state, rank)`` generator."""
+        for slot, r in enumerate(self.ranks):
+            generator = _slot_generator(self.random_state, r)
+            for name, shape, init, fan_in, ranked in self._initializers:
+                target = getattr(self, name)[slot]
+                target.zero_()
+                if ranked:
+                    shape = shape[:-1] + (r,)
+                    target = target[..., :r]
+                if init == "ones":
+                    target.fill_(1.0)
+                elif init in ("normal", "standard"):
+                    scale = self.init_scale if init == "normal" else 1.0
+                    values = torch.randn(shape, generator=generator)
+                    target.copy_(values * scale / math.sqrt(fan_in))
+
+    def _masked(self, factor):
+        """Zero the columns of ``factor`` (``(R, ..., r_max)``) beyond each slot's rank."""
+        mask = self.rank_mask.view(len(self.ranks), *([1] * (factor.dim() - 2)), self.r_max)
+        return factor * mask
+
+    # -- what the student computes ------------------------------------------------
+    def mixer(self, X):
+        """Realised token mixer ``M(X)`` of every slot, shape ``(n, R, L, L)``."""
+        raise NotImplementedError
+
+    def _sequence_output(self, X):
+        raise NotImplementedError
+
+    def forward(self, X):
+        """Predictions of every slot, ``(n, R, L, d_out)`` or ``(n, R, d_out)``."""
+        out = self._sequence_output(X)
+        return out[:, :, -1, :] if self.final_only else out
+
+
+class _QueryKeyMixin:
+    """Shared query-key factors ``W_Q, W_K`` of shape ``(R, d, r_max)``."""
+
+    def _add_query_key(self):
+        self._add_parameter("query", (self.d, self.r_max), "normal", self.d, ranked=True)
+        self._add_parameter("key", (self.d, self.r_max), "normal", self.d, ranked=True)
+
+    def kernel(self):
+        """Query-key kernels ``K = W_Q W_K^T`` of every slot, ``(R, d, d)``."""
+        return self._masked(self.query) @ self._masked(self.key).transpose(1, 2)
+
+    def _scores(self, tokens):
+        q = torch.einsum("nld,rdk->nrlk", tokens, self._masked(self.query))
+        k = torch.einsum("nld,rdk->nrlk", tokens, self._masked(self.key))
+        return q @ k.transpose(-1, -2)
+
+
+class FixedOperatorStudent(RankBatchedStudent):
+    """B0 ``fixed``: ``Y = A X V`` with an input-independent ``A = P Q^T`` of rank ``r``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> student = FixedOperatorStudent(d=3, d_out=2, ranks=[1, 2], seq_len=4)
+    >>> student(torch.randn(5, 4, 3)).shape
+    torch.Size([5, 2, 4, 2])
+    >>> student.operator().shape
+    torch.Size([2, 4, 4])
+    """
+
+    def max_rank(self):
+        if self.seq_len is None:
+            raise ValueError("FixedOperatorStudent needs seq_len")
+        return self.seq_len
+
+    def build(self):
+        L = self.seq_len
+        self._add_parameter("left", (L, self.r_max), "normal", L, ranked=True)
+        self._add_parameter("right", (L, self.r_max), "normal", L, ranked=True)
+        self._add_parameter("value", (self.d, self.d_out), "normal", self.d)
+
+    def operator(self):
+        """Operators ``A = P Q^T`` of every slot, ``(R, L, L)``."""
+        return self._masked(self.left) @ self._masked(self.right).transpose(1, 2)
+
+    def mixer(self, X):
+        return self.operator().unsqueeze(0).expand(X.shape[0], -1, -1, -1)
+
+    def _sequence_output(self, X):
+        values = torch.einsum("nld,rde->nrle", X, self.value)
+        return torch.einsum("rlk,nrke->nrle", self.operator(), values)
+
+
+class LinearAttentionStudent(_QueryKeyMixin, RankBatchedStudent):
+    """B1 ``linear``: ``Y = (X W_Q)(X W_K)^T X W_V / L``, kernel rank ``<= r``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> student = LinearAttentionStudent(d=4, d_out=4, ranks=[2])
+    >>> student(torch.randn(3, 5, 4)).shape
+    torch.Size([3, 1, 5, 4])
+    """
+
+    def build(self):
+        self._add_query_key()
+        self._add_parameter("value", (self.d, self.d_out), "normal", self.d)
+
+    def mixer(self, X):
+        return self._scores(X) / X.shape[1]
+
+    def _sequence_output(self, X):
+        values = torch.einsum("nld,rde->nrle", X, self.value)
+        return self.mixer(X) @ values
+
+
+class SoftmaxAttentionStudent(_QueryKeyMixin, RankBatchedStudent):
+    """B2 ``softmax``: ``Y = softmax((X W_Q)(X W_K)^T) X W_V``, kernel rank ``<= r``.
+
+    The scores are not divided by ``sqrt(r)``, matching the softmax teacher of
+    :func:`intrinsic_rank.datasets.make_attention_task`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> student = SoftmaxAttentionStudent(d=4, d_out=2, ranks=[1, 4])
+    >>> student.mixer(torch.randn(3, 5, 4)).sum(-1).allclose(torch.ones(3, 2, 5))
+    True
+    """
+
+    def build(self):
+        self._add_query_key()
+        self._add_parameter("value", (self.d, self.d_out), "normal", self.d)
+
+    def mixer(self, X):
+        return torch.softmax(self._scores(X), dim=-1)
+
+    def _sequence_output(self, X):
+        values = torch.einsum("nld,rde->nrle", X, self.value)
+        return self.mixer(X) @ values
+
+
+class TransformerBlockStudent(_QueryKeyMixin, RankBatchedStudent):
+    """B3 ``block``: a pre-LayerNorm Transformer block around the rank-``r`` attention of B2.
+
+    ``H1 = X + softmax(LN1(X) W_Q W_K^T LN1(X)^T) LN1(X) W_V``,
+    ``H2 = H1 + GELU(LN2(H1) W_1 + b_1) W_2 + b_2``, ``Y = H2 W_O + b_O``.
+    Like B1 and B2 it has no positional information.
+
+    Parameters
+    ----------
+    hidden : int or None, default=None
+        Width of the feed-forward network; ``None`` means ``4 d``.
+    **kwargs
+        See :class:`RankBatchedStudent`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> student = TransformerBlockStudent(d=4, d_out=1, ranks=[2], final_only=True)
+    >>> student(torch.randn(3, 5, 4)).shape
+    torch.Size([3, 1, 1])
+    """
+
+    def __init__(self, d, d_out, ranks, hidden=None, **kwargs):
+        self.hidden = 4 * int(d) if hidden is None else int(hidden)
+        super().__init__(d, d_out, ranks, **kwargs)
+
+    def build(self):
+        d, h = self.d, self.hidden
+        self._add_query_key()
+        self._add_parameter("value", (d, d), "normal", d)
+        for name in ("ln1", "ln2"):
+            self._add_parameter(f"{name}_weight", (d,), "ones")
+            self._add_parameter(f"{name}_bias", (d,), "zeros")
+        self._add_parameter("ffn_in", (d, h), "standard", d)
+        self._add_parameter("ffn_in_bias", (h,), "zeros")
+        self._add_parameter("ffn_out", (h, d), "standard", h)
+        self._add_parameter("ffn_out_bias", (d,), "zeros")
+        self._add_parameter("readout", (d, self.d_out), "standard", d)
+        self._add_parameter("readout_bias", (self.d_out,), "zeros")
+
+    @staticmethod
+    def _layer_norm(h, weight, bias):
+        # h: (n, R, L, d); weight, bias: (R, d)
+        h = torch.nn.functional.layer_norm(h, h.shape[-1:])
+        return h * weight[:, None, :] + bias[:, None, :]
+
+    def _attention_input(self, X):
+        return self._layer_norm(X.unsqueeze(1), self.ln1_weight, self.ln1_bias)
+
+    def mixer(self, X):
+        a = self._attention_input(X)
+        q = torch.einsum("nrld,rdk->nrlk", a, self._masked(self.query))
+        k = torch.einsum("nrld,rdk->nrlk", a, self._masked(self.key))
+        return torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+
+    def _sequence_output(self, X):
+        a = self._attention_input(X)
+        values = torch.einsum("nrld,rde->nrle", a, self.value)
+        h = X.unsqueeze(1) + self.mixer(X) @ values
+        f = self._layer_norm(h, self.ln2_weight, self.ln2_bias)
+        f = torch.einsum("nrld,rdh->nrlh", f, self.ffn_in) + self.ffn_in_bias[:, None, :]
+        f = torch.nn.functional.gelu(f)
+        h = h + torch.einsum("nrlh,rhd->nrld", f, self.ffn_out) + self.ffn_out_bias[:, None, :]
+        return torch.einsum("nrld,rde->nrle", h, self.readout) + self.readout_bias[:, None, :]
+
+
+STUDENTS = {
+    "fixed": FixedOperatorStudent,
+    "linear": LinearAttentionStudent,
+    "softmax": SoftmaxAttentionStudent,
+    "block": TransformerBlockStudent,
+}
+"""Rungs B0-B3 of the interpolation ladder, by the ``attention`` name."""
+
+
+def make_student(attention, **kwargs):
+    """Build the student of one ladder rung.
+
+    Parameters
+    ----------
+    attention : {"fixed", "linear", "softmax", "block"}
+        Rung B0, B1, B2 or B3.
+    **kwargs
+        Passed to the student class (``d``, ``d_out``, ``ranks``, ...).
+
+    Returns
+    -------
+    student : RankBatchedStudent
+
+    Examples
+    --------
+    >>> make_student("linear", d=4, d_out=4, ranks=[1, 2]).kernel().shape
+    torch.Size([2, 4, 4])
+    """
+    if attention not in STUDENTS:
+        raise ValueError(
+            f"unknown attention {attention!r}; use one of {sorted(STUDENTS)}"
+        )
+    return STUDENTS[attention](**kwargs)
