@@ -241,25 +241,32 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
 
     def _rank_grid(self):
         limit = self._max_rank()
-        what = "sequence length L" if self.attention == "fixed" else "token dimension d"
+        if self.attention == "fixed":
+            what = f"the sequence length L = {limit} (the operator is L x L)"
+        else:
+            what = f"the token dimension d = {limit} (the query-key kernel is d x d)"
+        if self._x_ndim == 2:
+            what += f"; 2-D X holds n_features = {self.n_features_in_} scalar tokens"
         if self.ranks is not None:
             if self.rank is not None:
                 raise ValueError(
                     "give either rank (one student) or ranks (a sweep), not both"
                 )
-            grid = np.atleast_1d(np.asarray(self.ranks))
+            grid = np.asarray(self.ranks)
             if grid.ndim != 1 or grid.size == 0:
                 raise ValueError(f"ranks must be a non-empty 1-D list; got {self.ranks!r}")
-            checked = [check_int_param(r, "every entry of ranks", 1, limit) for r in grid.tolist()]
+            checked = [check_int_param(r, "every entry of ranks") for r in grid.tolist()]
+            if max(checked) > limit:
+                raise ValueError(f"rank {max(checked)} in ranks exceeds {what}")
             if len(set(checked)) != len(checked):
                 raise ValueError(f"ranks contains duplicates: {checked}")
             return sorted(checked)
         if self.rank is None:
             return [limit]
-        try:
-            return [check_int_param(self.rank, "rank", 1, limit)]
-        except ValueError as error:
-            raise ValueError(f"{error} (the {what} is {limit})") from None
+        rank = check_int_param(self.rank, "rank")
+        if rank > limit:
+            raise ValueError(f"rank={rank} exceeds {what}")
+        return [rank]
 
     # -- training -----------------------------------------------------------------
     def _build_net(self, ranks, seed, device):
@@ -307,6 +314,10 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
             The fitted estimator.
         """
         device = self._check_params()
+        if Y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None"
+            )
         X, Y = validate_sequences(self, X, Y, reset=True)
         ranks = self._rank_grid()
         seed = draw_seed(self.random_state)
@@ -315,8 +326,8 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
             train, heldout = self._split(len(X), seed)
         else:
             train, heldout = np.arange(len(X)), None
-        X_t = torch.as_tensor(X, dtype=torch.float32, device=device)
-        Y_t = torch.as_tensor(Y, dtype=torch.float32, device=device)
+        X_t = torch.tensor(X, dtype=torch.float32, device=device)
+        Y_t = torch.tensor(Y, dtype=torch.float32, device=device)
         self.net_ = self._build_net(ranks, seed, device)
         self.net_.fit(X_t[train], Y_t[train])
         self.ranks_ = np.asarray(ranks)
@@ -407,7 +418,7 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
     def _tensor(self, X):
         check_is_fitted(self)
         X = validate_sequences(self, X, reset=False)
-        return torch.as_tensor(X, dtype=torch.float32, device=self.net_.device)
+        return torch.tensor(X, dtype=torch.float32, device=self.net_.device)
 
     def predict(self, X):
         """Predictions of the selected student.

@@ -139,6 +139,7 @@ def validate_sequences(estimator, X, Y=None, reset=True):
             )
     n, L, d = X.shape
     if reset:
+        estimator._x_ndim = ndim
         estimator.seq_len_ = L
         estimator.token_dim_ = d
     elif L != estimator.seq_len_:
