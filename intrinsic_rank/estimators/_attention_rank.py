@@ -128,7 +128,8 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
     operator_ : ndarray of shape (L, L)
         Learned operator ``A`` of the selected student (``"fixed"`` only).
     kernels_ : ndarray of shape (R, d, d) or (R, L, L)
-        Kernels (operators for ``"fixed"``) of every trained rank.
+        Kernels (operators for ``"fixed"``) of every trained rank, in the
+        training precision (float32).
     singular_values_ : ndarray
         Singular values of ``kernel_`` (or ``operator_``).
     effective_rank_ : float
@@ -371,7 +372,9 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         module = self.net_.module_
         with torch.no_grad():
             kernels = module.operator() if self.attention == "fixed" else module.kernel()
-        self.kernels_ = kernels.detach().cpu().double().numpy()
+        # Kept in the training precision (float32): the numerical rank's
+        # threshold then uses float32's epsilon, not float64's.
+        self.kernels_ = kernels.detach().cpu().numpy()
 
     def _select_rank(self, train_risk, heldout_risk, Y_heldout):
         floor = self.noise_floor if self.noise_floor is not None else float(heldout_risk.min())

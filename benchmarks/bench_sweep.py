@@ -1,0 +1,262 @@
+"""Benchmark: the batched rank sweep against a grid search, and skorch's overhead.
+
+What it measures, on one attention teacher with a known rank ``r*``
+(:func:`intrinsic_rank.datasets.make_attention_task`):
+
+1. **Sweep vs grid search.** ``AttentionRankEstimator(ranks=[1..8]).fit`` trains
+   the whole rank grid in one batched optimisation. The baseline is what a user
+   would otherwise write: ``GridSearchCV`` over ``rank`` with one single-rank fit
+   per candidate, scored on the *same* held-out part the sweep uses (a
+   ``PredefinedSplit`` rebuilt from the estimator's seed). Both excess-risk
+   curves and both ``r*`` estimates are printed with the wall-clock times and
+   their ratio (target: the sweep at least 5x faster). A grid-search student of
+   rank ``r`` starts from the same initialisation and sees the same batches as
+   the sweep's rank-``r`` slot, so the two curves should agree up to float32
+   rounding.
+2. **skorch overhead.** The same batched student trained by a plain PyTorch
+   loop (Adam, same learning rate, batch size, epochs, initialisation and batch
+   order, summed per-rank MSE) against the estimator's sweep fit on the same
+   training part (target: at most 1.3x). The estimator's time also includes
+   input validation, the split and the post-fit held-out scoring, so the ratio
+   is an upper bound on skorch's own overhead. Both runs do the same math, so
+   their final training losses should agree closely.
+
+Each timing is the median of ``--repeats`` runs. Nothing is asserted on
+wall-clock time: the script prints its numbers and exits 0.
+
+Threads: torch is pinned to 2 intra-op threads (``DEFAULT_THREADS``) so that the
+numbers are comparable from machine to machine and match the 2-core CPU the
+targets were set on; ``--threads`` overrides it.
+
+Run::
+
+    python benchmarks/bench_sweep.py            # full run (a few minutes)
+    python benchmarks/bench_sweep.py --quick    # smoke run (~30 epochs, n=1024)
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+
+# Deliberate: pin torch to 2 threads before any work so timings are reproducible
+# and match the 2-core target machine (override with --threads).
+DEFAULT_THREADS = 2
+torch.set_num_threads(DEFAULT_THREADS)
+
+import numpy as np  # noqa: E402
+from sklearn.metrics import make_scorer, mean_squared_error  # noqa: E402
+from sklearn.model_selection import GridSearchCV, PredefinedSplit  # noqa: E402
+
+from intrinsic_rank import AttentionRankEstimator  # noqa: E402
+from intrinsic_rank.datasets import make_attention_task  # noqa: E402
+from intrinsic_rank.estimators._base import RankwiseMSELoss, draw_seed  # noqa: E402
+from intrinsic_rank.nn import make_student  # noqa: E402
+
+MAX_GRID_RANK = 8
+SPEEDUP_TARGET = 5.0
+OVERHEAD_TARGET = 1.3
+
+
+# -- set-up -----------------------------------------------------------------------
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", default="softmax", choices=["linear", "softmax"])
+    parser.add_argument("--n-samples", type=int, default=None,
+                        help="sequences (default 2048; 1024 with --quick)")
+    parser.add_argument("--d", type=int, default=16, help="token dimension")
+    parser.add_argument("--seq-len", type=int, default=8)
+    parser.add_argument("--rank-star", type=int, default=4, help="teacher rank r*")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="training epochs (default 150; 30 with --quick)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="timed runs per measurement, median reported "
+                             "(default 3; 1 with --quick)")
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS,
+                        help=f"torch intra-op threads (default {DEFAULT_THREADS})")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: fewer epochs, samples and repeats")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    if args.n_samples is None:
+        args.n_samples = 1024 if quick else 2048
+    if args.epochs is None:
+        args.epochs = 30 if quick else 150
+    if args.repeats is None:
+        args.repeats = 1 if quick else 3
+    args.ranks = list(range(1, min(MAX_GRID_RANK, args.d) + 1))
+    return args
+
+
+def timed(fn, repeats):
+    """Median wall-clock seconds of ``repeats`` calls of ``fn`` and its last result."""
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def heldout_indices(n, args, validation_fraction):
+    """The held-out part of a sweep with ``random_state=args.seed`` (sorted indices).
+
+    Rebuilt like the estimator does it: the first ``round(fraction * n)`` entries
+    of a permutation seeded by the seed the estimator draws from ``random_state``.
+    """
+    n_heldout = int(round(validation_fraction * n))
+    order = np.random.RandomState(draw_seed(args.seed)).permutation(n)
+    return np.sort(order[:n_heldout])
+
+
+def select_rank(ranks, heldout_risk, Y_heldout, tol):
+    """Excess risks over the estimated floor and the smallest rank within ``tol``.
+
+    The rule of a sweep without a known ``noise_floor``: the floor is the smallest
+    held-out risk over the grid; a rank reaches it when its excess risk is at most
+    ``tol`` times the mean per-entry variance of the held-out targets.
+    """
+    excess = heldout_risk - heldout_risk.min()
+    scale = float(np.mean(np.var(Y_heldout, axis=0)))
+    reached = excess <= tol * scale
+    index = int(np.argmax(reached)) if reached.any() else int(np.argmin(heldout_risk))
+    return excess, int(ranks[index])
+
+
+def _flat_mse(y_true, y_pred):
+    # scikit-learn's MSE refuses 3-D targets; average over all entries, as a sweep does.
+    n = len(y_true)
+    return mean_squared_error(np.reshape(y_true, (n, -1)), np.reshape(y_pred, (n, -1)))
+
+
+# -- the three timed runs -------------------------------------------------------
+def run_sweep(X, Y, args):
+    est = AttentionRankEstimator(attention=args.kind, ranks=args.ranks,
+                                 max_epochs=args.epochs, random_state=args.seed)
+    return est.fit(X, Y)
+
+
+def run_grid_search(X, Y, args, heldout):
+    test_fold = np.full(len(X), -1)
+    test_fold[heldout] = 0
+    search = GridSearchCV(
+        AttentionRankEstimator(attention=args.kind, max_epochs=args.epochs,
+                               random_state=args.seed),
+        {"rank": args.ranks},
+        cv=PredefinedSplit(test_fold),
+        refit=False,
+        n_jobs=1,
+        scoring=make_scorer(_flat_mse, greater_is_better=False),
+        error_score="raise",
+    )
+    return search.fit(X, Y)
+
+
+def run_plain_loop(X_train, Y_train, args, seed, d_out, lr=3e-3, batch_size=256):
+    """The sweep's batched student trained by a bare PyTorch loop.
+
+    Same initialisation (``seed``), same shuffled batch order (a generator seeded
+    by ``seed``, a new permutation per epoch), same Adam, same summed per-rank MSE.
+    Returns the batch-size-weighted mean training loss of the last epoch (what
+    skorch records as ``train_loss``).
+    """
+    module = make_student(args.kind, d=args.d, d_out=d_out, ranks=args.ranks,
+                          seq_len=args.seq_len, init_scale=0.1, random_state=seed)
+    module.train()
+    criterion = RankwiseMSELoss()
+    optimizer = torch.optim.Adam(module.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    n = len(X_train)
+    for _ in range(args.epochs):
+        order = torch.randperm(n, generator=generator)
+        total = 0.0
+        for start in range(0, n, batch_size):
+            index = order[start:start + batch_size]
+            optimizer.zero_grad()
+            loss = criterion(module(X_train[index]), Y_train[index]).sum()
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(index)
+    return total / n
+
+
+# -- report -----------------------------------------------------------------------
+def print_curves(ranks, sweep_excess, grid_excess):
+    print(f"{'rank':>4}  {'sweep excess':>13}  {'grid excess':>13}  {'|diff|':>10}")
+    for r, s, g in zip(ranks, sweep_excess, grid_excess):
+        print(f"{r:>4}  {s:>13.6f}  {g:>13.6f}  {abs(s - g):>10.2e}")
+    print(f"max |sweep excess - grid excess| = "
+          f"{np.max(np.abs(sweep_excess - grid_excess)):.3e}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"bench_sweep: kind={args.kind} n={args.n_samples} L={args.seq_len} "
+          f"d={args.d} r*={args.rank_star} epochs={args.epochs} ranks={args.ranks} "
+          f"seed={args.seed} repeats={args.repeats} threads={torch.get_num_threads()}"
+          + (" (quick)" if args.quick else ""))
+    X, Y = make_attention_task(args.kind, n_samples=args.n_samples,
+                               seq_len=args.seq_len, d=args.d, rank=args.rank_star,
+                               noise=0.1, random_state=args.seed)
+    defaults = AttentionRankEstimator()
+    tol, fraction = defaults.tol, defaults.validation_fraction
+    heldout = heldout_indices(len(X), args, fraction)
+    train = np.setdiff1d(np.arange(len(X)), heldout)
+
+    # 1. batched sweep
+    sweep_time, est = timed(lambda: run_sweep(X, Y, args), args.repeats)
+    sweep_excess = np.array([rec["excess_risk"] for rec in est.sweep_])
+    selected = est.sweep_[est.rank_index_]["heldout_risk"]
+    split_ok = np.isclose(_flat_mse(Y[heldout], est.predict(X[heldout])), selected)
+    print(f"held-out part rebuilt from the seed matches the sweep's: {split_ok}")
+
+    # 2. grid-search baseline on the same held-out part
+    grid_time, search = timed(lambda: run_grid_search(X, Y, args, heldout), args.repeats)
+    results = search.cv_results_
+    grid_ranks = [int(r) for r in results["param_rank"]]
+    grid_risk = -np.asarray(results["mean_test_score"], dtype=float)
+    grid_risk = grid_risk[np.argsort(grid_ranks)]
+    grid_excess, grid_rstar = select_rank(args.ranks, grid_risk, Y[heldout], tol)
+
+    print()
+    print_curves(args.ranks, sweep_excess, grid_excess)
+    speedup = grid_time / sweep_time
+    print(f"r* (sweep)       = {est.rank_}")
+    print(f"r* (grid search) = {grid_rstar}   (teacher r* = {args.rank_star})")
+    print(f"sweep time       = {sweep_time:.2f} s")
+    print(f"grid-search time = {grid_time:.2f} s")
+    print(f"speedup (grid / sweep) = {speedup:.2f}x   (target >= {SPEEDUP_TARGET:g}x)")
+
+    # 3. skorch overhead: the same student in a plain torch loop
+    seed = draw_seed(args.seed)
+    X_train = torch.tensor(X[train], dtype=torch.float32)
+    Y_train = torch.tensor(Y[train], dtype=torch.float32)
+    plain_time, plain_loss = timed(
+        lambda: run_plain_loop(X_train, Y_train, args, seed, d_out=Y.shape[-1]),
+        args.repeats,
+    )
+    overhead = sweep_time / plain_time
+    est_loss = est.history_[-1]["train_loss"]
+    print()
+    print(f"plain torch loop ({len(train)} training sequences) = {plain_time:.2f} s")
+    print(f"estimator sweep fit (same training part)      = {sweep_time:.2f} s  "
+          "(includes validation, the split and the post-fit held-out scoring)")
+    print(f"overhead (estimator / plain) = {overhead:.2f}x   "
+          f"(target <= {OVERHEAD_TARGET:g}x)")
+    print(f"final training loss (summed over ranks): estimator {est_loss:.6f}, "
+          f"plain loop {plain_loss:.6f}, relative difference "
+          f"{abs(est_loss - plain_loss) / abs(plain_loss):.1e} "
+          "(same math, so they should agree closely)")
+
+    print()
+    print(f"sweep_vs_gridsearch_speedup: {speedup:.2f} (target >= {SPEEDUP_TARGET:g})")
+    print(f"skorch_overhead: {overhead:.2f} (target <= {OVERHEAD_TARGET:g})")
+    print(f"same_rstar: {est.rank_ == grid_rstar}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,266 @@
+"""AttentionRankEstimator on teacher tasks whose answer is known by construction."""
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.metrics import r2_score
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+from intrinsic_rank import AttentionRankEstimator, bounds
+from intrinsic_rank.datasets import (
+    attention_mixer,
+    make_attention_task,
+    make_fixed_operator_task,
+)
+
+
+def _teacher(kind, rank, d=8, seq_len=6, n=1200, seed=0, **kwargs):
+    return make_attention_task(
+        kind, n_samples=n, seq_len=seq_len, d=d, rank=rank, noise=0.1,
+        random_state=seed, return_info=True, **kwargs,
+    )
+
+
+@pytest.mark.parametrize("kind", ["linear", "softmax"])
+@pytest.mark.parametrize("r_star", [2, 4])
+def test_deficiency_and_achievability(kind, r_star):
+    X, Y, info = _teacher(kind, r_star, seed=r_star)
+    est = AttentionRankEstimator(
+        attention=kind, ranks=[1, 2, 3, 4, 5, 6], noise_floor=info.noise_floor,
+        random_state=0,
+    ).fit(X, Y)
+    assert est.rank_ == r_star
+    excess = {rec["rank"]: rec["excess_risk"] for rec in est.sweep_}
+    for r, value in excess.items():
+        if r < r_star:  # deficiency: far above the floor
+            assert value > 3 * info.noise_floor, (r, value)
+        else:  # achievability: on the floor
+            assert abs(value) < 0.2 * info.noise_floor, (r, value)
+
+
+@pytest.mark.parametrize(
+    "kind, d, seq_len, r_star, n, seed",
+    [
+        ("linear", 16, 8, 3, 2048, 11),
+        ("softmax", 16, 8, 6, 2048, 12),
+        ("softmax", 8, 4, 2, 1000, 13),
+        ("linear", 12, 6, 5, 1500, 14),
+        ("softmax", 10, 5, 7, 3000, 15),
+        ("linear", 6, 3, 1, 800, 16),
+    ],
+)
+def test_defaults_find_r_star_without_tuning(kind, d, seq_len, r_star, n, seed):
+    X, Y = make_attention_task(
+        kind, n_samples=n, seq_len=seq_len, d=d, rank=r_star, noise=0.1,
+        random_state=seed,
+    )
+    grid = list(range(1, min(d, r_star + 3) + 1))
+    est = AttentionRankEstimator(attention=kind, ranks=grid, random_state=seed)
+    assert est.fit(X, Y).rank_ == r_star
+    assert est.noise_floor_ == pytest.approx(0.01, rel=0.15)  # estimated, not given
+
+
+def test_fixed_operator_floor_matches_tail_energy():
+    X, Y, info = make_fixed_operator_task(
+        n_samples=4000, seq_len=8, d=6, rank=6, spectrum="decaying", decay=0.7,
+        random_state=0, return_info=True,
+    )
+    est = AttentionRankEstimator(
+        attention="fixed", ranks=[1, 2, 3, 4, 5], noise_floor=info.noise_floor,
+        random_state=0,
+    ).fit(X, Y)
+    spectrum = np.linalg.svd(info.operator, compute_uv=False)
+    for rec in est.sweep_:
+        theory = bounds.fixed_operator_deficiency(spectrum, rec["rank"], info.value_map)
+        assert rec["excess_risk"] == pytest.approx(theory, rel=0.10), rec["rank"]
+    assert est.rank_ == 5 or est.sweep_[-1]["reached"] is False
+
+
+@pytest.mark.parametrize("kind", ["linear", "softmax"])
+def test_recovery_full_rank_student_concentrates_at_r_star(kind):
+    X, Y, _ = _teacher(kind, 3, d=12, seq_len=6, n=1500, seed=5)
+    est = AttentionRankEstimator(attention=kind, random_state=0).fit(X, Y)
+    assert est.rank_ == 12  # full rank by default
+    assert abs(est.effective_rank_ - 3) <= 0.5
+    # the numerical rank of the same kernel saturates: it is not the measure to read
+    assert est.numerical_rank_ > 3
+
+
+def test_sweep_slot_equals_single_rank_student():
+    X, Y, _ = _teacher("softmax", 2, n=400, seed=1)
+    kwargs = dict(attention="softmax", max_epochs=20, random_state=3)
+    wide = AttentionRankEstimator(ranks=[1, 2, 3, 5], **kwargs).fit(X, Y)
+    alone = AttentionRankEstimator(ranks=[3], **kwargs).fit(X, Y)
+    wide.rank_index_ = 2  # read the rank-3 slot of the batched student
+    np.testing.assert_allclose(wide.predict(X), alone.predict(X), atol=2e-5)
+    np.testing.assert_allclose(wide.kernels_[2], alone.kernel_, atol=2e-5)
+    assert wide.sweep_[2]["heldout_risk"] == pytest.approx(
+        alone.sweep_[0]["heldout_risk"], rel=1e-4
+    )
+
+
+def test_same_seed_same_numbers_and_different_seed_differs():
+    X, Y, _ = _teacher("linear", 2, n=300, seed=2)
+    kwargs = dict(attention="linear", ranks=[1, 2, 3], max_epochs=10)
+    a = AttentionRankEstimator(random_state=7, **kwargs).fit(X, Y)
+    b = AttentionRankEstimator(random_state=7, **kwargs).fit(X, Y)
+    c = AttentionRankEstimator(random_state=8, **kwargs).fit(X, Y)
+    assert a.sweep_ == b.sweep_
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    assert not np.allclose(a.kernel_, c.kernel_)
+
+
+def test_fitted_attributes_history_and_records():
+    X, Y, _ = _teacher("softmax", 2, n=300, seed=3)
+    est = AttentionRankEstimator(
+        attention="softmax", ranks=[1, 2, 4], max_epochs=12, random_state=0
+    ).fit(X, Y)
+    assert est.kernel_.shape == (8, 8)
+    assert est.kernels_.shape == (3, 8, 8)
+    assert est.singular_values_.shape == (8,)
+    assert np.all(np.diff(est.singular_values_) <= 0)
+    assert len(est.history_) == 12
+    assert len(est.history_[0]["train_loss_per_rank"]) == 3
+    first, last = est.history_[0], est.history_[-1]
+    assert last["train_loss"] < first["train_loss"]
+    assert last["train_loss"] == pytest.approx(sum(last["train_loss_per_rank"]), rel=1e-5)
+    table = pd.DataFrame(est.sweep_)
+    assert list(table["rank"]) == [1, 2, 4]
+    assert {"train_risk", "heldout_risk", "excess_risk", "reached",
+            "energy_effective_rank", "numerical_rank"} <= set(table.columns)
+    np.testing.assert_allclose(
+        table["heldout_risk"] - est.noise_floor_, table["excess_risk"]
+    )
+    assert est.n_features_in_ == 8 and est.seq_len_ == 6 and est.d_out_ == 8
+
+
+def test_fixed_student_exposes_operator():
+    X, Y, info = make_fixed_operator_task(
+        n_samples=600, seq_len=5, d=4, rank=2, random_state=0, return_info=True
+    )
+    est = AttentionRankEstimator(attention="fixed", rank=2, random_state=0).fit(X, Y)
+    assert est.operator_.shape == (5, 5)
+    assert not hasattr(est, "kernel_")
+    assert est.numerical_rank_ <= 2
+    mixers = est.realized_mixer(X[:3])
+    np.testing.assert_allclose(mixers[0], est.operator_, atol=1e-6)
+    assert est.score(X, Y) > 0.95
+
+
+def test_realized_mixer_matches_learned_kernel():
+    X, Y, _ = _teacher("linear", 2, n=300, seed=4)
+    est = AttentionRankEstimator(attention="linear", rank=3, max_epochs=5, random_state=0)
+    est.fit(X, Y)
+    expected = attention_mixer(X[:4], est.kernel_, "linear")
+    np.testing.assert_allclose(est.realized_mixer(X[:4]), expected, atol=1e-5)
+    soft = AttentionRankEstimator(attention="softmax", rank=3, max_epochs=5, random_state=0)
+    mixers = soft.fit(X, Y).realized_mixer(X[:4])
+    np.testing.assert_allclose(mixers.sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(mixers, attention_mixer(X[:4], soft.kernel_, "softmax"), atol=1e-5)
+
+
+def test_score_is_r2_over_all_entries_of_3d_targets():
+    X, Y, _ = _teacher("softmax", 2, n=400, seed=6)
+    est = AttentionRankEstimator(
+        attention="softmax", rank=2, max_epochs=40, batch_size=32, random_state=0
+    ).fit(X, Y)
+    pred = est.predict(X)
+    assert pred.shape == Y.shape
+    expected = r2_score(Y.reshape(len(Y), -1), pred.reshape(len(Y), -1))
+    assert est.score(X, Y) == pytest.approx(expected)
+    assert est.score(X, Y) > 0.9
+
+
+def test_final_position_target_from_3d_sequences():
+    X, Y, _ = _teacher("softmax", 2, n=600, seed=7, d_out=1)
+    y = Y[:, -1, 0]
+    est = AttentionRankEstimator(attention="softmax", rank=2, max_epochs=80, random_state=0)
+    est.fit(X, y)
+    assert est.target_ == "final"
+    assert est.predict(X).shape == (600,)
+    assert est.score(X, y) > 0.8
+
+
+# -- composition with scikit-learn ---------------------------------------------------
+def test_clone_and_params():
+    est = AttentionRankEstimator(attention="linear", rank=3, lr=0.01)
+    twin = clone(est)
+    assert twin.get_params() == est.get_params()
+    twin.set_params(rank=2, max_epochs=3)
+    assert twin.rank == 2 and est.rank == 3
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_grid_search_over_rank(n_jobs):
+    X, Y, _ = _teacher("linear", 2, d=6, seq_len=4, n=500, seed=8)
+    search = GridSearchCV(
+        AttentionRankEstimator(
+            attention="linear", max_epochs=40, batch_size=32, lr=0.01, random_state=0
+        ),
+        {"rank": [1, 2, 3]},
+        cv=KFold(3, shuffle=True, random_state=0),
+        n_jobs=n_jobs,
+    ).fit(X, Y)
+    scores = search.cv_results_["mean_test_score"]
+    assert search.best_params_["rank"] in (2, 3)
+    assert scores[0] < scores[1] - 0.1  # rank 1 is deficient
+    assert search.best_estimator_.rank_ == search.best_params_["rank"]
+
+
+def test_cross_val_score_on_3d_data():
+    X, Y, _ = _teacher("softmax", 2, d=6, seq_len=4, n=450, seed=9)
+    scores = cross_val_score(
+        AttentionRankEstimator(
+            attention="softmax", rank=2, max_epochs=40, batch_size=32, lr=0.01,
+            random_state=0,
+        ),
+        X, Y, cv=3,
+    )
+    assert scores.shape == (3,)
+    assert scores.min() > 0.8
+
+
+def test_pipeline_with_preprocessing_on_scalar_tokens():
+    rng = np.random.RandomState(0)
+    X = rng.normal(3.0, 2.0, size=(800, 6))
+    y = X.mean(axis=1) - 3.0  # uniform attention over standardised tokens
+    pipe = Pipeline([
+        ("scale", StandardScaler()),
+        ("attention", AttentionRankEstimator(
+            attention="softmax", max_epochs=30, batch_size=32, lr=0.01, random_state=0
+        )),
+    ]).fit(X, y)
+    assert pipe.score(X, y) > 0.95
+    assert pipe.predict(X).shape == (800,)
+
+
+def test_pickle_round_trip_keeps_predictions():
+    X, Y, _ = _teacher("softmax", 2, n=300, seed=10)
+    est = AttentionRankEstimator(
+        attention="softmax", ranks=[1, 2], max_epochs=5, random_state=0, verbose=1
+    ).fit(X, Y)
+    loaded = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+    assert loaded.sweep_ == est.sweep_
+
+
+def test_fit_returns_self_and_is_idempotent():
+    X, Y, _ = _teacher("softmax", 2, n=200, seed=11)
+    est = AttentionRankEstimator(attention="block", rank=2, max_epochs=4, random_state=0)
+    assert est.fit(X, Y) is est
+    first = est.predict(X)
+    np.testing.assert_array_equal(est.fit(X, Y).predict(X), first)
+
+
+def test_unfitted_estimator_raises():
+    X, _, _ = _teacher("softmax", 2, n=10, seed=0)
+    est = AttentionRankEstimator()
+    for method in (est.predict, est.realized_mixer, lambda X: est.score(X, X)):
+        with pytest.raises(NotFittedError):
+            method(X)

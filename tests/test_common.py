@@ -1,0 +1,108 @@
+"""scikit-learn's common estimator checks, run for real on cheap settings.
+
+Every public estimator is discovered from ``intrinsic_rank.estimators.__all__``
+and checked under each entry of ``CHEAP_SETTINGS``. The common checks feed 2-D
+``X``; the estimators read it as ``(n, L)`` scalar tokens (``d = 1``), so the
+attention rungs use rank 1 and the fixed-operator rung sweeps operator ranks.
+Our own checks on 3-D sequence data follow.
+
+Expected failures: none. (``check_array_api_input`` is skipped by scikit-learn
+itself unless ``SCIPY_ARRAY_API=1`` is set; it is not silenced here.)
+"""
+
+import numpy as np
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import intrinsic_rank.estimators as estimators_module
+from intrinsic_rank.datasets import make_attention_task
+
+CHEAP = dict(max_epochs=3, batch_size=64, random_state=0)
+
+CHEAP_SETTINGS = {
+    "AttentionRankEstimator": [
+        dict(attention="softmax", **CHEAP),
+        dict(attention="linear", ranks=[1], **CHEAP),
+        dict(attention="block", rank=1, **CHEAP),
+        dict(attention="fixed", ranks=[1, 2], **CHEAP),
+    ],
+}
+
+EXPECTED_FAILED_CHECKS = {}
+
+
+def all_estimators():
+    """Every public estimator class of the package."""
+    return [
+        getattr(estimators_module, name)
+        for name in estimators_module.__all__
+        if isinstance(getattr(estimators_module, name), type)
+        and hasattr(getattr(estimators_module, name), "fit")
+    ]
+
+
+def cheap_instances():
+    for cls in all_estimators():
+        for params in CHEAP_SETTINGS[cls.__name__]:
+            yield cls(**params)
+
+
+def test_every_estimator_has_cheap_settings():
+    assert {cls.__name__ for cls in all_estimators()} == set(CHEAP_SETTINGS)
+
+
+@parametrize_with_checks(
+    list(cheap_instances()),
+    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS.get(type(est).__name__, {}),
+)
+def test_sklearn_common_checks(estimator, check):
+    check(estimator)
+
+
+# -- our own checks on 3-D sequence data -------------------------------------------
+@pytest.fixture(scope="module")
+def sequences():
+    X, Y = make_attention_task("softmax", n_samples=120, seq_len=4, d=5, rank=2, random_state=0)
+    return X, Y
+
+
+def sequence_instances():
+    for cls in all_estimators():
+        for params in CHEAP_SETTINGS[cls.__name__]:
+            params = dict(params)
+            if params.get("ranks") == [1, 2] or params.get("ranks") == [1]:
+                params["ranks"] = [1, 3]
+            yield cls(**params)
+
+
+@pytest.mark.parametrize("estimator", list(sequence_instances()), ids=repr)
+def test_3d_fit_returns_self_and_is_idempotent(estimator, sequences):
+    X, Y = sequences
+    assert estimator.fit(X, Y) is estimator
+    first = estimator.predict(X)
+    assert first.shape == Y.shape
+    np.testing.assert_array_equal(estimator.fit(X, Y).predict(X), first)
+
+
+@pytest.mark.parametrize("estimator", list(sequence_instances()), ids=repr)
+def test_3d_seed_reproducible_and_pickle_round_trip(estimator, sequences):
+    import pickle
+
+    from sklearn.base import clone
+
+    X, Y = sequences
+    a = clone(estimator).fit(X, Y)
+    b = clone(estimator).fit(X, Y)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    loaded = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(loaded.predict(X), a.predict(X))
+    other = clone(estimator).set_params(random_state=1).fit(X, Y)
+    assert not np.allclose(other.predict(X), a.predict(X))
+
+
+@pytest.mark.parametrize("estimator", list(sequence_instances()), ids=repr)
+def test_3d_unfitted_error(estimator, sequences):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        estimator.predict(sequences[0])
