@@ -35,6 +35,7 @@ Run::
 """
 
 import argparse
+import os
 import statistics
 import time
 
@@ -71,6 +72,8 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=int, default=None,
                         help="training epochs (default 150; 30 with --quick)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=256,
+                        help="mini-batch size of every fit (default 256)")
     parser.add_argument("--repeats", type=int, default=None,
                         help="timed runs per measurement, median reported "
                              "(default 3; 1 with --quick)")
@@ -90,13 +93,21 @@ def parse_args(argv=None):
     return args
 
 
-def timed(fn, repeats):
-    """Median wall-clock seconds of ``repeats`` calls of ``fn`` and its last result."""
+def timed(name, fn, repeats):
+    """Median wall-clock seconds of ``repeats`` calls of ``fn`` and its last result.
+
+    Prints every run's time: with torch's threads pinned to the machine's cores,
+    any other process competing for the CPU slows a run down by far more than
+    its share, which shows up here as a wide spread.
+    """
     times, result = [], None
     for _ in range(repeats):
         start = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - start)
+    spread = max(times) / min(times)
+    note = "  <- wide spread: was the CPU busy?" if spread > 1.5 else ""
+    print(f"  timed {name}: " + ", ".join(f"{t:.2f}" for t in times) + f" s{note}")
     return statistics.median(times), result
 
 
@@ -134,7 +145,8 @@ def _flat_mse(y_true, y_pred):
 # -- the three timed runs -------------------------------------------------------
 def run_sweep(X, Y, args):
     est = AttentionRankEstimator(attention=args.kind, ranks=args.ranks,
-                                 max_epochs=args.epochs, random_state=args.seed)
+                                 max_epochs=args.epochs, batch_size=args.batch_size,
+                                 random_state=args.seed)
     return est.fit(X, Y)
 
 
@@ -143,7 +155,7 @@ def run_grid_search(X, Y, args, heldout):
     test_fold[heldout] = 0
     search = GridSearchCV(
         AttentionRankEstimator(attention=args.kind, max_epochs=args.epochs,
-                               random_state=args.seed),
+                               batch_size=args.batch_size, random_state=args.seed),
         {"rank": args.ranks},
         cv=PredefinedSplit(test_fold),
         refit=False,
@@ -154,7 +166,7 @@ def run_grid_search(X, Y, args, heldout):
     return search.fit(X, Y)
 
 
-def run_plain_loop(X_train, Y_train, args, seed, d_out, lr=3e-3, batch_size=256):
+def run_plain_loop(X_train, Y_train, args, seed, d_out, lr):
     """The sweep's batched student trained by a bare PyTorch loop.
 
     Same initialisation (``seed``), same shuffled batch order (a generator seeded
@@ -168,7 +180,7 @@ def run_plain_loop(X_train, Y_train, args, seed, d_out, lr=3e-3, batch_size=256)
     criterion = RankwiseMSELoss()
     optimizer = torch.optim.Adam(module.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
-    n = len(X_train)
+    n, batch_size = len(X_train), args.batch_size
     for _ in range(args.epochs):
         order = torch.randperm(n, generator=generator)
         total = 0.0
@@ -180,6 +192,18 @@ def run_plain_loop(X_train, Y_train, args, seed, d_out, lr=3e-3, batch_size=256)
             optimizer.step()
             total += loss.item() * len(index)
     return total / n
+
+
+def warm_up(X, Y, args):
+    """One untimed tiny fit of each kind: the first ``torch.optim`` optimiser of a
+    process lazily imports ``torch._dynamo`` (about a second), which would
+    otherwise be charged to whichever measurement runs first."""
+    small = min(len(X), 64)
+    warm = argparse.Namespace(**{**vars(args), "epochs": 1})
+    run_sweep(X[:small], Y[:small], warm)
+    X_t = torch.tensor(X[:small], dtype=torch.float32)
+    Y_t = torch.tensor(Y[:small], dtype=torch.float32)
+    run_plain_loop(X_t, Y_t, warm, seed=0, d_out=Y.shape[-1], lr=3e-3)
 
 
 # -- report -----------------------------------------------------------------------
@@ -198,6 +222,8 @@ def main(argv=None):
           f"d={args.d} r*={args.rank_star} epochs={args.epochs} ranks={args.ranks} "
           f"seed={args.seed} repeats={args.repeats} threads={torch.get_num_threads()}"
           + (" (quick)" if args.quick else ""))
+    print("load average before start: "
+          + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     X, Y = make_attention_task(args.kind, n_samples=args.n_samples,
                                seq_len=args.seq_len, d=args.d, rank=args.rank_star,
                                noise=0.1, random_state=args.seed)
@@ -206,15 +232,18 @@ def main(argv=None):
     heldout = heldout_indices(len(X), args, fraction)
     train = np.setdiff1d(np.arange(len(X)), heldout)
 
+    warm_up(X, Y, args)
+
     # 1. batched sweep
-    sweep_time, est = timed(lambda: run_sweep(X, Y, args), args.repeats)
+    sweep_time, est = timed("sweep", lambda: run_sweep(X, Y, args), args.repeats)
     sweep_excess = np.array([rec["excess_risk"] for rec in est.sweep_])
     selected = est.sweep_[est.rank_index_]["heldout_risk"]
     split_ok = np.isclose(_flat_mse(Y[heldout], est.predict(X[heldout])), selected)
     print(f"held-out part rebuilt from the seed matches the sweep's: {split_ok}")
 
     # 2. grid-search baseline on the same held-out part
-    grid_time, search = timed(lambda: run_grid_search(X, Y, args, heldout), args.repeats)
+    grid_time, search = timed("grid search", lambda: run_grid_search(X, Y, args, heldout),
+                                 args.repeats)
     results = search.cv_results_
     grid_ranks = [int(r) for r in results["param_rank"]]
     grid_risk = -np.asarray(results["mean_test_score"], dtype=float)
@@ -235,7 +264,9 @@ def main(argv=None):
     X_train = torch.tensor(X[train], dtype=torch.float32)
     Y_train = torch.tensor(Y[train], dtype=torch.float32)
     plain_time, plain_loss = timed(
-        lambda: run_plain_loop(X_train, Y_train, args, seed, d_out=Y.shape[-1]),
+        "plain loop",
+        lambda: run_plain_loop(X_train, Y_train, args, seed, d_out=Y.shape[-1],
+                               lr=est.lr),
         args.repeats,
     )
     overhead = sweep_time / plain_time

@@ -84,8 +84,11 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         Passes over the training data.
     lr : float, default=3e-3
         Learning rate.
-    batch_size : int, default=256
-        Mini-batch size (sequences).
+    batch_size : int or "auto", default="auto"
+        Mini-batch size (sequences). ``"auto"`` uses
+        ``min(256, max(16, n_train // 8))``: batches of 256 on large data, and
+        at least about 8 optimisation steps per epoch on small data, so that the
+        default ``max_epochs`` trains small data sets as far as large ones.
     init_scale : float, default=0.1
         Factor matrices start ``N(0, init_scale^2 / fan_in)``; small values give
         the implicit low-rank bias behind the recovery principle.
@@ -139,6 +142,9 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
     noise_floor_ : float or None
         The noise floor used: ``noise_floor`` if given, else estimated after a
         sweep, else ``None``.
+    excess_tol_ : float
+        After a sweep, the excess risk below which a rank counts as reaching
+        the floor: ``tol`` times the held-out variance of the targets.
     sweep_ : list of dict
         After a sweep, one record per rank: ``rank``, ``train_risk``,
         ``heldout_risk``, ``excess_risk``, ``reached`` and the rank measures of
@@ -183,7 +189,7 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         ranks=None,
         max_epochs=200,
         lr=3e-3,
-        batch_size=256,
+        batch_size="auto",
         init_scale=0.1,
         optimizer="adam",
         weight_decay=0.0,
@@ -226,7 +232,8 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
                 f"unknown attention {self.attention!r}; use one of {sorted(STUDENTS)}"
             )
         check_int_param(self.max_epochs, "max_epochs", minimum=1)
-        check_int_param(self.batch_size, "batch_size", minimum=1)
+        if not (isinstance(self.batch_size, str) and self.batch_size == "auto"):
+            check_int_param(self.batch_size, "batch_size", minimum=1)
         check_float_param(self.lr, "lr")
         check_float_param(self.init_scale, "init_scale")
         check_float_param(self.weight_decay, "weight_decay", low_open=False)
@@ -270,7 +277,12 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         return [rank]
 
     # -- training -----------------------------------------------------------------
-    def _build_net(self, ranks, seed, device):
+    def _batch_size(self, n_train):
+        if isinstance(self.batch_size, str):
+            return min(256, max(16, n_train // 8))
+        return self.batch_size
+
+    def _build_net(self, ranks, seed, device, n_train):
         callbacks = []
         if self.verbose == 1:
             callbacks.append(("progress", _EpochProgress()))
@@ -288,7 +300,7 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
             optimizer__weight_decay=self.weight_decay,
             lr=self.lr,
             max_epochs=self.max_epochs,
-            batch_size=self.batch_size,
+            batch_size=self._batch_size(n_train),
             train_split=None,
             iterator_train=TensorBatchIterator,
             iterator_train__shuffle=True,
@@ -329,7 +341,7 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
             train, heldout = np.arange(len(X)), None
         X_t = torch.tensor(X, dtype=torch.float32, device=device)
         Y_t = torch.tensor(Y, dtype=torch.float32, device=device)
-        self.net_ = self._build_net(ranks, seed, device)
+        self.net_ = self._build_net(ranks, seed, device, len(train))
         self.net_.fit(X_t[train], Y_t[train])
         self.ranks_ = np.asarray(ranks)
         self.history_ = [
@@ -380,7 +392,8 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         floor = self.noise_floor if self.noise_floor is not None else float(heldout_risk.min())
         scale = float(np.mean(np.var(Y_heldout, axis=0)))
         excess = heldout_risk - floor
-        reached = excess <= self.tol * scale
+        self.excess_tol_ = self.tol * scale
+        reached = excess <= self.excess_tol_
         self.noise_floor_ = floor
         if reached.any():
             self.rank_index_ = int(np.argmax(reached))
@@ -486,11 +499,12 @@ class _EpochProgress(Callback):
     def on_train_begin(self, net, **kwargs):
         from tqdm.auto import tqdm
 
-        self.bar_ = tqdm(total=net.max_epochs, desc="epochs", leave=False)
+        # disable=None: no bar when stderr is not a terminal (CI logs, pipes)
+        self.bar_ = tqdm(total=net.max_epochs, desc="epochs", leave=False, disable=None)
 
     def on_epoch_end(self, net, **kwargs):
         self.bar_.update(1)
-        self.bar_.set_postfix(loss=f"{net.history[-1, 'train_loss']:.4g}")
+        self.bar_.set_postfix(summed_loss=f"{net.history[-1, 'train_loss']:.4g}", refresh=False)
 
     def on_train_end(self, net, **kwargs):
         self.bar_.close()
