@@ -417,7 +417,10 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
                 "excess_risk": float(excess[i]),
                 "reached": bool(reached[i]),
             }
-            record.update({k: float(v) for k, v in profile.items()})
+            record.update({
+                k: int(v) if isinstance(v, (int, np.integer)) else float(v)
+                for k, v in profile.items()
+            })
             self.sweep_.append(record)
 
     def _store_selected(self):
