@@ -18,6 +18,7 @@ from ._base import (
     check_float_param,
     check_int_param,
     draw_seed,
+    select_rank,
     sequence_r2,
     validate_sequences,
 )
@@ -389,16 +390,15 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         self.kernels_ = kernels.detach().cpu().numpy()
 
     def _select_rank(self, train_risk, heldout_risk, Y_heldout):
-        floor = self.noise_floor if self.noise_floor is not None else float(heldout_risk.min())
-        scale = float(np.mean(np.var(Y_heldout, axis=0)))
-        excess = heldout_risk - floor
-        self.excess_tol_ = self.tol * scale
-        reached = excess <= self.excess_tol_
+        selection = select_rank(
+            self.ranks_, heldout_risk, np.mean(np.var(Y_heldout, axis=0)), self.tol,
+            noise_floor=self.noise_floor,
+        )
+        floor, excess, reached = selection["floor"], selection["excess"], selection["reached"]
         self.noise_floor_ = floor
-        if reached.any():
-            self.rank_index_ = int(np.argmax(reached))
-        else:
-            self.rank_index_ = int(np.argmin(heldout_risk))
+        self.excess_tol_ = selection["threshold"]
+        self.rank_index_ = selection["index"]
+        if not selection["any_reached"]:
             warnings.warn(
                 f"no rank in {self.ranks_.tolist()} reached the noise floor "
                 f"{floor:.4g} within tol={self.tol} (smallest excess risk "

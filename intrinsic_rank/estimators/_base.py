@@ -169,6 +169,40 @@ def validate_sequences(estimator, X, Y=None, reset=True):
     return X, Y
 
 
+def select_rank(ranks, heldout_risk, heldout_variance, tol, noise_floor=None):
+    """Estimate ``r*``: the smallest rank whose held-out excess risk reaches the floor.
+
+    Parameters
+    ----------
+    ranks : array-like of shape (R,)
+        The rank grid, ascending.
+    heldout_risk : array-like of shape (R,)
+        Held-out mean squared error of each rank.
+    heldout_variance : float
+        Mean per-entry variance of the held-out targets (the scale of ``tol``).
+    tol : float
+        A rank reaches the floor when its excess risk is at most
+        ``tol * heldout_variance``.
+    noise_floor : float or None
+        Known floor; ``None`` takes the smallest held-out risk of the grid.
+
+    Returns
+    -------
+    selection : dict
+        ``index`` (of the selected rank, or of the lowest risk if no rank
+        reaches), ``floor``, ``excess`` (array), ``threshold``, ``reached``
+        (boolean array) and ``any_reached``.
+    """
+    risk = np.asarray(heldout_risk, dtype=float)
+    floor = float(risk.min()) if noise_floor is None else float(noise_floor)
+    excess = risk - floor
+    threshold = float(tol) * float(heldout_variance)
+    reached = excess <= threshold
+    index = int(np.argmax(reached)) if reached.any() else int(np.argmin(risk))
+    return dict(index=index, floor=floor, excess=excess, threshold=threshold,
+                reached=reached, any_reached=bool(reached.any()))
+
+
 def sequence_r2(Y_true, Y_pred, sample_weight=None):
     """R^2 of per-token or per-sequence predictions, averaged over output entries.
 
