@@ -8,6 +8,7 @@ from ._students import (
     SoftmaxAttentionStudent,
     TransformerBlockStudent,
     make_student,
+    row_softmax,
 )
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "SoftmaxAttentionStudent",
     "TransformerBlockStudent",
     "make_student",
+    "row_softmax",
 ]

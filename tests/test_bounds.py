@@ -1,0 +1,63 @@
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from intrinsic_rank import bounds
+from intrinsic_rank.datasets import make_fixed_operator_task
+
+
+def test_tail_energy_is_eckart_young_distance():
+    rng = np.random.RandomState(0)
+    A = rng.normal(size=(7, 5))
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    best = (U[:, :2] * s[:2]) @ Vt[:2]
+    assert bounds.tail_energy(s, 2) == pytest.approx(np.sum((A - best) ** 2))
+    assert bounds.tail_energy(s[::-1], 2) == pytest.approx(np.sum(s[2:] ** 2))
+    assert bounds.tail_energy(s, 5) == 0.0
+
+
+def test_fixed_operator_deficiency_matches_monte_carlo_risk_of_best_student():
+    # The optimal rank-r student keeps V* and the truncated SVD of A*:
+    # its population excess risk must equal the closed form.
+    X, Y, info = make_fixed_operator_task(
+        n_samples=20000, seq_len=6, d=4, d_out=3, rank=5, spectrum="decaying",
+        decay=0.6, noise=0.0, random_state=1, return_info=True,
+    )
+    U, s, Vt = np.linalg.svd(info.operator)
+    for r in (1, 2, 4):
+        A_r = (U[:, :r] * s[:r]) @ Vt[:r]
+        pred = np.einsum("lk,nkd,de->nle", A_r, X, info.value_map)
+        empirical = np.mean((Y - pred) ** 2)
+        theory = bounds.fixed_operator_deficiency(s, r, info.value_map)
+        assert empirical == pytest.approx(theory, rel=0.03)
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: bounds.tail_energy([1.0, -2.0], 1), "nonnegative"),
+        (lambda: bounds.tail_energy([], 1), "non-empty"),
+        (lambda: bounds.tail_energy([1.0], -1), "rank must be an integer >= 0"),
+        (lambda: bounds.fixed_operator_deficiency([1.0], 1, np.ones(3)), "value_map must be 2-D"),
+    ],
+)
+def test_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_spectral_and_bounds_do_not_import_torch():
+    # Importing the package imports the estimators (and torch); load the two
+    # modules by path so the check sees only their own imports.
+    code = (
+        "import importlib.util, sys, pathlib\n"
+        "root = pathlib.Path(%r)\n"
+        "for name in ('spectral', 'bounds'):\n"
+        "    spec = importlib.util.spec_from_file_location(name, root / f'{name}.py')\n"
+        "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    ) % str(pathlib.Path(bounds.__file__).parent)
+    subprocess.run([sys.executable, "-c", code], check=True)
