@@ -92,6 +92,7 @@ def test_recovery_full_rank_student_concentrates_at_r_star(kind):
     assert est.numerical_rank_ > 3
 
 
+@pytest.mark.filterwarnings("ignore:rank_ = .* is the largest rank:UserWarning")  # short training
 def test_sweep_slot_equals_single_rank_student():
     X, Y, _ = _teacher("softmax", 2, n=400, seed=1)
     kwargs = dict(attention="softmax", max_epochs=20, random_state=3)
@@ -105,6 +106,7 @@ def test_sweep_slot_equals_single_rank_student():
     )
 
 
+@pytest.mark.filterwarnings("ignore:rank_ = .* is the largest rank:UserWarning")  # short training
 def test_same_seed_same_numbers_and_different_seed_differs():
     X, Y, _ = _teacher("linear", 2, n=300, seed=2)
     kwargs = dict(attention="linear", ranks=[1, 2, 3], max_epochs=10)
@@ -116,6 +118,7 @@ def test_same_seed_same_numbers_and_different_seed_differs():
     assert not np.allclose(a.kernel_, c.kernel_)
 
 
+@pytest.mark.filterwarnings("ignore:rank_ = .* is the largest rank:UserWarning")  # short training
 def test_fitted_attributes_history_and_records():
     X, Y, _ = _teacher("softmax", 2, n=300, seed=3)
     est = AttentionRankEstimator(
@@ -264,3 +267,24 @@ def test_unfitted_estimator_raises():
     for method in (est.predict, est.realized_mixer, lambda X: est.score(X, X)):
         with pytest.raises(NotFittedError):
             method(X)
+
+
+def test_grid_below_r_star_warns_instead_of_answering_silently():
+    X, Y, _ = _teacher("linear", 4, n=600, seed=12)
+    est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3], random_state=0)
+    with pytest.warns(UserWarning, match="largest rank of the grid.*r\\* may be larger"):
+        est.fit(X, Y)
+    assert est.rank_ == 3
+    assert est.noise_floor_ > 5 * 0.01  # the estimated floor is not the noise floor
+
+
+def test_given_floor_that_no_rank_reaches_warns():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, Y, info = _teacher("linear", 4, n=600, seed=12)
+    est = AttentionRankEstimator(
+        attention="linear", ranks=[1, 2], noise_floor=info.noise_floor, random_state=0
+    )
+    with pytest.warns(ConvergenceWarning, match="no rank in \\[1, 2\\] reached the noise floor"):
+        est.fit(X, Y)
+    assert est.rank_ == 2  # the lowest held-out risk

@@ -407,6 +407,17 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
                 ConvergenceWarning,
             )
         self.rank_ = int(self.ranks_[self.rank_index_])
+        top = len(self.ranks_) > 1 and self.rank_index_ == len(self.ranks_) - 1
+        if top and self.noise_floor is None and selection["any_reached"]:
+            # With an estimated floor the largest rank always "reaches" it: that
+            # it is the only one means r* may lie beyond the grid.
+            warnings.warn(
+                f"rank_ = {self.rank_} is the largest rank of the grid; with the noise "
+                f"floor estimated from the grid itself ({floor:.4g}) this only says "
+                "that no smaller rank matched it, and r* may be larger. Extend ranks "
+                "or pass noise_floor.",
+                UserWarning,
+            )
         self.sweep_ = []
         for i, r in enumerate(self.ranks_):
             profile = spectral.rank_profile(self.kernels_[i])
