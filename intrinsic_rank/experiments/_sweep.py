@@ -207,7 +207,7 @@ def plot_sweep(result, path=None):
     ax_risk.set_ylabel("held-out risk - noise floor (MSE)")
     ax_risk.set_title("Deficiency below $r^*$, achievability from $r^*$")
     ax_risk.set_xticks(ranks)
-    ax_risk.legend(fontsize=8)
+    ax_risk.legend(fontsize=8, loc="center right")
 
     ax_rank.plot(ranks, ranks, color="grey", ls=":", label="student rank")
     ax_rank.plot(ranks, [rec["energy_effective_rank"] for rec in records], "o-",
