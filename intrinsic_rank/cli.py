@@ -1,4 +1,4 @@
-"""Command line: ``intrinsic-rank sweep ...``.
+"""Command line: ``intrinsic-rank sweep | ladder | frontier ...``.
 
 Thin by design: it parses arguments, calls :mod:`intrinsic_rank.experiments`,
 prints the table and saves the plot and the records.
@@ -76,23 +76,48 @@ def _build_parser():
     sweep.add_argument("--seed", type=int, default=0)
     sweep.add_argument("--out", default="runs/sweep", help="output folder")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    ladder = commands.add_parser(
+        "ladder",
+        help="the interpolation ladder B0-B3 on a fixed-operator task",
+        description="Fit B0 (fixed operator), B1 (linear QK), B2 (softmax QK) and B3 "
+        "(Transformer block) at full rank on one fixed-operator task and compare "
+        "their test excess risk.",
+    )
+    ladder.add_argument("--r-star", type=int, default=4, help="rank of the operator")
+    ladder.add_argument("--d", type=int, default=16, help="token dimension")
+    ladder.add_argument("--seq-len", type=int, default=8, help="sequence length L")
+    ladder.add_argument("--n-samples", type=int, default=2048)
+    ladder.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
+    ladder.add_argument("--epochs", type=int, default=200)
+    ladder.add_argument("--seed", type=int, default=0)
+    ladder.add_argument("--out", default="runs/ladder", help="output folder")
+    ladder.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
+def _save(out, name, records, plot, **metadata):
+    """Save ``records`` as JSON and ``plot(path)`` as PNG under ``out``; print where."""
+    from .experiments import save_records
+
+    os.makedirs(out, exist_ok=True)
+    png = os.path.join(out, f"{name}.png")
+    json_path = os.path.join(out, f"{name}.json")
+    plot(png)
+    save_records(json_path, records, **metadata)
+    print(f"saved {png} and {json_path}")
+
+
 def _run_sweep(args):
-    from .experiments import format_table, plot_sweep, rank_sweep, save_records
+    from .experiments import format_table, plot_sweep, rank_sweep
 
     start = time.perf_counter()
-    try:
-        result = rank_sweep(
-            teacher=args.teacher, r_star=args.r_star, d=args.d, seq_len=args.seq_len,
-            n_samples=args.n_samples, noise=args.noise, ranks=args.ranks,
-            attention=args.attention, max_epochs=args.epochs, random_state=args.seed,
-            verbose=0 if args.quiet else 1,
-        )
-    except ValueError as error:
-        print(f"intrinsic-rank sweep: error: {error}", file=sys.stderr)
-        return 2
+    result = rank_sweep(
+        teacher=args.teacher, r_star=args.r_star, d=args.d, seq_len=args.seq_len,
+        n_samples=args.n_samples, noise=args.noise, ranks=args.ranks,
+        attention=args.attention, max_epochs=args.epochs, random_state=args.seed,
+        verbose=0 if args.quiet else 1,
+    )
     elapsed = time.perf_counter() - start
     cfg = result.config
     print(
@@ -106,16 +131,42 @@ def _run_sweep(args):
         f"estimated r* = {result.rank_} (true r* = {result.r_star}); "
         f"estimated noise floor = {result.noise_floor_:.4g}; {elapsed:.1f} s"
     )
-    os.makedirs(args.out, exist_ok=True)
-    png = os.path.join(args.out, "sweep.png")
-    json_path = os.path.join(args.out, "sweep.json")
-    plot_sweep(result, png)
-    save_records(
-        json_path, result.records, config=cfg, rank_=result.rank_,
-        noise_floor=result.noise_floor, noise_floor_=result.noise_floor_,
-        seconds=elapsed,
+    _save(
+        args.out, "sweep", result.records, lambda path: plot_sweep(result, path),
+        config=cfg, rank_=result.rank_, noise_floor=result.noise_floor,
+        noise_floor_=result.noise_floor_, seconds=elapsed,
     )
-    print(f"saved {png} and {json_path}")
+    return 0
+
+
+LADDER_COLUMNS = ["rung", "rank", "train_risk", "test_risk", "excess_risk", "excess_over_floor"]
+
+
+def _run_ladder(args):
+    from .experiments import format_table, interpolation_ladder, plot_ladder
+
+    start = time.perf_counter()
+    result = interpolation_ladder(
+        n_samples=args.n_samples, seq_len=args.seq_len, d=args.d, r_star=args.r_star,
+        noise=args.noise, max_epochs=args.epochs, random_state=args.seed,
+        verbose=0 if args.quiet else 1,
+    )
+    elapsed = time.perf_counter() - start
+    cfg = result.config
+    print(
+        f"Interpolation ladder on a fixed operator (r* = {cfg['r_star']}, d = {cfg['d']}, "
+        f"L = {cfg['seq_len']}, n = {cfg['n_samples']} train / {cfg['n_test']} test, "
+        f"noise floor = {result.noise_floor:.4g}), every rung at full rank"
+    )
+    print(format_table(result.records, LADDER_COLUMNS))
+    b0 = result.records[0]["excess_risk"]
+    worst = min(rec["excess_risk"] for rec in result.records[1:]) if len(result.records) > 1 else b0
+    print(
+        f"B0 excess {b0:.3g}; the input-conditioned rungs keep at least {worst:.3g} "
+        f"({worst / result.noise_floor:.0f} times the noise floor); {elapsed:.1f} s"
+    )
+    _save(args.out, "ladder", result.records, lambda path: plot_ladder(result, path),
+          config=cfg, noise_floor=result.noise_floor, seconds=elapsed)
     return 0
 
 
@@ -133,9 +184,12 @@ def main(argv=None):
         Exit status (0 on success).
     """
     args = _build_parser().parse_args(argv)
-    if args.command == "sweep":
-        return _run_sweep(args)
-    return 2  # pragma: no cover - argparse rejects unknown commands
+    commands = {"sweep": _run_sweep, "ladder": _run_ladder}
+    try:
+        return commands[args.command](args)
+    except ValueError as error:
+        print(f"intrinsic-rank {args.command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

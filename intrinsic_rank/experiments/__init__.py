@@ -1,5 +1,14 @@
 """Reproductions of the papers: pure functions returning records, plus plots."""
 
+from ._ladder import RUNGS, interpolation_ladder, plot_ladder
 from ._sweep import format_table, plot_sweep, rank_sweep, save_records
 
-__all__ = ["format_table", "plot_sweep", "rank_sweep", "save_records"]
+__all__ = [
+    "RUNGS",
+    "format_table",
+    "interpolation_ladder",
+    "plot_ladder",
+    "plot_sweep",
+    "rank_sweep",
+    "save_records",
+]

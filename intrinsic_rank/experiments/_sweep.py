@@ -140,8 +140,15 @@ def format_table(records, columns=None, floatfmt="{:.4g}"):
 
     rows = [[cell(rec[c]) for c in columns] for rec in records]
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths))]
-    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in rows]
+    # text columns read best left-aligned, numbers right-aligned
+    left = [isinstance(records[0][c], str) for c in columns]
+
+    def line(values):
+        return "  ".join(
+            v.ljust(w) if is_left else v.rjust(w) for v, w, is_left in zip(values, widths, left)
+        )
+
+    lines = [line(columns)] + [line(row) for row in rows]
     return "\n".join(line.rstrip() for line in lines)
 
 
