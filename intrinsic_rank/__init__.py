@@ -4,6 +4,8 @@ The public API is the estimators and the sub-modules:
 
 * :class:`AttentionRankEstimator` -- students of a given query-key rank, rank
   sweeps and the attention-native intrinsic rank ``r*``;
+* :class:`EnergyEffectiveRank` -- ``r*`` read off the spectrum of a recovered
+  (trained) or data-fitted (training-free) token mixer;
 * :mod:`intrinsic_rank.datasets` -- seeded teacher tasks with known ground truth;
 * :mod:`intrinsic_rank.spectral` -- rank measures (numpy only);
 * :mod:`intrinsic_rank.bounds` -- closed-form theory (numpy only);
@@ -12,12 +14,13 @@ The public API is the estimators and the sub-modules:
 """
 
 from . import bounds, datasets, spectral
-from .estimators import AttentionRankEstimator, TrainingDivergedError
+from .estimators import AttentionRankEstimator, EnergyEffectiveRank, TrainingDivergedError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AttentionRankEstimator",
+    "EnergyEffectiveRank",
     "TrainingDivergedError",
     "bounds",
     "datasets",

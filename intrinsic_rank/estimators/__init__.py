@@ -2,5 +2,6 @@
 
 from ._attention_rank import AttentionRankEstimator
 from ._base import TrainingDivergedError
+from ._energy_rank import EnergyEffectiveRank
 
-__all__ = ["AttentionRankEstimator", "TrainingDivergedError"]
+__all__ = ["AttentionRankEstimator", "EnergyEffectiveRank", "TrainingDivergedError"]

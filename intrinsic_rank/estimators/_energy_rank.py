@@ -1,0 +1,297 @@
+"""EnergyEffectiveRank: the rank a task needs, read off a spectrum."""
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .. import spectral
+from ..datasets import attention_mixer
+from . import _operator_fit as fits
+from ._attention_rank import AttentionRankEstimator
+from ._base import check_float_param, sequence_r2, validate_sequences
+
+__all__ = ["EnergyEffectiveRank"]
+
+_METHODS = ("recovery", "data")
+_ATTENTIONS = ("fixed", "linear", "softmax", "block")
+_DATA_ATTENTIONS = ("fixed", "linear", "softmax")
+
+
+class EnergyEffectiveRank(RegressorMixin, BaseEstimator):
+    """Estimate ``r*`` from the spectrum of a learned or fitted token mixer.
+
+    Two ways to get the spectrum (SPEC section 2):
+
+    * ``method="recovery"`` trains an over-parameterised student (full rank,
+      small initialisation) through skorch -- an
+      :class:`~intrinsic_rank.AttentionRankEstimator` with ``rank=None`` -- and
+      measures the energy effective rank of the kernel (or operator) it learned.
+      Gradient descent from a small initialisation concentrates the spectrum on
+      ``r*`` (the recovery principle). ``predict`` uses the trained student.
+    * ``method="data"`` is training-free: it fits the task's operator by (ridge)
+      least squares on normal equations and reads its spectrum.
+
+      - ``attention="fixed"``: the operator ``A`` of ``Y = A X V`` (``V``
+        known: linear in ``A``; unknown: linear in the lifted ``V^T kron A``,
+        rearranged into the rank-one ``vec(A) vec(V)^T`` whose top singular
+        vector is ``A``).
+      - ``attention="linear"``: ``V`` known -- ``Y`` is linear in ``K``; ``V``
+        unknown -- ``Y`` is linear in the lifted ``K kron V``, reshaped to a
+        ``d x (...)`` matrix whose rank is ``rank(K)``.
+      - ``attention="softmax"``: the best partial estimate -- with ``V`` known and
+        ``d_out >= L``, each sequence's realised mixer is solved from
+        ``Y = M Z`` (``Z = X V``) and inverted through the log, which is linear in
+        ``K``. The input-averaged energy rank of the solved mixers is reported too
+        (``mixer_energy_rank_``).
+
+      ``predict`` uses the fitted operator.
+
+    Parameters
+    ----------
+    method : {"recovery", "data"}, default="recovery"
+        Where the spectrum comes from.
+    attention : {"fixed", "linear", "softmax", "block"}, default="linear"
+        The operator family (``"block"`` only with ``method="recovery"``).
+    value_map : array-like of shape (d, d_out) or None, default=None
+        The value map ``V`` if it is known (``method="data"`` only).
+    ridge : float, default=1e-8
+        Relative ridge of the least-squares fits: ``ridge * trace(G) / p`` is
+        added to the diagonal of the ``p x p`` normal matrix ``G``.
+    max_epochs, lr, batch_size, init_scale, random_state, device, verbose
+        Training settings of the recovery student (see
+        :class:`~intrinsic_rank.AttentionRankEstimator`).
+
+    Attributes
+    ----------
+    effective_rank_ : float
+        Energy effective rank of the spectrum (the headline measure).
+    rank_ : int
+        The estimated ``r*``: ``effective_rank_`` rounded to the nearest integer
+        (at least 1).
+    singular_values_ : ndarray
+        The spectrum, descending.
+    matrix_ : ndarray
+        The matrix whose spectrum is read: the learned or fitted kernel ``K`` or
+        operator ``A``, or for the lifted fits the reshaped ``d x (...)`` matrix.
+    numerical_rank_, participation_ratio_, entropy_effective_rank_, stable_rank_, energy_threshold_rank_
+        Every other measure of :mod:`intrinsic_rank.spectral` on the same
+        spectrum. With ``method="data"`` the numerical rank counts the singular
+        values above ``noise_threshold_``; with ``"recovery"`` it uses NumPy's
+        ``matrix_rank`` threshold.
+    noise_threshold_ : float or None
+        ``method="data"``: singular-value edge of the estimation noise
+        (``tau (sqrt(m) + sqrt(k))`` for an ``m x k`` matrix whose entries have
+        standard error ``tau``).
+    mixer_energy_rank_ : float or None
+        Energy effective rank of the realised mixers, averaged over the training
+        sequences (solved mixers for softmax data fits; the fitted or learned
+        kernel's mixers otherwise; ``None`` where no kernel is identified).
+    n_equations_, n_unknowns_ : int
+        Size of the least-squares system (``method="data"``).
+    student_ : AttentionRankEstimator
+        The trained student (``method="recovery"``); ``net_`` is its skorch net.
+    n_features_in_, seq_len_, token_dim_, d_out_, target_
+        As for :class:`~intrinsic_rank.AttentionRankEstimator`.
+
+    Examples
+    --------
+    >>> from intrinsic_rank import EnergyEffectiveRank
+    >>> from intrinsic_rank.datasets import make_attention_task
+    >>> X, Y, info = make_attention_task("linear", n_samples=1000, seq_len=6, d=8,
+    ...                                  rank=3, random_state=0, return_info=True)
+    >>> est = EnergyEffectiveRank(method="data", value_map=info.value_map).fit(X, Y)
+    >>> est.rank_, est.numerical_rank_
+    (3, 3)
+    """
+
+    def __init__(
+        self,
+        method="recovery",
+        attention="linear",
+        value_map=None,
+        ridge=1e-8,
+        max_epochs=200,
+        lr=3e-3,
+        batch_size="auto",
+        init_scale=0.1,
+        random_state=None,
+        device="cpu",
+        verbose=0,
+    ):
+        self.method = method
+        self.attention = attention
+        self.value_map = value_map
+        self.ridge = ridge
+        self.max_epochs = max_epochs
+        self.lr = lr
+        self.batch_size = batch_size
+        self.init_scale = init_scale
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        tags.target_tags.multi_output = True
+        tags.regressor_tags.poor_score = True  # see AttentionRankEstimator
+        return tags
+
+    def _check_params(self):
+        if self.method not in _METHODS:
+            raise ValueError(f"unknown method {self.method!r}; use one of {_METHODS}")
+        allowed = _ATTENTIONS if self.method == "recovery" else _DATA_ATTENTIONS
+        if self.attention not in allowed:
+            raise ValueError(
+                f"unknown attention {self.attention!r} for method={self.method!r}; "
+                f"use one of {allowed}"
+            )
+        check_float_param(self.ridge, "ridge", low_open=False)
+        if self.value_map is not None and self.method == "recovery":
+            raise ValueError(
+                "value_map is used by method='data' only; the recovery student learns V"
+            )
+
+    def _checked_value_map(self):
+        if self.value_map is None:
+            return None
+        value = np.asarray(self.value_map, dtype=np.float64)
+        expected = (self.token_dim_, self.d_out_)
+        if value.shape != expected:
+            raise ValueError(
+                f"value_map must have shape (d, d_out) = {expected}; got {value.shape}"
+            )
+        if not np.all(np.isfinite(value)):
+            raise ValueError("value_map contains NaN or infinity")
+        return value
+
+    def fit(self, X, Y):
+        """Estimate the spectrum and ``r*``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, L, d) or (n, L)
+        Y : array-like of shape (n, L, d_out), (n, k) or (n,)
+            ``method="data"`` needs per-token targets (3-D ``Y``).
+
+        Returns
+        -------
+        self : EnergyEffectiveRank
+        """
+        self._check_params()
+        if Y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None"
+            )
+        if self.method == "recovery":
+            return self._fit_recovery(X, Y)
+        X, Y = validate_sequences(self, X, Y, reset=True)
+        if self.target_ != "sequence":
+            raise ValueError(
+                "method='data' fits the token mixer from per-token targets: Y must be "
+                f"3-D (n, L, d_out); got a target of the final position only "
+                "(use method='recovery' for such targets)"
+            )
+        return self._fit_data(X, Y)
+
+    # -- recovery -----------------------------------------------------------------
+    def _fit_recovery(self, X, Y):
+        self.student_ = AttentionRankEstimator(
+            attention=self.attention, rank=None, max_epochs=self.max_epochs, lr=self.lr,
+            batch_size=self.batch_size, init_scale=self.init_scale,
+            random_state=self.random_state, device=self.device, verbose=self.verbose,
+        ).fit(X, Y)
+        student = self.student_
+        for name in ("n_features_in_", "seq_len_", "token_dim_", "d_out_", "target_", "y_ndim_"):
+            setattr(self, name, getattr(student, name))
+        if hasattr(student, "feature_names_in_"):
+            self.feature_names_in_ = student.feature_names_in_
+        self.net_ = student.net_
+        self.matrix_ = student.kernels_[0]
+        self.noise_threshold_ = None
+        self.n_equations_ = self.n_unknowns_ = None
+        self._store_spectrum(numerical_rank=int(spectral.numerical_rank(self.matrix_)))
+        if self.attention == "fixed":
+            self.mixer_energy_rank_ = self.effective_rank_
+        else:
+            mixers = student.realized_mixer(X)
+            self.mixer_energy_rank_ = float(np.mean(spectral.energy_effective_rank(mixers)))
+        return self
+
+    # -- data ---------------------------------------------------------------------
+    def _fit_data(self, X, Y):
+        value = self._checked_value_map()
+        if self.attention == "fixed":
+            fit = fits.fit_fixed_operator(X, Y, value_map=value, ridge=self.ridge)
+        elif self.attention == "linear":
+            fit = fits.fit_linear_kernel(X, Y, value_map=value, ridge=self.ridge)
+        else:
+            if value is None:
+                raise ValueError(
+                    "method='data' with attention='softmax' needs value_map: the "
+                    "realised mixers are solved from Y = M(X) X V"
+                )
+            fit = fits.fit_softmax_kernel(X, Y, value_map=value, ridge=self.ridge)
+        self.fit_ = fit
+        self.matrix_ = fit.matrix
+        self.noise_threshold_ = float(fit.noise_threshold)
+        self.n_equations_ = int(fit.n_equations)
+        self.n_unknowns_ = int(fit.n_unknowns)
+        s = spectral.singular_values(self.matrix_)
+        self._store_spectrum(numerical_rank=int(np.sum(s > self.noise_threshold_)))
+        self.mixer_energy_rank_ = self._data_mixer_energy_rank(X, fit)
+        return self
+
+    def _data_mixer_energy_rank(self, X, fit):
+        if self.attention == "softmax":
+            return float(fit.mixer_energy_rank)
+        if self.attention == "fixed":
+            return self.effective_rank_
+        if "kernel" not in fit:  # lifted fit: K itself is not identified
+            return None
+        mixers = attention_mixer(X, fit.kernel, "linear")
+        return float(np.mean(spectral.energy_effective_rank(mixers)))
+
+    def _store_spectrum(self, numerical_rank):
+        profile = spectral.rank_profile(self.matrix_)
+        self.singular_values_ = spectral.singular_values(self.matrix_)
+        self.effective_rank_ = float(profile["energy_effective_rank"])
+        self.rank_ = max(1, int(round(self.effective_rank_)))
+        self.numerical_rank_ = numerical_rank
+        self.participation_ratio_ = float(profile["participation_ratio"])
+        self.entropy_effective_rank_ = float(profile["entropy_effective_rank"])
+        self.stable_rank_ = float(profile["stable_rank"])
+        self.energy_threshold_rank_ = int(profile["energy_threshold_rank"])
+
+    # -- prediction ---------------------------------------------------------------
+    def predict(self, X):
+        """Predictions of the trained student (recovery) or the fitted operator (data).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, L, d) or (n, L)
+
+        Returns
+        -------
+        Y_pred : ndarray, shaped like the targets seen in ``fit``
+        """
+        check_is_fitted(self)
+        if self.method == "recovery":
+            return self.student_.predict(X)
+        X = validate_sequences(self, X, reset=False)
+        return fits.predict(self.fit_, X)
+
+    def score(self, X, y, sample_weight=None):
+        """R^2 of :meth:`predict` over all output entries (3-D targets accepted).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, L, d) or (n, L)
+        y : array-like, shaped like the targets given to ``fit``
+        sample_weight : array-like of shape (n,), optional
+
+        Returns
+        -------
+        score : float
+        """
+        return sequence_r2(y, self.predict(X), sample_weight=sample_weight)
