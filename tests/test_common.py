@@ -1,7 +1,8 @@
 """scikit-learn's common estimator checks, run for real on cheap settings.
 
 Every public estimator is discovered from ``intrinsic_rank.estimators.__all__``
-and checked under each entry of ``CHEAP_SETTINGS``. The common checks feed 2-D
+and checked under each entry of ``CHEAP_SETTINGS``; ``SEQUENCE_ONLY_SETTINGS``
+(training-free fits that need per-token targets) get our 3-D checks only. The common checks feed 2-D
 ``X``; the estimators read it as ``(n, L)`` scalar tokens (``d = 1``), so the
 attention rungs use rank 1 and the fixed-operator rung sweeps operator ranks.
 Our own checks on 3-D sequence data follow.
@@ -25,6 +26,20 @@ CHEAP_SETTINGS = {
         dict(attention="linear", ranks=[1], **CHEAP),
         dict(attention="block", rank=1, **CHEAP),
         dict(attention="fixed", ranks=[1, 2], **CHEAP),
+    ],
+    "EnergyEffectiveRank": [
+        dict(method="recovery", attention="softmax", **CHEAP),
+        dict(method="recovery", attention="fixed", **CHEAP),
+    ],
+}
+
+# Settings that need per-token (3-D) targets, which scikit-learn's common checks
+# never feed (they pass 2-D X with a 1-D y): the training-free fits read the
+# token mixer from per-token equations. They get our own 3-D checks below.
+SEQUENCE_ONLY_SETTINGS = {
+    "EnergyEffectiveRank": [
+        dict(method="data", attention="linear"),
+        dict(method="data", attention="fixed"),
     ],
 }
 
@@ -68,7 +83,8 @@ def sequences():
 
 def sequence_instances():
     for cls in all_estimators():
-        for params in CHEAP_SETTINGS[cls.__name__]:
+        settings = CHEAP_SETTINGS[cls.__name__] + SEQUENCE_ONLY_SETTINGS.get(cls.__name__, [])
+        for params in settings:
             params = dict(params)
             if params.get("ranks") == [1, 2] or params.get("ranks") == [1]:
                 params["ranks"] = [1, 3]
@@ -96,6 +112,8 @@ def test_3d_seed_reproducible_and_pickle_round_trip(estimator, sequences):
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
     loaded = pickle.loads(pickle.dumps(a))
     np.testing.assert_array_equal(loaded.predict(X), a.predict(X))
+    if getattr(estimator, "method", "recovery") == "data":
+        return  # training-free: there is no randomness to seed
     other = clone(estimator).set_params(random_state=1).fit(X, Y)
     assert not np.allclose(other.predict(X), a.predict(X))
 

@@ -15,6 +15,14 @@ __all__ = ["EnergyEffectiveRank"]
 _METHODS = ("recovery", "data")
 _ATTENTIONS = ("fixed", "linear", "softmax", "block")
 _DATA_ATTENTIONS = ("fixed", "linear", "softmax")
+_MIXER_SAMPLE = 512
+
+
+def _mixer_sample(X):
+    """At most ``_MIXER_SAMPLE`` evenly spaced sequences: an average over inputs
+    needs no more, and one SVD per sequence would dominate a data-only fit."""
+    step = max(1, -(-len(X) // _MIXER_SAMPLE))
+    return X[::step]
 
 
 class EnergyEffectiveRank(RegressorMixin, BaseEstimator):
@@ -84,7 +92,7 @@ class EnergyEffectiveRank(RegressorMixin, BaseEstimator):
         standard error ``tau``).
     mixer_energy_rank_ : float or None
         Energy effective rank of the realised mixers, averaged over the training
-        sequences (solved mixers for softmax data fits; the fitted or learned
+        sequences (at most 512 of them, evenly spaced) (solved mixers for softmax data fits; the fitted or learned
         kernel's mixers otherwise; ``None`` where no kernel is identified).
     n_equations_, n_unknowns_ : int
         Size of the least-squares system (``method="data"``).
@@ -214,7 +222,7 @@ class EnergyEffectiveRank(RegressorMixin, BaseEstimator):
         if self.attention == "fixed":
             self.mixer_energy_rank_ = self.effective_rank_
         else:
-            mixers = student.realized_mixer(X)
+            mixers = student.realized_mixer(_mixer_sample(np.asarray(X)))
             self.mixer_energy_rank_ = float(np.mean(spectral.energy_effective_rank(mixers)))
         return self
 
@@ -249,7 +257,7 @@ class EnergyEffectiveRank(RegressorMixin, BaseEstimator):
             return self.effective_rank_
         if "kernel" not in fit:  # lifted fit: K itself is not identified
             return None
-        mixers = attention_mixer(X, fit.kernel, "linear")
+        mixers = attention_mixer(_mixer_sample(X), fit.kernel, "linear")
         return float(np.mean(spectral.energy_effective_rank(mixers)))
 
     def _store_spectrum(self, numerical_rank):

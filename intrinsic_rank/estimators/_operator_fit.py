@@ -411,7 +411,8 @@ def fit_fixed_operator(X, Y, value_map=None, ridge=1e-8):
 
 def _gram(Xc):
     """``X_n^T X_n`` for a chunk, shape ``(n, d, d)``."""
-    return np.einsum("nia,nib->nab", Xc, Xc, optimize=True)
+    # batched matmul: several times faster than einsum's generic path here
+    return Xc.transpose(0, 2, 1) @ Xc
 
 
 def _upper_pairs(d):
@@ -532,12 +533,14 @@ def _fit_linear_known(X, Y, V, ridge):
     for sl in _chunks(n):
         Xc = X[sl]
         A = _gram(Xc)
-        S = np.einsum("nia,nie->nae", Xc, Xc @ V, optimize=True) / L
+        Xt = Xc.transpose(0, 2, 1)
+        S = Xt @ (Xc @ V) / L
         SS = S @ S.transpose(0, 2, 1)
         # sum_n kron(A_n, SS_n) as one GEMM: G4[(a,a'),(b,b')] = sum_n A_n[a,a'] SS_n[b,b'].
         G4 += A.reshape(-1, d * d).T @ SS.reshape(-1, d * d)
-        XtY = np.einsum("nia,nie->nae", Xc, Y[sl], optimize=True)
-        h += np.einsum("nae,nbe->ab", XtY, S, optimize=True)
+        XtY = Xt @ Y[sl]
+        # h[a, b] = sum_{n,e} XtY_n[a, e] S_n[b, e], one GEMM over (n, e)
+        h += XtY.transpose(1, 0, 2).reshape(d, -1) @ S.transpose(1, 0, 2).reshape(d, -1).T
     G = G4.reshape(d, d, d, d).transpose(0, 2, 1, 3).reshape(p, p)
     coef, diag_inv, root, roundoff = _solve_normal(G, h.reshape(p), ridge)
     K = coef.reshape(d, d)
