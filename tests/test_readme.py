@@ -20,3 +20,13 @@ def test_ci_runs_the_readme_test_command():
 def test_readme_main_job_runs_the_sweep_command():
     readme = (ROOT / "README.md").read_text()
     assert "intrinsic-rank sweep --out runs/sweep" in readme
+
+
+@__import__("pytest").mark.slow
+def test_readme_python_blocks_run():
+    """Every Python block of the README runs, in order, in one namespace."""
+    text = (ROOT / "README.md").read_text()
+    blocks = [part.split("```")[0] for part in text.split("```python")[1:]]
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
