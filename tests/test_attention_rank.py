@@ -288,3 +288,25 @@ def test_given_floor_that_no_rank_reaches_warns():
     with pytest.warns(ConvergenceWarning, match="no rank in \\[1, 2\\] reached the noise floor"):
         est.fit(X, Y)
     assert est.rank_ == 2  # the lowest held-out risk
+
+
+def test_no_grid_warning_when_the_grid_ends_at_full_rank():
+    import warnings
+
+    X, Y, _ = _teacher("linear", 4, d=4, seq_len=6, n=1000, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = AttentionRankEstimator(attention="linear", ranks=[2, 3, 4], random_state=0)
+        est.fit(X, Y)
+    assert est.rank_ == 4
+
+
+def test_a_stalled_rank_is_reported_not_hidden():
+    # At r = r* = d the square factorisation K = W_Q W_K^T can stall at a saddle
+    # (this task and seed do): the sweep must say so rather than answer quietly.
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, Y, _ = _teacher("linear", 4, d=4, seq_len=6, n=1000, seed=13)
+    est = AttentionRankEstimator(attention="linear", ranks=[2, 3, 4], random_state=0)
+    with pytest.warns(ConvergenceWarning, match="held-out risk rises with rank \\(rank 4: "):
+        est.fit(X, Y)

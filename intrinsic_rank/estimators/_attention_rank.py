@@ -407,10 +407,13 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
                 ConvergenceWarning,
             )
         self.rank_ = int(self.ranks_[self.rank_index_])
+        self._warn_if_not_monotone(heldout_risk)
         top = len(self.ranks_) > 1 and self.rank_index_ == len(self.ranks_) - 1
-        if top and self.noise_floor is None and selection["any_reached"]:
+        below_limit = self.rank_ < self._max_rank()
+        if top and below_limit and self.noise_floor is None and selection["any_reached"]:
             # With an estimated floor the largest rank always "reaches" it: that
-            # it is the only one means r* may lie beyond the grid.
+            # it is the only one means r* may lie beyond the grid (unless the grid
+            # already ends at the largest possible rank).
             warnings.warn(
                 f"rank_ = {self.rank_} is the largest rank of the grid; with the noise "
                 f"floor estimated from the grid itself ({floor:.4g}) this only says "
@@ -433,6 +436,29 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
                 for k, v in profile.items()
             })
             self.sweep_.append(record)
+
+    def _warn_if_not_monotone(self, heldout_risk):
+        # A larger rank can represent every smaller-rank solution, so its held-out
+        # risk should not exceed a smaller rank's by more than the tolerance. When
+        # it does, that slot's training stalled (for example a square
+        # factorisation at r = d stuck at a saddle) and the floor estimate is
+        # suspect.
+        best_below = np.minimum.accumulate(heldout_risk)
+        stalled = [
+            (int(r), float(risk), float(best_below[i - 1]))
+            for i, (r, risk) in enumerate(zip(self.ranks_, heldout_risk))
+            if i > 0 and risk - best_below[i - 1] > self.excess_tol_
+        ]
+        if stalled:
+            detail = "; ".join(
+                f"rank {r}: {risk:.4g} against {below:.4g} below it" for r, risk, below in stalled
+            )
+            warnings.warn(
+                f"held-out risk rises with rank ({detail}): training of those ranks "
+                "stalled, so rank_ and the estimated floor may be wrong. Train longer "
+                "(max_epochs), change random_state or pass noise_floor.",
+                ConvergenceWarning,
+            )
 
     def _store_selected(self):
         kernel = self.kernels_[self.rank_index_]
