@@ -9,11 +9,12 @@ The public API is the estimators and the sub-modules:
 * :mod:`intrinsic_rank.datasets` -- seeded teacher tasks with known ground truth;
 * :mod:`intrinsic_rank.spectral` -- rank measures (numpy only);
 * :mod:`intrinsic_rank.bounds` -- closed-form theory (numpy only);
+* :mod:`intrinsic_rank.metrics` -- the exact-sequence error and its scorer;
 * :mod:`intrinsic_rank.nn` -- the torch students;
 * :mod:`intrinsic_rank.experiments` -- reproductions returning records and plots.
 """
 
-from . import bounds, datasets, spectral
+from . import bounds, datasets, metrics, spectral
 from .estimators import AttentionRankEstimator, EnergyEffectiveRank, TrainingDivergedError
 
 __version__ = "0.1.0"
@@ -24,6 +25,7 @@ __all__ = [
     "TrainingDivergedError",
     "bounds",
     "datasets",
+    "metrics",
     "spectral",
     "__version__",
 ]

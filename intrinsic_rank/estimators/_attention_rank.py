@@ -71,8 +71,12 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    attention : {"fixed", "linear", "softmax", "block"}, default="softmax"
-        The student (rung B0, B1, B2 or B3).
+    attention : {"fixed", "linear", "softmax", "block", "kernel", "dense"}, default="softmax"
+        The student: rung B0, B1, B2 or B3 of the ladder, or for Min-IP (seed
+        003) normalised nonnegative kernel attention of feature rank ``rank``
+        (``"kernel"``, ranks up to ``min(2^d, 4096)``) or dense softmax attention
+        with ``rank``-dimensional scores and a fixed temperature (``"dense"``);
+        see :mod:`intrinsic_rank.nn`.
     rank : int or None, default=None
         Rank of a single student: the query-key kernel rank (``1 <= rank <= d``),
         or the operator rank for ``"fixed"`` (``1 <= rank <= L``). ``None``
@@ -109,6 +113,10 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
     validation_fraction : float, default=0.2
         Share of the sequences held out to score a sweep (ignored for a single
         rank, which trains on all data).
+    student_options : dict or None, default=None
+        Extra keyword arguments of the student class, for example
+        ``{"hidden": 32, "positional": True}`` for ``"kernel"`` or
+        ``{"temperature": 0.5}`` for ``"dense"``.
     random_state : None, int or numpy.random.RandomState, default=None
         Seeds the split, the initialisation and the batch order: the same seed
         gives the same numbers. The slot of rank ``r`` is initialised from
@@ -129,6 +137,8 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         The estimated ``r*_attn`` after a sweep; the trained rank otherwise.
     kernel_ : ndarray of shape (d, d)
         Query-key kernel ``W_Q W_K^T`` of the selected student (attention rungs).
+        For ``"kernel"`` attention: the kernel ``alpha`` between the distinct
+        training tokens (at most 512), whose rank is at most the feature rank.
     operator_ : ndarray of shape (L, L)
         Learned operator ``A`` of the selected student (``"fixed"`` only).
     kernels_ : ndarray of shape (R, d, d) or (R, L, L)
@@ -197,6 +207,7 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         noise_floor=None,
         tol=0.02,
         validation_fraction=0.2,
+        student_options=None,
         random_state=None,
         device="cpu",
         verbose=0,
@@ -213,6 +224,7 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         self.noise_floor = noise_floor
         self.tol = tol
         self.validation_fraction = validation_fraction
+        self.student_options = student_options
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
@@ -246,12 +258,17 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         return _check_device(self.device)
 
     def _max_rank(self):
-        return self.seq_len_ if self.attention == "fixed" else self.token_dim_
+        return STUDENTS[self.attention].rank_limit(self.token_dim_, self.seq_len_)
 
     def _rank_grid(self):
         limit = self._max_rank()
         if self.attention == "fixed":
             what = f"the sequence length L = {limit} (the operator is L x L)"
+        elif self.attention == "kernel":
+            what = (
+                f"the feature-rank limit {limit} (2^m features realise any kernel on "
+                f"m = {self.token_dim_} bits; capped at 4096)"
+            )
         else:
             what = f"the token dimension d = {limit} (the query-key kernel is d x d)"
         if self._x_ndim == 2:
@@ -278,6 +295,17 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         return [rank]
 
     # -- training -----------------------------------------------------------------
+    def _student_options(self):
+        options = {} if self.student_options is None else dict(self.student_options)
+        reserved = {"d", "d_out", "ranks", "seq_len", "init_scale", "random_state", "final_only"}
+        clash = sorted(reserved & set(options))
+        if clash:
+            raise ValueError(
+                f"student_options cannot set {clash}: they are the estimator's own "
+                "parameters or come from the data"
+            )
+        return options
+
     def _batch_size(self, n_train):
         if isinstance(self.batch_size, str):
             return min(256, max(16, n_train // 8))
@@ -296,6 +324,7 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
             module__init_scale=self.init_scale,
             module__random_state=seed,
             module__final_only=self.target_ == "final",
+            **{f"module__{key}": value for key, value in self._student_options().items()},
             criterion=RankwiseMSELoss,
             optimizer=_resolve_optimizer(self.optimizer),
             optimizer__weight_decay=self.weight_decay,
@@ -349,7 +378,7 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
             {key: row[key] for key in ("epoch", "train_loss", "train_loss_per_rank", "dur")}
             for row in self.net_.history
         ]
-        self._store_kernels()
+        self._store_kernels(X_t[train])
         train_risk = self._risks(X_t[train], Y_t[train])
         if sweep:
             self._select_rank(train_risk, self._risks(X_t[heldout], Y_t[heldout]), Y[heldout])
@@ -381,10 +410,19 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         target = Y_t.detach().cpu().double().numpy()[:, None]
         return ((outputs - target) ** 2).reshape(len(outputs), outputs.shape[1], -1).mean(axis=(0, 2))
 
-    def _store_kernels(self):
+    def _store_kernels(self, X_t):
         module = self.net_.module_
         with torch.no_grad():
-            kernels = module.operator() if self.attention == "fixed" else module.kernel()
+            if self.attention == "fixed":
+                kernels = module.operator()
+            elif self.attention == "kernel":
+                # no static d x d kernel: the kernel between the data's distinct
+                # tokens (at most 512), of rank <= the feature rank
+                tokens = torch.unique(X_t.reshape(-1, X_t.shape[-1]), dim=0)
+                step = max(1, -(-len(tokens) // 512))
+                kernels = module.token_kernel(tokens[::step])
+            else:
+                kernels = module.kernel()
         # Kept in the training precision (float32): the numerical rank's
         # threshold then uses float32's epsilon, not float64's.
         self.kernels_ = kernels.detach().cpu().numpy()

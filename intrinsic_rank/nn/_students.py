@@ -33,8 +33,6 @@ __all__ = [
     "LinearAttentionStudent",
     "SoftmaxAttentionStudent",
     "TransformerBlockStudent",
-    "STUDENTS",
-    "make_student",
     "row_softmax",
 ]
 
@@ -161,9 +159,26 @@ class RankBatchedStudent(nn.Module):
         self.reset_parameters()
 
     # -- construction -------------------------------------------------------------
+    @classmethod
+    def rank_limit(cls, d, seq_len=None):
+        """Largest meaningful rank for tokens of dimension ``d``: the kernel size ``d``.
+
+        Parameters
+        ----------
+        d : int
+            Token dimension.
+        seq_len : int or None
+            Sequence length (used by students whose rank is bounded by it).
+
+        Returns
+        -------
+        limit : int
+        """
+        return int(d)
+
     def max_rank(self):
-        """Largest meaningful rank: the kernel size ``d`` (the operator size ``L`` for B0)."""
-        return self.d
+        """Largest meaningful rank of this student (see :meth:`rank_limit`)."""
+        return type(self).rank_limit(self.d, self.seq_len)
 
     def build(self):
         """Declare the parameters (implemented by subclasses)."""
@@ -238,6 +253,12 @@ class _QueryKeyMixin:
 class FixedOperatorStudent(RankBatchedStudent):
     """B0 ``fixed``: ``Y = A X V`` with an input-independent ``A = P Q^T`` of rank ``r``.
 
+    Parameters
+    ----------
+    d, d_out, ranks, seq_len, init_scale, random_state, final_only
+        See :class:`RankBatchedStudent`. ``seq_len`` is required: ``A`` is
+        ``L x L`` and ranks go up to ``L``.
+
     Examples
     --------
     >>> import torch
@@ -248,10 +269,12 @@ class FixedOperatorStudent(RankBatchedStudent):
     torch.Size([2, 4, 4])
     """
 
-    def max_rank(self):
-        if self.seq_len is None:
+    @classmethod
+    def rank_limit(cls, d, seq_len=None):
+        """The operator is ``L x L``: ranks go up to ``seq_len``."""
+        if seq_len is None:
             raise ValueError("FixedOperatorStudent needs seq_len")
-        return self.seq_len
+        return int(seq_len)
 
     def build(self):
         L = self.seq_len
@@ -273,6 +296,11 @@ class FixedOperatorStudent(RankBatchedStudent):
 
 class LinearAttentionStudent(_QueryKeyMixin, RankBatchedStudent):
     """B1 ``linear``: ``Y = (X W_Q)(X W_K)^T X W_V / L``, kernel rank ``<= r``.
+
+    Parameters
+    ----------
+    d, d_out, ranks, seq_len, init_scale, random_state, final_only
+        See :class:`RankBatchedStudent`.
 
     Examples
     --------
@@ -296,6 +324,11 @@ class LinearAttentionStudent(_QueryKeyMixin, RankBatchedStudent):
 
 class SoftmaxAttentionStudent(_QueryKeyMixin, RankBatchedStudent):
     """B2 ``softmax``: ``Y = softmax((X W_Q)(X W_K)^T) X W_V``, kernel rank ``<= r``.
+
+    Parameters
+    ----------
+    d, d_out, ranks, seq_len, init_scale, random_state, final_only
+        See :class:`RankBatchedStudent`.
 
     The scores are not divided by ``sqrt(r)``, matching the softmax teacher of
     :func:`intrinsic_rank.datasets.make_attention_task`.
@@ -384,38 +417,3 @@ class TransformerBlockStudent(_QueryKeyMixin, RankBatchedStudent):
         f = torch.nn.functional.gelu(f)
         h = h + torch.einsum("nrlh,rhd->nrld", f, self.ffn_out) + self.ffn_out_bias[:, None, :]
         return torch.einsum("nrld,rde->nrle", h, self.readout) + self.readout_bias[:, None, :]
-
-
-STUDENTS = {
-    "fixed": FixedOperatorStudent,
-    "linear": LinearAttentionStudent,
-    "softmax": SoftmaxAttentionStudent,
-    "block": TransformerBlockStudent,
-}
-"""Rungs B0-B3 of the interpolation ladder, by the ``attention`` name."""
-
-
-def make_student(attention, **kwargs):
-    """Build the student of one ladder rung.
-
-    Parameters
-    ----------
-    attention : {"fixed", "linear", "softmax", "block"}
-        Rung B0, B1, B2 or B3.
-    **kwargs
-        Passed to the student class (``d``, ``d_out``, ``ranks``, ...).
-
-    Returns
-    -------
-    student : RankBatchedStudent
-
-    Examples
-    --------
-    >>> make_student("linear", d=4, d_out=4, ranks=[1, 2]).kernel().shape
-    torch.Size([2, 4, 4])
-    """
-    if attention not in STUDENTS:
-        raise ValueError(
-            f"unknown attention {attention!r}; use one of {sorted(STUDENTS)}"
-        )
-    return STUDENTS[attention](**kwargs)
