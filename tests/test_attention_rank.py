@@ -310,3 +310,13 @@ def test_a_stalled_rank_is_reported_not_hidden():
     est = AttentionRankEstimator(attention="linear", ranks=[2, 3, 4], random_state=0)
     with pytest.warns(ConvergenceWarning, match="held-out risk rises with rank \\(rank 4: "):
         est.fit(X, Y)
+
+
+def test_in_sample_sweep_with_no_held_out_part():
+    X, Y, _ = _teacher("linear", 2, d=6, seq_len=4, n=600, seed=14)
+    est = AttentionRankEstimator(
+        attention="linear", ranks=[1, 2, 3], validation_fraction=0.0, random_state=0
+    ).fit(X, Y)
+    assert est.rank_ == 2
+    for rec in est.sweep_:
+        assert rec["heldout_risk"] == rec["train_risk"]  # scored on the training data

@@ -11,10 +11,22 @@ from ._teachers import (
     make_attention_task,
     make_fixed_operator_task,
 )
+from ._min_ip import (
+    make_min_ip,
+    make_min_ip_pools,
+    make_min_ip_witness_suite,
+    min_ip_targets,
+    witness_length2,
+)
 
 __all__ = [
     "attention_mixer",
     "low_rank_matrix",
     "make_attention_task",
     "make_fixed_operator_task",
+    "make_min_ip",
+    "make_min_ip_pools",
+    "make_min_ip_witness_suite",
+    "min_ip_targets",
+    "witness_length2",
 ]

@@ -112,7 +112,9 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         "fraction of unexplained variance" above the floor).
     validation_fraction : float, default=0.2
         Share of the sequences held out to score a sweep (ignored for a single
-        rank, which trains on all data).
+        rank, which trains on all data). ``0`` trains every rank on all the data
+        and scores the sweep in-sample: a capacity question (can rank ``r`` fit
+        this family?) rather than a generalisation one.
     student_options : dict or None, default=None
         Extra keyword arguments of the student class, for example
         ``{"hidden": 32, "positional": True}`` for ``"kernel"`` or
@@ -251,7 +253,9 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         check_float_param(self.init_scale, "init_scale")
         check_float_param(self.weight_decay, "weight_decay", low_open=False)
         check_float_param(self.tol, "tol", low_open=False)
-        check_float_param(self.validation_fraction, "validation_fraction", high=0.9)
+        check_float_param(
+            self.validation_fraction, "validation_fraction", high=0.9, low_open=False
+        )
         if self.noise_floor is not None:
             check_float_param(self.noise_floor, "noise_floor", low_open=False)
         _resolve_optimizer(self.optimizer)
@@ -391,6 +395,10 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         return self
 
     def _split(self, n, seed):
+        if self.validation_fraction == 0:
+            # in-sample sweep: every rank is scored on the data it was fitted to
+            everything = np.arange(n)
+            return everything, everything
         n_heldout = int(round(self.validation_fraction * n))
         if n_heldout < 1 or n - n_heldout < 1:
             raise ValueError(

@@ -1,0 +1,681 @@
+"""Min-IP tasks of seed 003 (SPEC section 3).
+
+Paper: "Three tokens force exponential feature rank in nonnegative kernel
+attention".
+
+Tokens are Boolean vectors ``x_i in {0,1}^m`` (``m = n_bits``). The target at
+position ``i`` of a sequence ``X = (x_1, ..., x_N)`` is the minimum inner product
+of ``x_i`` with every token of the sequence, itself included:
+
+``t_i(X) = min_{1 <= j <= N} <x_i, x_j>``.
+
+The causal final-query variant keeps only the target of the last position.
+:func:`min_ip_targets` is the single implementation of this target; every
+generator here computes its targets with it.
+
+Generators:
+
+* :func:`make_min_ip`: i.i.d. Bernoulli tokens, or every sequence over
+  ``{0,1}^m`` (``exhaustive=True``);
+* :func:`make_min_ip_witness_suite`: the length-3 witness family built on a
+  constant-weight code, in which a query chooses between two candidates whose
+  overlaps with it differ by a controlled gap;
+* :func:`make_min_ip_pools`: two witness suites on disjoint codeword pools, for
+  out-of-distribution tests;
+* :func:`witness_length2`: the same witnesses with the worse candidate dropped,
+  which a rank-1 head solves exactly (SPEC section 3).
+"""
+
+import itertools
+import math
+import numbers
+
+import numpy as np
+from sklearn.utils import Bunch, check_random_state
+
+__all__ = [
+    "min_ip_targets",
+    "make_min_ip",
+    "make_min_ip_witness_suite",
+    "make_min_ip_pools",
+    "witness_length2",
+]
+
+_TARGETS = ("all", "final")
+_MAX_BITS = 64
+_MAX_EXHAUSTIVE_LOG2 = 20  # at most 2**20 enumerated sequences
+_ENUMERATE_CODE_LIMIT = 2**16  # enumerate all weight-w words below this count
+_PERMUTE_TRIPLES_LIMIT = 2**20  # sample triples by a full permutation below this
+_CHUNK = 4096
+
+
+def _check_int(value, name, minimum=1, maximum=None):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ValueError(f"{name} must be an integer {bounds}; got {value}")
+    return int(value)
+
+
+def _check_target(target):
+    if target not in _TARGETS:
+        raise ValueError(f"unknown target {target!r}; use one of {_TARGETS}")
+    return target
+
+
+def _child_seeds(random_state, count):
+    rng = check_random_state(random_state)
+    return rng.randint(np.iinfo(np.int32).max, size=count)
+
+
+def _check_boolean_tokens(X, name="X"):
+    """Return ``X`` as a float64 0/1 array, or raise naming the first bad value."""
+    X = np.asarray(X)
+    if X.dtype == bool:
+        return X.astype(np.float64)
+    if not (np.issubdtype(X.dtype, np.number)):
+        raise ValueError(
+            f"tokens must be Boolean (0/1); {name} has non-numeric dtype {X.dtype}"
+        )
+    bad = ~((X == 0) | (X == 1))  # NaN fails both comparisons
+    if np.any(bad):
+        example = X[bad].flat[0]
+        raise ValueError(
+            f"tokens must be Boolean (0/1); {name} holds {int(bad.sum())} other "
+            f"value(s), e.g. {example!r}"
+        )
+    return X.astype(np.float64)
+
+
+def min_ip_targets(X, target="all"):
+    """Min-IP targets ``t_i(X) = min_j <x_i, x_j>`` of Boolean token sequences.
+
+    The minimum runs over every position ``j`` of the sequence, ``i`` itself
+    included (SPEC section 3, seed 003). This is the one implementation of the
+    target used by every Min-IP generator of the package.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, seq_len, n_bits)
+        Sequences of Boolean tokens; every entry must be 0 or 1 (``bool`` or a
+        numeric dtype).
+    target : {"all", "final"}, default="all"
+        ``"all"``: the target of every position; ``"final"``: only the target
+        of the last position (causal final query).
+
+    Returns
+    -------
+    Y : ndarray of shape (n_samples, seq_len, 1) or (n_samples,)
+        Float64 integer-valued targets: shape ``(n, L, 1)`` for
+        ``target="all"``, ``(n,)`` for ``target="final"``.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not 3-D, has an empty axis, holds values other than 0/1
+        (NaN included), or ``target`` is unknown.
+
+    Examples
+    --------
+    >>> X = [[[1, 1, 0], [1, 0, 0], [0, 1, 1]]]
+    >>> min_ip_targets(X)[0, :, 0]
+    array([1., 0., 0.])
+    >>> min_ip_targets(X, target="final")
+    array([0.])
+    """
+    target = _check_target(target)
+    X = np.asarray(X)
+    if X.ndim != 3:
+        raise ValueError(
+            f"X must be 3-D (n_samples, seq_len, n_bits); got shape {X.shape}"
+        )
+    if min(X.shape) == 0:
+        raise ValueError(f"X must have no empty axis; got shape {X.shape}")
+    X = _check_boolean_tokens(X)
+    # Integer-valued float64 products are exact (|<x, z>| <= n_bits << 2**53).
+    gram = np.matmul(X, np.swapaxes(X, 1, 2))
+    minima = gram.min(axis=-1)
+    if target == "final":
+        return minima[:, -1].copy()
+    return minima[:, :, None]
+
+
+def make_min_ip(
+    n_samples=1000,
+    seq_len=3,
+    n_bits=8,
+    density=0.5,
+    target="all",
+    exhaustive=False,
+    random_state=None,
+    return_info=False,
+):
+    """Min-IP sequences of random (or all) Boolean tokens.
+
+    Each token bit is an independent Bernoulli(``density``) draw; the targets are
+    :func:`min_ip_targets` of the sequences (SPEC section 3, seed 003).
+
+    Parameters
+    ----------
+    n_samples : int, default=1000
+        Number of sequences (ignored, though still validated, when
+        ``exhaustive=True``).
+    seq_len : int, default=3
+        Sequence length ``N >= 1``.
+    n_bits : int, default=8
+        Token dimension ``m``, ``1 <= m <= 64``.
+    density : float, default=0.5
+        Probability that a bit is 1, in ``(0, 1)`` (ignored, though still
+        validated, when ``exhaustive=True``).
+    target : {"all", "final"}, default="all"
+        Targets of every position, or only of the last one (causal final query).
+    exhaustive : bool, default=False
+        Return every sequence of ``seq_len`` tokens over all ``2**n_bits``
+        tokens, in lexicographic order: the sequence of index ``s`` is the
+        ``n_bits * seq_len`` binary digits of ``s``, most significant first, cut
+        into ``seq_len`` tokens (so the last position varies fastest). Refused
+        when there would be more than ``2**20`` sequences.
+    random_state : None, int or numpy.random.RandomState, default=None
+        Seed of the Bernoulli draws.
+    return_info : bool, default=False
+        Also return a :class:`~sklearn.utils.Bunch` describing the task.
+
+    Returns
+    -------
+    X : ndarray of shape (n, seq_len, n_bits)
+        Float64 0/1 tokens; ``n = n_samples``, or ``2**(n_bits * seq_len)``
+        when exhaustive.
+    Y : ndarray of shape (n, seq_len, 1) or (n,)
+        Targets, see :func:`min_ip_targets`.
+    info : Bunch, only if ``return_info``
+        ``n_bits``, ``seq_len``, ``target``, ``density``, ``exhaustive``,
+        ``kind="min_ip"``.
+
+    Examples
+    --------
+    >>> X, Y = make_min_ip(n_samples=5, seq_len=3, n_bits=4, random_state=0)
+    >>> X.shape, Y.shape
+    ((5, 3, 4), (5, 3, 1))
+    >>> X, y = make_min_ip(n_bits=2, seq_len=2, exhaustive=True, target="final")
+    >>> X.shape, X[1].tolist(), y[:4].tolist()
+    ((16, 2, 2), [[0.0, 0.0], [0.0, 1.0]], [0.0, 0.0, 0.0, 0.0])
+    """
+    n_samples = _check_int(n_samples, "n_samples")
+    seq_len = _check_int(seq_len, "seq_len")
+    n_bits = _check_int(n_bits, "n_bits", 1, _MAX_BITS)
+    if (
+        isinstance(density, (bool, np.bool_))
+        or not isinstance(density, numbers.Real)
+        or not 0 < density < 1
+    ):
+        raise ValueError(f"density must be a number in (0, 1); got {density!r}")
+    target = _check_target(target)
+    if exhaustive:
+        total_bits = n_bits * seq_len
+        if total_bits > _MAX_EXHAUSTIVE_LOG2:
+            raise ValueError(
+                f"exhaustive enumeration with n_bits={n_bits} and seq_len={seq_len} "
+                f"would give 2**{total_bits} = {2**total_bits} sequences, more than "
+                f"the limit 2**{_MAX_EXHAUSTIVE_LOG2} = {2**_MAX_EXHAUSTIVE_LOG2}; "
+                "lower n_bits or seq_len"
+            )
+        index = np.arange(2**total_bits, dtype=np.int64)
+        shifts = np.arange(total_bits - 1, -1, -1, dtype=np.int64)
+        bits = (index[:, None] >> shifts) & 1
+        X = bits.reshape(-1, seq_len, n_bits).astype(np.float64)
+    else:
+        rng = check_random_state(random_state)
+        X = (rng.random_sample((n_samples, seq_len, n_bits)) < density).astype(
+            np.float64
+        )
+    Y = min_ip_targets(X, target)
+    if not return_info:
+        return X, Y
+    info = Bunch(
+        kind="min_ip",
+        n_bits=n_bits,
+        seq_len=seq_len,
+        target=target,
+        density=float(density),
+        exhaustive=bool(exhaustive),
+    )
+    return X, Y, info
+
+
+def _check_weight(weight, n_bits):
+    if weight is None:
+        weight = n_bits // 2
+    return _check_int(weight, "weight", 1, n_bits - 1)
+
+
+def _row_keys(bits):
+    """One hashable key per row of a 0/1 matrix (for de-duplication)."""
+    return [row.tobytes() for row in np.packbits(bits.astype(np.uint8), axis=1)]
+
+
+def _constant_weight_code(n_bits, weight, n_codewords, rng):
+    """``n_codewords`` distinct uniformly random words of Hamming weight ``weight``.
+
+    Below ``2**16`` words of that weight all of them are enumerated and a random
+    subset is taken; above, random supports are drawn in fixed-size chunks and
+    repeats are rejected. Either way the words come in a uniformly random order.
+    """
+    available = math.comb(n_bits, weight)
+    if n_codewords > available:
+        raise ValueError(
+            f"only C({n_bits}, {weight}) = {available} distinct words of weight "
+            f"{weight} exist in {n_bits} bits; asked for n_codewords={n_codewords}"
+        )
+    if available <= _ENUMERATE_CODE_LIMIT:
+        words = np.zeros((available, n_bits), dtype=np.float64)
+        for row, support in enumerate(itertools.combinations(range(n_bits), weight)):
+            words[row, list(support)] = 1.0
+        return words[rng.permutation(available)[:n_codewords]]
+    chosen, seen = [], set()
+    while len(chosen) < n_codewords:
+        keys = rng.random_sample((_CHUNK, n_bits))
+        supports = np.argsort(keys, axis=1)[:, :weight]
+        words = np.zeros((_CHUNK, n_bits), dtype=np.float64)
+        np.put_along_axis(words, supports, 1.0, axis=1)
+        for word, key in zip(words, _row_keys(words)):
+            if key not in seen:
+                seen.add(key)
+                chosen.append(word)
+    return np.array(chosen[:n_codewords])
+
+
+def _check_codewords(codewords, weight):
+    codewords = np.asarray(codewords)
+    if codewords.ndim != 2:
+        raise ValueError(
+            f"codewords must be 2-D (n_codewords, n_bits); got shape {codewords.shape}"
+        )
+    codewords = _check_boolean_tokens(codewords, "codewords")
+    n_codewords, n_bits = codewords.shape
+    if n_codewords < 3:
+        raise ValueError(
+            f"codewords must hold at least 3 words (a query and two candidates); "
+            f"got {n_codewords}"
+        )
+    weights = codewords.sum(axis=1)
+    if np.any(weights != weights[0]):
+        raise ValueError(
+            "codewords must form a constant-weight code; got Hamming weights "
+            f"{sorted(set(weights.astype(int).tolist()))}"
+        )
+    w = int(weights[0])
+    if weight is not None and weight != w:
+        raise ValueError(f"weight={weight} but the codewords have weight {w}")
+    if not 1 <= w <= n_bits - 1:
+        raise ValueError(f"codewords must have weight in [1, n_bits - 1]; got {w}")
+    if np.unique(codewords, axis=0).shape[0] != n_codewords:
+        raise ValueError("codewords must be distinct")
+    return codewords, w
+
+
+def _overlaps(codewords):
+    # Float64 BLAS products of 0/1 vectors are exact integers.
+    return np.rint(codewords @ codewords.T).astype(np.int64)
+
+
+def _triple_blocks(overlaps, weight, gap):
+    """Count the witness triples ``(q, a, b)`` by query and overlap level.
+
+    ``counts[q, v]`` is the number of codewords other than ``q`` with overlap
+    ``v`` with ``q``; the triples of query ``q`` with ``<q, a> = v`` number
+    ``counts[q, v] * counts[q, v + gap]``.
+    """
+    n_codewords = overlaps.shape[0]
+    counts = np.zeros((n_codewords, weight + 1), dtype=np.int64)
+    for v in range(weight + 1):
+        counts[:, v] = np.count_nonzero(overlaps == v, axis=1)
+    counts[:, weight] -= 1  # the query itself (<q, q> = w)
+    blocks = counts[:, : weight + 1 - gap] * counts[:, gap:]
+    return counts, blocks
+
+
+def _distinct_indices(total, n, rng):
+    """``n`` distinct uniform integers in ``[0, total)``, in random order.
+
+    The draw depends only on ``total`` and the stream, so a larger ``n`` extends
+    the same sample.
+    """
+    if total <= _PERMUTE_TRIPLES_LIMIT:
+        return rng.permutation(total)[:n]
+    chosen, seen = [], set()
+    while len(chosen) < n:
+        for value in rng.randint(0, total, size=_CHUNK, dtype=np.int64).tolist():
+            if value not in seen:
+                seen.add(value)
+                chosen.append(value)
+    return np.array(chosen[:n], dtype=np.int64)
+
+
+def _sample_triples(overlaps, weight, gap, n_sequences, rng):
+    counts, blocks = _triple_blocks(overlaps, weight, gap)
+    total = int(blocks.sum())
+    if n_sequences > total:
+        raise ValueError(
+            f"only {total} valid (query, better, worse) triples exist for these "
+            f"codewords with gap={gap}; asked for n_sequences={n_sequences}"
+        )
+    index = _distinct_indices(total, n_sequences, rng)
+    flat = blocks.ravel()
+    ends = np.cumsum(flat)
+    block = np.searchsorted(ends, index, side="right")
+    offset = index - (ends[block] - flat[block])
+    levels = blocks.shape[1]
+    query, level = np.divmod(block, levels)
+    n_worse = counts[query, level + gap]
+    i, j = np.divmod(offset, n_worse)
+    # Candidates of each query sorted by (overlap, index); the query itself last.
+    level_start = np.concatenate(
+        [np.zeros((counts.shape[0], 1), dtype=np.int64), np.cumsum(counts, axis=1)],
+        axis=1,
+    )
+    unique_queries, inverse = np.unique(query, return_inverse=True)
+    rows = overlaps[unique_queries].copy()
+    rows[np.arange(unique_queries.size), unique_queries] = weight + 1
+    order = np.argsort(rows, axis=1, kind="stable")
+    better = order[inverse, level_start[query, level] + i]
+    worse = order[inverse, level_start[query, level + gap] + j]
+    return np.stack([query, better, worse], axis=1)
+
+
+def make_min_ip_witness_suite(
+    n_bits=24,
+    weight=None,
+    n_codewords=400,
+    n_sequences=1272,
+    gap=1,
+    target="final",
+    codewords=None,
+    random_state=None,
+    return_info=False,
+):
+    """Length-3 Min-IP witnesses: a query chooses between two coded candidates.
+
+    Construction, in the spirit of the constant-weight-code witness of seed 003
+    (SPEC section 3):
+
+    1. A constant-weight code: ``n_codewords`` distinct uniformly random words of
+       ``n_bits`` bits and Hamming weight ``w = weight`` (or the rows of
+       ``codewords``).
+    2. A witness triple ``(q, a, b)`` is a query ``q`` and two candidates
+       ``a, b`` of the code, both different from ``q``, with
+       ``<q, a> + gap = <q, b>``: ``a`` is the better (smaller-overlap)
+       candidate, ``b`` the worse one. ``n_sequences`` triples are drawn
+       uniformly among all valid triples, without repetition.
+    3. The sequence puts the two candidates, in random order, at positions 0
+       and 1, and the query last (causal final query). Since distinct words of
+       weight ``w`` overlap in at most ``w - 1`` bits, ``<q, q> = w`` is
+       strictly the largest overlap, so the final target is
+       ``min(w, <q, a>, <q, b>) = <q, a>`` with a unique minimiser: the query
+       must tell apart two candidates whose overlaps differ by ``gap``.
+
+    Parameters
+    ----------
+    n_bits : int, default=24
+        Token dimension ``m``, ``2 <= m <= 64`` (ignored when ``codewords`` is
+        given).
+    weight : int or None, default=None
+        Hamming weight ``w`` of the code, ``1 <= w <= m - 1``; ``None`` means
+        ``n_bits // 2``. With ``codewords`` it must be ``None`` or their weight.
+    n_codewords : int, default=400
+        Size of the code, at most ``C(m, w)`` (ignored when ``codewords`` is
+        given).
+    n_sequences : int, default=1272
+        Number of witness sequences; a ValueError says how many valid triples
+        exist when there are fewer.
+    gap : int, default=1
+        Overlap gap ``<q, b> - <q, a> >= 1``.
+    target : {"final", "all"}, default="final"
+        ``"final"``: ``y = <q, a>`` of shape ``(n,)``; ``"all"``: the targets of
+        every position (:func:`min_ip_targets`), shape ``(n, 3, 1)``.
+    codewords : array-like of shape (n_codewords, n_bits) or None, default=None
+        An explicit constant-weight code of distinct 0/1 words (for instance one
+        pool of :func:`make_min_ip_pools`).
+    random_state : None, int or numpy.random.RandomState, default=None
+        Seed. The code, the triples and the candidate order come from separate
+        child streams; the triples depend on ``n_sequences`` only through how
+        many are kept, so a larger ``n_sequences`` extends the same suite.
+    return_info : bool, default=False
+        Also return a :class:`~sklearn.utils.Bunch` with the construction.
+
+    Returns
+    -------
+    X : ndarray of shape (n_sequences, 3, n_bits)
+        Float64 0/1 tokens ``(candidate, candidate, query)``.
+    y : ndarray of shape (n_sequences,) or (n_sequences, 3, 1)
+        Targets.
+    info : Bunch, only if ``return_info``
+        ``codewords`` (``(n_codewords, n_bits)``), ``triples`` (indices into
+        ``codewords``: query, better, worse), ``better_position`` (0 or 1, where
+        the better candidate sits), ``overlaps`` (``<q, a>, <q, b>`` per
+        sequence), ``weight``, ``gap``, ``n_bits``, ``n_valid_triples`` (the
+        size of the full family), ``target``, ``seq_len=3``,
+        ``kind="min_ip_witness"``.
+
+    See Also
+    --------
+    witness_length2 : the same witnesses without the worse candidate.
+    make_min_ip_pools : train and test suites on disjoint codes.
+
+    Examples
+    --------
+    >>> X, y, info = make_min_ip_witness_suite(
+    ...     n_bits=8, n_codewords=20, n_sequences=50, random_state=0,
+    ...     return_info=True)
+    >>> X.shape, y.shape, info.weight
+    ((50, 3, 8), (50,), 4)
+    >>> bool(np.all(info.overlaps[:, 0] + 1 == info.overlaps[:, 1]))
+    True
+    >>> bool(np.all(y == info.overlaps[:, 0]))
+    True
+    """
+    n_sequences = _check_int(n_sequences, "n_sequences")
+    gap = _check_int(gap, "gap")
+    target = _check_target(target)
+    code_seed, triple_seed, order_seed = _child_seeds(random_state, 3)
+    if codewords is None:
+        n_bits = _check_int(n_bits, "n_bits", 2, _MAX_BITS)
+        weight = _check_weight(weight, n_bits)
+        n_codewords = _check_int(n_codewords, "n_codewords", 3)
+        codewords = _constant_weight_code(
+            n_bits, weight, n_codewords, np.random.RandomState(code_seed)
+        )
+    else:
+        codewords, weight = _check_codewords(codewords, weight)
+        n_codewords, n_bits = codewords.shape
+    overlaps = _overlaps(codewords)
+    triples = _sample_triples(
+        overlaps, weight, gap, n_sequences, np.random.RandomState(triple_seed)
+    )
+    better_position = (
+        np.random.RandomState(order_seed).random_sample(n_sequences) < 0.5
+    ).astype(np.int64)
+    rows = np.arange(n_sequences)
+    X = np.empty((n_sequences, 3, n_bits), dtype=np.float64)
+    X[rows, better_position] = codewords[triples[:, 1]]
+    X[rows, 1 - better_position] = codewords[triples[:, 2]]
+    X[:, 2] = codewords[triples[:, 0]]
+    query, better, worse = triples.T
+    pair_overlaps = np.stack(
+        [overlaps[query, better], overlaps[query, worse]], axis=1
+    )
+    y = min_ip_targets(X, target)
+    final = y if target == "final" else y[:, -1, 0]
+    if not np.array_equal(final, pair_overlaps[:, 0]):  # pragma: no cover
+        raise RuntimeError("witness construction broken: final target != <q, a>")
+    if not return_info:
+        return X, y
+    info = Bunch(
+        kind="min_ip_witness",
+        codewords=codewords,
+        triples=triples,
+        better_position=better_position,
+        overlaps=pair_overlaps,
+        weight=weight,
+        gap=gap,
+        n_bits=n_bits,
+        n_valid_triples=int(_triple_blocks(overlaps, weight, gap)[1].sum()),
+        target=target,
+        seq_len=3,
+    )
+    return X, y, info
+
+
+def make_min_ip_pools(
+    n_bits=24,
+    weight=None,
+    n_train_codewords=200,
+    n_test_codewords=200,
+    n_train_sequences=1000,
+    n_test_sequences=500,
+    gap=1,
+    target="final",
+    random_state=None,
+):
+    """Train and test witness suites on disjoint codeword pools (OOD test).
+
+    One constant-weight code of ``n_train_codewords + n_test_codewords``
+    distinct words is drawn and split at random into two pools; each pool gets
+    its own :func:`make_min_ip_witness_suite`. Every token of a witness sequence
+    is a codeword of its pool, so no token of the test set occurs in the train
+    set: the test measures whether a model learned the comparison rather than
+    the codewords (SPEC section 3, "larger disjoint train/test pools").
+
+    Parameters
+    ----------
+    n_bits : int, default=24
+        Token dimension, ``2 <= n_bits <= 64``.
+    weight : int or None, default=None
+        Hamming weight of the code; ``None`` means ``n_bits // 2``.
+    n_train_codewords, n_test_codewords : int, default=200
+        Sizes of the two pools (at least 3 each).
+    n_train_sequences : int, default=1000
+        Witnesses drawn from the train pool.
+    n_test_sequences : int, default=500
+        Witnesses drawn from the test pool.
+    gap : int, default=1
+        Overlap gap of every witness.
+    target : {"final", "all"}, default="final"
+        As in :func:`make_min_ip_witness_suite`.
+    random_state : None, int or numpy.random.RandomState, default=None
+        Seed of the code, the split and both suites.
+
+    Returns
+    -------
+    X_train : ndarray of shape (n_train_sequences, 3, n_bits)
+    y_train : ndarray of shape (n_train_sequences,) or (n_train_sequences, 3, 1)
+    X_test : ndarray of shape (n_test_sequences, 3, n_bits)
+    y_test : ndarray of shape (n_test_sequences,) or (n_test_sequences, 3, 1)
+    info : Bunch
+        ``train`` and ``test`` (the suites' info Bunches, whose ``codewords``
+        are the two pools), ``train_codewords``, ``test_codewords``,
+        ``weight``, ``gap``, ``n_bits``, ``target``, ``kind="min_ip_pools"``.
+
+    Examples
+    --------
+    >>> X_tr, y_tr, X_te, y_te, info = make_min_ip_pools(
+    ...     n_bits=10, n_train_codewords=30, n_test_codewords=30,
+    ...     n_train_sequences=100, n_test_sequences=40, random_state=0)
+    >>> X_tr.shape, X_te.shape
+    ((100, 3, 10), (40, 3, 10))
+    >>> train = {w.tobytes() for w in info.train_codewords}
+    >>> any(w.tobytes() in train for w in info.test_codewords)
+    False
+    """
+    n_bits = _check_int(n_bits, "n_bits", 2, _MAX_BITS)
+    weight = _check_weight(weight, n_bits)
+    n_train_codewords = _check_int(n_train_codewords, "n_train_codewords", 3)
+    n_test_codewords = _check_int(n_test_codewords, "n_test_codewords", 3)
+    target = _check_target(target)
+    code_seed, train_seed, test_seed = _child_seeds(random_state, 3)
+    code = _constant_weight_code(
+        n_bits, weight, n_train_codewords + n_test_codewords,
+        np.random.RandomState(code_seed),
+    )
+    # The code comes in uniformly random order, so this split is a random one.
+    pools = code[:n_train_codewords], code[n_train_codewords:]
+    suites = [
+        make_min_ip_witness_suite(
+            n_sequences=n, gap=gap, target=target, codewords=pool,
+            random_state=seed, return_info=True,
+        )
+        for pool, n, seed in zip(
+            pools, (n_train_sequences, n_test_sequences), (train_seed, test_seed)
+        )
+    ]
+    (X_train, y_train, train_info), (X_test, y_test, test_info) = suites
+    info = Bunch(
+        kind="min_ip_pools",
+        train=train_info,
+        test=test_info,
+        train_codewords=train_info.codewords,
+        test_codewords=test_info.codewords,
+        weight=weight,
+        gap=gap,
+        n_bits=n_bits,
+        target=target,
+    )
+    return X_train, y_train, X_test, y_test, info
+
+
+def witness_length2(X, info, target="final"):
+    """The same witnesses at length 2: drop the worse candidate.
+
+    Each length-3 witness ``(.., .., q)`` becomes ``(a, q)``: the better
+    candidate then the query, with final target ``min(w, <q, a>) = <q, a>``,
+    the same value as the length-3 final target. At length 2 the query has a
+    single rival, and a rank-1 normalised nonnegative kernel head solves Min-IP
+    exactly (SPEC section 3), so comparing models on ``witness_length2`` and on
+    the suite isolates the effect of the second candidate on the same tokens.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, 3, n_bits)
+        Witness sequences from :func:`make_min_ip_witness_suite` (or one half
+        of :func:`make_min_ip_pools`).
+    info : Bunch
+        The matching info (for pools, ``info.train`` or ``info.test``).
+    target : {"final", "all"}, default="final"
+        Targets of the length-2 sequences, see :func:`min_ip_targets`.
+
+    Returns
+    -------
+    X2 : ndarray of shape (n, 2, n_bits)
+        Sequences ``(a, q)``.
+    y2 : ndarray of shape (n,) or (n, 2, 1)
+        Their targets.
+
+    Examples
+    --------
+    >>> X, y, info = make_min_ip_witness_suite(
+    ...     n_bits=8, n_codewords=20, n_sequences=30, random_state=0,
+    ...     return_info=True)
+    >>> X2, y2 = witness_length2(X, info)
+    >>> X2.shape, bool(np.array_equal(y2, y))
+    ((30, 2, 8), True)
+    """
+    target = _check_target(target)
+    X = np.asarray(X)
+    for key in ("codewords", "triples", "better_position"):
+        if key not in info:
+            raise ValueError(f"info lacks {key!r}; pass the info of a witness suite")
+    n = info.triples.shape[0]
+    n_bits = info.codewords.shape[1]
+    if X.shape != (n, 3, n_bits):
+        raise ValueError(
+            f"X must have shape {(n, 3, n_bits)} to match info; got {X.shape}"
+        )
+    rows = np.arange(n)
+    better = X[rows, info.better_position]
+    if not (
+        np.array_equal(X[:, 2], info.codewords[info.triples[:, 0]])
+        and np.array_equal(better, info.codewords[info.triples[:, 1]])
+    ):
+        raise ValueError("X does not match info: pass the X generated with this info")
+    X2 = np.stack([better, X[:, 2]], axis=1).astype(np.float64)
+    return X2, min_ip_targets(X2, target)
