@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 from skorch.callbacks import Callback
@@ -14,12 +14,12 @@ from ..nn import STUDENTS
 from ._base import (
     RankSweepNet,
     RankwiseMSELoss,
+    SequenceRegressorMixin,
     TensorBatchIterator,
     check_float_param,
     check_int_param,
     draw_seed,
     select_rank,
-    sequence_r2,
     validate_sequences,
 )
 
@@ -57,7 +57,7 @@ def _check_device(device):
     return device
 
 
-class AttentionRankEstimator(RegressorMixin, BaseEstimator):
+class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     """Attention students of a given query-key rank, and the rank a task needs.
 
     The estimator trains one rung of the interpolation ladder (SPEC section 2):
@@ -231,14 +231,6 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         self.device = device
         self.verbose = verbose
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.three_d_array = True
-        tags.target_tags.multi_output = True
-        # Attention over scalar tokens without positions is permutation
-        # equivariant: it is not meant to be a good generic tabular regressor.
-        tags.regressor_tags.poor_score = True
-        return tags
 
     # -- validation ---------------------------------------------------------------
     def _check_params(self):
@@ -559,24 +551,6 @@ class AttentionRankEstimator(RegressorMixin, BaseEstimator):
         with torch.no_grad():
             mixers = self.net_.module_.mixer(X_t)[:, self.rank_index_]
         return mixers.cpu().double().numpy()
-
-    def score(self, X, y, sample_weight=None):
-        """Coefficient of determination R^2 of :meth:`predict`.
-
-        Unlike skorch's default, 3-D targets are accepted: ``Y`` is flattened to
-        ``(n, L * d_out)`` and scored with :func:`sklearn.metrics.r2_score`.
-
-        Parameters
-        ----------
-        X : array-like of shape (n, L, d) or (n, L)
-        y : array-like, shaped like the targets given to ``fit``
-        sample_weight : array-like of shape (n,), optional
-
-        Returns
-        -------
-        score : float
-        """
-        return sequence_r2(y, self.predict(X), sample_weight=sample_weight)
 
 
 class _EpochProgress(Callback):

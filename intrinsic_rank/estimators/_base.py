@@ -19,6 +19,7 @@ import numbers
 
 import numpy as np
 import torch
+from sklearn.base import RegressorMixin
 from sklearn.metrics import r2_score
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, validate_data
@@ -218,6 +219,40 @@ def sequence_r2(Y_true, Y_pred, sample_weight=None):
         np.asarray(Y_pred, dtype=np.float64).reshape(n, -1),
         sample_weight=sample_weight,
     )
+
+
+class SequenceRegressorMixin(RegressorMixin):
+    """Tags and ``score`` shared by the sequence estimators.
+
+    The estimators accept 3-D sequence input and multi-output targets; attention
+    without positions over scalar tokens is permutation equivariant, so it is
+    not meant to be a good generic tabular regressor (``poor_score``).
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        tags.target_tags.multi_output = True
+        tags.regressor_tags.poor_score = True
+        return tags
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R^2 of ``predict``.
+
+        Unlike skorch's default, 3-D targets are accepted: ``Y`` is flattened to
+        ``(n, L * d_out)`` and scored with :func:`sklearn.metrics.r2_score`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, L, d) or (n, L)
+        y : array-like, shaped like the targets given to ``fit``
+        sample_weight : array-like of shape (n,), optional
+
+        Returns
+        -------
+        score : float
+        """
+        return sequence_r2(y, self.predict(X), sample_weight=sample_weight)
 
 
 class TensorBatchIterator:

@@ -1,14 +1,14 @@
 """EnergyEffectiveRank: the rank a task needs, read off a spectrum."""
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from .. import spectral
 from ..datasets import attention_mixer
 from . import _operator_fit as fits
 from ._attention_rank import AttentionRankEstimator
-from ._base import check_float_param, sequence_r2, validate_sequences
+from ._base import SequenceRegressorMixin, check_float_param, validate_sequences
 
 __all__ = ["EnergyEffectiveRank"]
 
@@ -25,7 +25,7 @@ def _mixer_sample(X):
     return X[::step]
 
 
-class EnergyEffectiveRank(RegressorMixin, BaseEstimator):
+class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     """Estimate ``r*`` from the spectrum of a learned or fitted token mixer.
 
     Two ways to get the spectrum (SPEC section 2):
@@ -138,12 +138,6 @@ class EnergyEffectiveRank(RegressorMixin, BaseEstimator):
         self.device = device
         self.verbose = verbose
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.three_d_array = True
-        tags.target_tags.multi_output = True
-        tags.regressor_tags.poor_score = True  # see AttentionRankEstimator
-        return tags
 
     def _check_params(self):
         if self.method not in _METHODS:
@@ -288,18 +282,3 @@ class EnergyEffectiveRank(RegressorMixin, BaseEstimator):
             return self.student_.predict(X)
         X = validate_sequences(self, X, reset=False)
         return fits.predict(self.fit_, X)
-
-    def score(self, X, y, sample_weight=None):
-        """R^2 of :meth:`predict` over all output entries (3-D targets accepted).
-
-        Parameters
-        ----------
-        X : array-like of shape (n, L, d) or (n, L)
-        y : array-like, shaped like the targets given to ``fit``
-        sample_weight : array-like of shape (n,), optional
-
-        Returns
-        -------
-        score : float
-        """
-        return sequence_r2(y, self.predict(X), sample_weight=sample_weight)

@@ -1,6 +1,5 @@
 """The predictability frontier: how far ``r*`` can be read from data before training."""
 
-import os
 import warnings
 
 import numpy as np
@@ -8,6 +7,7 @@ from sklearn.utils import Bunch
 
 from ..datasets import make_attention_task
 from ..estimators import EnergyEffectiveRank
+from ._plotting import pyplot, save_figure
 
 __all__ = ["predictability_frontier", "plot_frontier", "FRONTIER_TEACHERS"]
 
@@ -161,11 +161,7 @@ def plot_frontier(result, path=None):
     -------
     figure : matplotlib.figure.Figure
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     teachers = result.config["teachers"]
     columns = min(2, len(teachers))
     rows_of_panels = -(-len(teachers) // columns)
@@ -196,8 +192,4 @@ def plot_frontier(result, path=None):
         f"n = {cfg['n_samples']}, noise = {cfg['noise']}, kernel scale = {cfg['kernel_scale']}",
         fontsize=10,
     )
-    fig.tight_layout()
-    if path is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        fig.savefig(path, dpi=120)
-    return fig
+    return save_figure(fig, path)

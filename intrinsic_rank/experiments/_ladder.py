@@ -1,12 +1,12 @@
 """The interpolation ladder: why static rank fails (SPEC section 2, seeds 000-002)."""
 
-import os
 
 import numpy as np
 from sklearn.utils import Bunch
 
 from ..datasets import make_fixed_operator_task
 from ..estimators import AttentionRankEstimator
+from ._plotting import pyplot, save_figure
 
 __all__ = ["interpolation_ladder", "plot_ladder", "RUNGS"]
 
@@ -123,11 +123,7 @@ def plot_ladder(result, path=None):
     -------
     figure : matplotlib.figure.Figure
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     records = result.records
     excess = np.array([rec["excess_risk"] for rec in records])
     labels = [f"{rec['rung']}\n(rank {rec['rank']})" for rec in records]
@@ -148,8 +144,4 @@ def plot_ladder(result, path=None):
         fontsize=10,
     )
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    if path is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        fig.savefig(path, dpi=120)
-    return fig
+    return save_figure(fig, path)

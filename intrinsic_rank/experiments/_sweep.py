@@ -8,6 +8,7 @@ from sklearn.utils import Bunch
 
 from ..datasets import make_attention_task, make_fixed_operator_task
 from ..estimators import AttentionRankEstimator
+from ._plotting import pyplot, save_figure
 
 __all__ = ["rank_sweep", "plot_sweep", "format_table", "save_records"]
 
@@ -189,11 +190,7 @@ def plot_sweep(result, path=None):
     -------
     figure : matplotlib.figure.Figure
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     records = result.records
     ranks = np.array([rec["rank"] for rec in records])
     excess = np.array([rec["excess_risk"] for rec in records])
@@ -232,8 +229,4 @@ def plot_sweep(result, path=None):
         f"n={cfg['n_samples']}, noise={cfg['noise']}, seed={cfg['random_state']}",
         fontsize=10,
     )
-    fig.tight_layout()
-    if path is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        fig.savefig(path, dpi=120)
-    return fig
+    return save_figure(fig, path)
