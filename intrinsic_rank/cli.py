@@ -1,10 +1,11 @@
-"""Command line: ``intrinsic-rank sweep | ladder | frontier ...``.
+"""Command line: ``intrinsic-rank sweep | ladder | frontier | min-ip ...``.
 
 Thin by design: it parses arguments, calls :mod:`intrinsic_rank.experiments`,
 prints the table and saves the plot and the records.
 """
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -114,6 +115,34 @@ def _build_parser():
     frontier.add_argument("--seed", type=int, default=0)
     frontier.add_argument("--out", default="runs/frontier", help="output folder")
     frontier.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    min_ip = commands.add_parser(
+        "min-ip",
+        help="Min-IP phase transition of nonnegative kernel attention (seed 003)",
+        description="Train normalised nonnegative kernel heads of a grid of feature "
+        "ranks (one batched optimisation) on an anchored Min-IP witness family, "
+        "in-sample at lengths 3 and 2, with dense softmax attention as the "
+        "reference; then train on one codeword pool and test on a disjoint one "
+        "as the bit width grows. Prints the tables and transition ranks, saves "
+        "min_ip.png and min_ip.json.",
+    )
+    min_ip.add_argument("--quick", action="store_true",
+                        help="the quick version (fewer ranks, seeds and OOD settings)")
+    min_ip.add_argument("--seeds", type=int, default=None,
+                        help="seeds per setting (default 3, quick 2 in-sample / 1 OOD)")
+    min_ip.add_argument("--ranks", type=parse_ranks, default=None,
+                        help="feature ranks, e.g. 1,2,4,8,16,32,64 (the default)")
+    min_ip.add_argument("--epochs", type=int, default=None,
+                        help="epochs of every fit (default 400 in-sample, 200 OOD)")
+    min_ip.add_argument("--n-bits", type=int, default=24,
+                        help="bits of the in-sample witness family")
+    min_ip.add_argument("--n-codewords", type=int, default=16,
+                        help="codewords of the in-sample witness family")
+    min_ip.add_argument("--no-ood", action="store_true",
+                        help="skip the out-of-distribution experiment")
+    min_ip.add_argument("--seed", type=int, default=0, help="base seed")
+    min_ip.add_argument("--out", default="runs/min_ip", help="output folder")
+    min_ip.add_argument("--quiet", action="store_true", help="no per-fit progress lines")
     return parser
 
 
@@ -224,6 +253,88 @@ def _run_frontier(args):
     return 0
 
 
+MIN_IP_PHASE_COLUMNS = [
+    "length", "model", "rank", "n_seeds", "error_mean", "error_min", "error_max",
+]
+MIN_IP_SEED_COLUMNS = ["length", "seed", "model", "rank", "error", "witness_error",
+                       "anchor_error", "n_sequences"]
+MIN_IP_OOD_COLUMNS = [
+    "n_bits", "pool", "model", "rank", "n_seeds", "test_error_mean", "test_error_min",
+    "test_error_max",
+]
+
+
+def _run_min_ip(args):
+    from .experiments import (
+        format_table,
+        min_ip_ood_scaling,
+        min_ip_phase_transition,
+        plot_min_ip,
+    )
+
+    start = time.perf_counter()
+    epochs = {} if args.epochs is None else {"max_epochs": args.epochs}
+    phase = min_ip_phase_transition(
+        ranks=args.ranks, n_seeds=args.seeds, n_bits=args.n_bits,
+        n_codewords=args.n_codewords, quick=args.quick, random_state=args.seed,
+        progress=not args.quiet, **epochs,
+    )
+    cfg = phase.config
+    print(
+        f"Min-IP in-sample phase transition: {cfg['n_codewords']} codewords of "
+        f"{cfg['n_bits']} bits, every witness with gap >= {cfg['min_gap']} plus anchors; "
+        f"{cfg['n_seeds']} seeds; {cfg['max_epochs']} epochs, lr {cfg['lr']:g}, "
+        f"batch {cfg['batch_size']}, hidden {cfg['hidden']} ({phase.seconds:.0f} s)"
+    )
+    print(format_table(phase.summary, MIN_IP_PHASE_COLUMNS, floatfmt="{:.3f}"))
+    dense = [rec for rec in phase.records if rec["model"] == "dense"]
+    if dense:
+        print("dense softmax per seed: " + ", ".join(
+            f"length {rec['length']} seed {rec['seed']}: {rec['error']:.3f}" for rec in dense))
+    for length, rank in phase.transition.items():
+        where = "none of the grid" if rank is None else f"r = {rank}"
+        print(f"length {length}: transition (mean error <= {cfg['threshold']:g}) at {where}")
+    bounds = [b for b in phase.rank_bound if b is not None]
+    if bounds:
+        print(f"certificate lower bound on an exact length-3 solution: r >= "
+              f"{math.ceil(max(bounds) - 1e-9)} (per seed {[round(b, 2) for b in bounds]})")
+    ood = None
+    if not args.no_ood:
+        ood = min_ip_ood_scaling(
+            ranks=args.ranks, n_seeds=args.seeds, quick=args.quick,
+            random_state=args.seed, progress=not args.quiet, **epochs,
+        )
+        ocfg = ood.config
+        print(
+            f"Min-IP out of distribution: train on one pool's family (gap >= "
+            f"{ocfg['min_gap']}, anchors), test on a disjoint pool; {ocfg['n_seeds']} "
+            f"seed(s); {ocfg['max_epochs']} epochs, lr {ocfg['lr']:g}, batch "
+            f"{ocfg['batch_size']} ({ood.seconds:.0f} s)"
+        )
+        print(format_table(ood.summary, MIN_IP_OOD_COLUMNS, floatfmt="{:.3f}"))
+        for row in ood.transition:
+            where = ("none of the grid" if row["transition_rank"] is None
+                     else f"r = {row['transition_rank']}")
+            print(f"m = {row['n_bits']}, pools of {row['pool']}: transition (test error <= "
+                  f"{ocfg['threshold']:g}) at {where}; best kernel "
+                  f"{row['kernel_best_test_error']:.3f}, dense "
+                  f"{row['dense_test_error_mean']:.3f}")
+    elapsed = time.perf_counter() - start
+    print(f"{elapsed:.1f} s")
+    records = [dict(rec, experiment="in_sample") for rec in phase.records]
+    if ood is not None:
+        records += [dict(rec, experiment="ood") for rec in ood.records]
+    _save(
+        args.out, "min_ip", records, lambda path: plot_min_ip(phase, ood, path),
+        config={"in_sample": phase.config, "ood": None if ood is None else ood.config},
+        summary={"in_sample": phase.summary, "ood": None if ood is None else ood.summary},
+        transition={"in_sample": {str(k): v for k, v in phase.transition.items()},
+                    "ood": None if ood is None else ood.transition},
+        rank_bound=phase.rank_bound, seconds=elapsed,
+    )
+    return 0
+
+
 def main(argv=None):
     """Entry point of the ``intrinsic-rank`` command.
 
@@ -238,7 +349,8 @@ def main(argv=None):
         Exit status (0 on success).
     """
     args = _build_parser().parse_args(argv)
-    commands = {"sweep": _run_sweep, "ladder": _run_ladder, "frontier": _run_frontier}
+    commands = {"sweep": _run_sweep, "ladder": _run_ladder, "frontier": _run_frontier,
+                "min-ip": _run_min_ip}
     try:
         return commands[args.command](args)
     except ValueError as error:

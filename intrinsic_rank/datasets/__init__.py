@@ -13,7 +13,9 @@ from ._teachers import (
 )
 from ._min_ip import (
     make_min_ip,
+    make_min_ip_family_pools,
     make_min_ip_pools,
+    make_min_ip_witness_family,
     make_min_ip_witness_suite,
     min_ip_targets,
     witness_length2,
@@ -25,7 +27,9 @@ __all__ = [
     "make_attention_task",
     "make_fixed_operator_task",
     "make_min_ip",
+    "make_min_ip_family_pools",
     "make_min_ip_pools",
+    "make_min_ip_witness_family",
     "make_min_ip_witness_suite",
     "min_ip_targets",
     "witness_length2",
