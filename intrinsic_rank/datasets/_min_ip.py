@@ -543,6 +543,23 @@ def make_min_ip_witness_suite(
     return X, y, info
 
 
+def _disjoint_pools(n_bits, weight, n_train_codewords, n_test_codewords, target, random_state):
+    """One constant-weight code split into disjoint train and test pools, and their seeds."""
+    n_bits = _check_int(n_bits, "n_bits", 2, _MAX_BITS)
+    weight = _check_weight(weight, n_bits)
+    n_train_codewords = _check_int(n_train_codewords, "n_train_codewords", 3)
+    n_test_codewords = _check_int(n_test_codewords, "n_test_codewords", 3)
+    target = _check_target(target)
+    code_seed, train_seed, test_seed = _child_seeds(random_state, 3)
+    code = _constant_weight_code(
+        n_bits, weight, n_train_codewords + n_test_codewords,
+        np.random.RandomState(code_seed),
+    )
+    # The code comes in uniformly random order, so this split is a random one.
+    pools = code[:n_train_codewords], code[n_train_codewords:]
+    return n_bits, weight, target, pools, (train_seed, test_seed)
+
+
 def make_min_ip_pools(
     n_bits=24,
     weight=None,
@@ -604,18 +621,9 @@ def make_min_ip_pools(
     >>> any(w.tobytes() in train for w in info.test_codewords)
     False
     """
-    n_bits = _check_int(n_bits, "n_bits", 2, _MAX_BITS)
-    weight = _check_weight(weight, n_bits)
-    n_train_codewords = _check_int(n_train_codewords, "n_train_codewords", 3)
-    n_test_codewords = _check_int(n_test_codewords, "n_test_codewords", 3)
-    target = _check_target(target)
-    code_seed, train_seed, test_seed = _child_seeds(random_state, 3)
-    code = _constant_weight_code(
-        n_bits, weight, n_train_codewords + n_test_codewords,
-        np.random.RandomState(code_seed),
+    n_bits, weight, target, pools, (train_seed, test_seed) = _disjoint_pools(
+        n_bits, weight, n_train_codewords, n_test_codewords, target, random_state
     )
-    # The code comes in uniformly random order, so this split is a random one.
-    pools = code[:n_train_codewords], code[n_train_codewords:]
     suites = [
         make_min_ip_witness_suite(
             n_sequences=n, gap=gap, target=target, codewords=pool,
@@ -994,17 +1002,9 @@ def make_min_ip_family_pools(
     >>> any(w.tobytes() in train for w in info.test_codewords)
     False
     """
-    n_bits = _check_int(n_bits, "n_bits", 2, _MAX_BITS)
-    weight = _check_weight(weight, n_bits)
-    n_train_codewords = _check_int(n_train_codewords, "n_train_codewords", 3)
-    n_test_codewords = _check_int(n_test_codewords, "n_test_codewords", 3)
-    target = _check_target(target)
-    code_seed, train_seed, test_seed = _child_seeds(random_state, 3)
-    code = _constant_weight_code(
-        n_bits, weight, n_train_codewords + n_test_codewords,
-        np.random.RandomState(code_seed),
+    n_bits, weight, target, pools, (train_seed, test_seed) = _disjoint_pools(
+        n_bits, weight, n_train_codewords, n_test_codewords, target, random_state
     )
-    pools = code[:n_train_codewords], code[n_train_codewords:]
     families = [
         make_min_ip_witness_family(
             min_gap=min_gap, anchors=anchors, n_sequences=n, target=target,

@@ -84,7 +84,6 @@ reproduced is that the gap between kernel and dense attention widens as the
 problem grows.
 """
 
-import os
 import time
 import warnings
 
@@ -101,6 +100,7 @@ from ..datasets import (
 )
 from ..estimators import AttentionRankEstimator
 from ..metrics import exact_sequence_error
+from ._plotting import pyplot, save_figure
 
 __all__ = [
     "min_ip_phase_transition",
@@ -573,11 +573,7 @@ def plot_min_ip(phase, ood=None, path=None):
     -------
     figure : matplotlib.figure.Figure
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     panels = [p for p in (phase, ood) if p is not None]
     if not panels:
         raise ValueError("give at least one of phase and ood")
@@ -639,8 +635,4 @@ def plot_min_ip(phase, ood=None, path=None):
         ax.set_title(f"Out of distribution: test on a disjoint pool, {cfg['n_seeds']} seed(s)",
                      fontsize=9)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    if path is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        fig.savefig(path, dpi=120)
-    return fig
+    return save_figure(fig, path)
