@@ -231,7 +231,6 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.device = device
         self.verbose = verbose
 
-
     # -- validation ---------------------------------------------------------------
     def _check_params(self):
         if self.attention not in STUDENTS:

@@ -138,7 +138,6 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         self.device = device
         self.verbose = verbose
 
-
     def _check_params(self):
         if self.method not in _METHODS:
             raise ValueError(f"unknown method {self.method!r}; use one of {_METHODS}")
