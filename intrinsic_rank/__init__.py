@@ -6,6 +6,8 @@ The public API is the estimators and the sub-modules:
   sweeps and the attention-native intrinsic rank ``r*``;
 * :class:`EnergyEffectiveRank` -- ``r*`` read off the spectrum of a recovered
   (trained) or data-fitted (training-free) token mixer;
+* :class:`ReachabilityEstimator` -- which target sequences a frozen causal LM
+  can be prompted to produce, and the bound from its hidden-state geometry;
 * :mod:`intrinsic_rank.datasets` -- seeded teacher tasks with known ground truth;
 * :mod:`intrinsic_rank.spectral` -- rank measures (numpy only);
 * :mod:`intrinsic_rank.bounds` -- closed-form theory (numpy only);
@@ -15,13 +17,19 @@ The public API is the estimators and the sub-modules:
 """
 
 from . import bounds, datasets, metrics, spectral
-from .estimators import AttentionRankEstimator, EnergyEffectiveRank, TrainingDivergedError
+from .estimators import (
+    AttentionRankEstimator,
+    EnergyEffectiveRank,
+    ReachabilityEstimator,
+    TrainingDivergedError,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AttentionRankEstimator",
     "EnergyEffectiveRank",
+    "ReachabilityEstimator",
     "TrainingDivergedError",
     "bounds",
     "datasets",

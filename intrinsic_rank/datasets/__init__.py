@@ -11,6 +11,12 @@ from ._teachers import (
     make_attention_task,
     make_fixed_operator_task,
 )
+from ._tokens import (
+    COPY_SPECIAL_TOKENS,
+    make_copy_task,
+    make_induction_corpus,
+    make_random_targets,
+)
 from ._min_ip import (
     make_min_ip,
     make_min_ip_family_pools,
@@ -22,6 +28,10 @@ from ._min_ip import (
 )
 
 __all__ = [
+    "COPY_SPECIAL_TOKENS",
+    "make_copy_task",
+    "make_induction_corpus",
+    "make_random_targets",
     "attention_mixer",
     "low_rank_matrix",
     "make_attention_task",

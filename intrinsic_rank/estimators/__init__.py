@@ -3,5 +3,11 @@
 from ._attention_rank import AttentionRankEstimator
 from ._base import TrainingDivergedError
 from ._energy_rank import EnergyEffectiveRank
+from ._reachability import CrammingNet, ReachabilityEstimator
 
-__all__ = ["AttentionRankEstimator", "EnergyEffectiveRank", "TrainingDivergedError"]
+__all__ = [
+    "AttentionRankEstimator",
+    "EnergyEffectiveRank",
+    "ReachabilityEstimator",
+    "TrainingDivergedError",
+]

@@ -1,5 +1,7 @@
-"""Torch modules: the ladder's students (B0-B3) and Min-IP heads, batched over ranks."""
+"""Torch modules: the ladder's students (B0-B3), Min-IP heads and prompted causal LMs."""
 
+from ._causal_lm import CausalLMAdapter, TinyCausalLM, TinyLMAdapter, check_causal
+from ._hf import HFCausalLMAdapter, load_hf_causal_lm
 from ._kernel_attention import (
     DenseAttentionStudent,
     DenseSoftmaxHead,
@@ -9,6 +11,14 @@ from ._kernel_attention import (
     dense_min_ip_head,
     normalized_kernel_attention,
     rank_one_min_ip_head,
+)
+from ._lm_training import train_causal_lm
+from ._prompted import (
+    DEFAULT_MODEL_FILE,
+    PromptedLM,
+    as_causal_lm,
+    load_default_model,
+    save_tiny_lm,
 )
 from ._registry import STUDENTS, make_student
 from ._students import (
@@ -21,7 +31,19 @@ from ._students import (
 )
 
 __all__ = [
+    "DEFAULT_MODEL_FILE",
     "STUDENTS",
+    "CausalLMAdapter",
+    "HFCausalLMAdapter",
+    "PromptedLM",
+    "TinyCausalLM",
+    "TinyLMAdapter",
+    "as_causal_lm",
+    "check_causal",
+    "load_default_model",
+    "load_hf_causal_lm",
+    "save_tiny_lm",
+    "train_causal_lm",
     "DenseAttentionStudent",
     "DenseSoftmaxHead",
     "FixedOperatorStudent",

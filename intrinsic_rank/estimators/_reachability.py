@@ -1,0 +1,559 @@
+"""ReachabilityEstimator: which target sequences a frozen causal LM can be prompted to produce.
+
+Seed 004 (SPEC section 4), "How many outputs can a Transformer generate":
+``m`` trainable prompt vectors in front of a frozen causal LM are optimised to
+make it produce a target sequence (the *cramming* protocol). The fraction of
+random targets reached, as a function of target length and ``m``, is compared
+with a bound computed from the geometry of the model's final hidden states.
+"""
+
+import numbers
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted, validate_data
+from skorch import NeuralNet
+from skorch.callbacks import Callback
+from skorch.dataset import unpack_data
+from torch.nn import functional as F
+
+from .. import bounds
+from ..nn import PromptedLM, as_causal_lm
+from ._attention_rank import _check_device
+from ._base import check_float_param, check_int_param, draw_seed
+
+__all__ = ["ReachabilityEstimator"]
+
+
+class _ActiveTargets:
+    """Iterable of one batch per step: the targets still being optimised."""
+
+    def __init__(self, net, dataset):
+        self.net = net
+        self.index = torch.as_tensor(dataset.X["index"])
+        self.ids = torch.as_tensor(dataset.X["ids"])
+
+    def __len__(self):
+        return 1
+
+    def __iter__(self):
+        active = torch.nonzero(self.net.active_.to(self.index.device)).flatten()
+        if len(active):
+            index, ids = self.index[active], self.ids[active]
+            yield {"index": index, "ids": ids}, ids
+
+
+class CrammingNet(NeuralNet):
+    """skorch net that optimises the memory vectors of many targets at once.
+
+    Every step (one skorch "epoch") runs all still-active targets through the
+    frozen model, in chunks of ``chunk_size`` whose gradients are accumulated,
+    then takes one optimiser step. The loss is the *sum* over targets of each
+    target's mean token cross-entropy, so with an elementwise optimiser (AdamW)
+    each target's trajectory is the one it would follow alone.
+
+    Per target it keeps the memory with the best teacher-forced token accuracy
+    (ties broken by lower loss), stops the target at exact match or after
+    ``patience`` steps without a better accuracy, and stops training when no
+    target is active.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        As :class:`skorch.NeuralNet`; ``module`` is a :class:`PromptedLM`.
+    patience : int, default=500
+    chunk_size : int or None, default=None
+        Targets per forward pass; all active targets when None.
+    """
+
+    def __init__(self, *args, patience=500, chunk_size=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.patience = patience
+        self.chunk_size = chunk_size
+
+    def get_all_learnable_params(self):
+        # only the memory vectors: the language model is frozen
+        for name, param in self.module_.named_parameters():
+            if param.requires_grad:
+                yield name, param
+
+    def get_iterator(self, dataset, training=False):
+        return _ActiveTargets(self, dataset)
+
+    def on_train_begin(self, net, X=None, y=None, **kwargs):
+        memory = self.module_.memory
+        n = memory.shape[0]
+        self.active_ = torch.ones(n, dtype=torch.bool)
+        self.best_accuracy_ = torch.full((n,), -1.0)
+        self.best_loss_ = torch.full((n,), float("inf"))
+        self.since_improved_ = torch.zeros(n, dtype=torch.long)
+        self.steps_ = torch.zeros(n, dtype=torch.long)
+        self.best_memory_ = memory.detach().clone()
+        super().on_train_begin(net, X=X, y=y, **kwargs)
+
+    def train_step_single(self, batch, **fit_params):
+        self._set_training(True)
+        Xi, _ = unpack_data(batch)
+        index, ids = Xi["index"], Xi["ids"]
+        chunk = len(index) if self.chunk_size is None else int(self.chunk_size)
+        total = torch.zeros((), device=self.device)
+        for start in range(0, len(index), chunk):
+            part = {"index": index[start:start + chunk], "ids": ids[start:start + chunk]}
+            y_pred = self.infer(part)
+            loss = self.get_loss(y_pred, part["ids"], X=part, training=True)
+            loss.backward()
+            total = total + loss.detach()
+        return {"loss": total, "y_pred": None}
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        per_token = F.cross_entropy(y_pred.transpose(1, 2), y_true[:, 1:], reduction="none")
+        per_target = per_token.mean(dim=1)
+        if training:
+            self._track(X["index"], y_pred.detach(), y_true[:, 1:], per_target.detach())
+        return per_target.sum()
+
+    def _track(self, index, logits, targets, loss):
+        correct = logits.argmax(-1) == targets
+        accuracy = correct.float().mean(dim=1).cpu()
+        loss = loss.cpu()
+        index_cpu = index.cpu()
+        if not torch.isfinite(loss).all():
+            raise FloatingPointError(
+                f"cramming diverged at step {len(self.history)}: a target's loss is not "
+                "finite; lower lr or init_std"
+            )
+        best_acc = self.best_accuracy_[index_cpu]
+        improved = accuracy > best_acc
+        keep = improved | ((accuracy == best_acc) & (loss < self.best_loss_[index_cpu]))
+        if keep.any():
+            rows = index_cpu[keep]
+            self.best_accuracy_[rows] = accuracy[keep]
+            self.best_loss_[rows] = loss[keep]
+            # the memory that produced these logits: the optimiser has not stepped yet
+            self.best_memory_[rows.to(self.best_memory_.device)] = (
+                self.module_.memory.detach()[index[keep.to(index.device)]])
+        self.since_improved_[index_cpu] = torch.where(
+            improved, 0, self.since_improved_[index_cpu] + 1)
+        self.steps_[index_cpu] += 1
+        exact = correct.all(dim=1).cpu()
+        stalled = self.since_improved_[index_cpu] >= self.patience
+        self.active_[index_cpu[exact | stalled]] = False
+
+    def on_epoch_end(self, net, **kwargs):
+        self.history.record("n_active", int(self.active_.sum()))
+        super().on_epoch_end(net, **kwargs)
+        if not self.active_.any():
+            raise KeyboardInterrupt  # skorch's way to end training early
+
+
+def _check_betas(betas):
+    try:
+        b1, b2 = (float(b) for b in betas)
+    except (TypeError, ValueError):
+        raise ValueError(f"betas must be a pair of floats in [0, 1); got {betas!r}") from None
+    if not (0 <= b1 < 1 and 0 <= b2 < 1):
+        raise ValueError(f"betas must be a pair of floats in [0, 1); got {betas!r}")
+    return b1, b2
+
+
+class ReachabilityEstimator(BaseEstimator):
+    """Cram target sequences into prompt vectors of a frozen causal LM (seed 004).
+
+    For every target sequence ``t = (t_1, ..., t_n)`` (a row of ``X``), ``fit``
+    optimises ``n_memory`` prompt vectors placed in front of ``t_1`` so that the
+    frozen model, fed the target teacher-forced, predicts ``t_2 .. t_n``: the
+    cramming protocol of SPEC section 4 (AdamW, lr 1e-2, betas (0.9, 0.9),
+    weight decay 0.01, at most 3000 steps, patience 500, stop at exact match).
+    All targets train in one batched optimisation. A target is *reached* when
+    greedy decoding from its memory and first token reproduces it exactly;
+    ``accessibility_`` is the fraction reached.
+
+    ``fit`` also measures the geometry behind the paper's bound: the radius
+    ``r`` (largest infinity-norm of final hidden states over random prompts),
+    the per-coordinate ranges of those states, and the precision ``eps``; from
+    them it computes the count bound ``(1 + 2r/eps)^(d m)`` (as a log) and the
+    slope bound ``C = d ln(1 + 2r/eps) / ln|V|`` on the reachable length per
+    prompt vector (:mod:`intrinsic_rank.bounds`).
+
+    Parameters
+    ----------
+    model : "default", str, TinyCausalLM, transformers model or CausalLMAdapter, default="default"
+        The frozen causal LM: ``"default"`` is the embedded model of
+        :func:`intrinsic_rank.nn.load_default_model`; a folder path loads a
+        Hugging Face causal LM offline; see :func:`intrinsic_rank.nn.as_causal_lm`.
+        A given instance is copied, never modified.
+    n_memory : int, default=1
+        Prompt vectors per target, ``m >= 1``.
+    max_steps : int, default=3000
+        Most optimisation steps per target.
+    patience : int, default=500
+        A target stops after this many steps without a better token accuracy.
+    lr : float, default=1e-2
+    betas : tuple of float, default=(0.9, 0.9)
+    weight_decay : float, default=0.01
+        AdamW's settings.
+    init_std : float or None, default=None
+        Memory starts ``randn(m, d) * init_std``; None uses the standard
+        deviation of the model's input embedding matrix.
+    batch_size : int or None, default=256
+        Targets per forward pass (gradients of all active targets are
+        accumulated into one step); None puts all of them in one pass.
+    precision : float, str or None, default=None
+        The precision ``eps`` of the bound, an absolute cell size in
+        hidden-state units: a number, a dtype name (``"float16"`` gives
+        ``2^-10``, the paper's choice), or None for the machine epsilon of the
+        model's own dtype (``2^-23`` for float32).
+    n_radius_prompts : int, default=256
+        Random prompts (random memory vectors as at initialisation, then random
+        tokens, of the fitted length) over which the radius and ranges are measured.
+    random_state : None, int or numpy.random.RandomState, default=None
+        Seeds the memories and the radius prompts. A target's initial memory
+        depends only on the seed and the target, so results do not depend on
+        which other targets share the batch.
+    device : str or torch.device, default="cpu"
+    verbose : int, default=0
+        1 shows a progress bar over steps.
+
+    Attributes
+    ----------
+    memory_ : ndarray of shape (n_targets, n_memory, width)
+        The learned prompt vectors (the best of each target's run).
+    reached_ : ndarray of shape (n_targets,), bool
+        Greedy decoding from the memory reproduces the target exactly.
+    token_accuracy_ : ndarray of shape (n_targets,)
+        Teacher-forced accuracy on tokens ``2..n`` of the kept memory.
+    accessibility_ : float
+        Fraction of targets reached.
+    n_steps_ : ndarray of shape (n_targets,)
+        Optimisation steps each target used.
+    loss_ : ndarray of shape (n_targets,)
+        Mean token cross-entropy of the kept memory.
+    radius_ : float
+        Largest infinity-norm of final hidden states over the random prompts.
+    hidden_widths_ : ndarray of shape (width,)
+        Range (max - min) of each hidden coordinate over the same states.
+    learned_radius_ : float
+        Largest infinity-norm of final hidden states under the learned prompts
+        (for comparison with ``radius_``).
+    precision_ : float
+        ``eps`` used in the bounds.
+    log_bound_ : float
+        Natural log of the bound ``(1 + 2r/eps)^(d m)`` on the number of
+        reachable sequences.
+    box_log_bound_ : float
+        The axis-aligned box refinement of ``log_bound_``.
+    log_n_sequences_ : float
+        Natural log of the number of possible targets, ``(n - 1) ln|V|`` (the
+        first token is given).
+    slope_bound_ : float
+        ``C = d ln(1 + 2r/eps) / ln|V|``: bound on reachable tokens per prompt vector.
+    box_slope_bound_ : float
+        The box refinement of ``slope_bound_``.
+    width_, vocab_size_, context_length_ : int
+        Model width ``d``, vocabulary ``|V|`` and context (None if unbounded).
+    seq_len_ : int
+        Target length ``n`` seen in ``fit``.
+    n_features_in_ : int
+        Same as ``seq_len_`` (columns of ``X``).
+    net_ : CrammingNet
+        The skorch net; ``net_.module_`` is the :class:`PromptedLM`.
+    history_ : list of dict
+        Per step: ``epoch``, ``train_loss`` (summed over active targets),
+        ``n_active`` and ``dur``.
+
+    Examples
+    --------
+    >>> from intrinsic_rank import ReachabilityEstimator
+    >>> from intrinsic_rank.datasets import make_random_targets
+    >>> X = make_random_targets(8, 4, vocab_size=64, random_state=0)
+    >>> est = ReachabilityEstimator(n_memory=2, max_steps=300, random_state=0).fit(X)
+    >>> bool(est.accessibility_ > 0.5)
+    True
+    >>> bool((est.predict(X)[est.reached_] == X[est.reached_]).all())
+    True
+    """
+
+    def __init__(
+        self,
+        model="default",
+        n_memory=1,
+        max_steps=3000,
+        patience=500,
+        lr=1e-2,
+        betas=(0.9, 0.9),
+        weight_decay=0.01,
+        init_std=None,
+        batch_size=256,
+        precision=None,
+        n_radius_prompts=256,
+        random_state=None,
+        device="cpu",
+        verbose=0,
+    ):
+        self.model = model
+        self.n_memory = n_memory
+        self.max_steps = max_steps
+        self.patience = patience
+        self.lr = lr
+        self.betas = betas
+        self.weight_decay = weight_decay
+        self.init_std = init_std
+        self.batch_size = batch_size
+        self.precision = precision
+        self.n_radius_prompts = n_radius_prompts
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # token ids: scikit-learn's checks then feed non-negative integers
+        tags.input_tags.categorical = True
+        tags.input_tags.positive_only = True
+        tags.target_tags.required = False
+        return tags
+
+    # -- validation ---------------------------------------------------------------
+    def _check_params(self):
+        check_int_param(self.n_memory, "n_memory", minimum=1)
+        check_int_param(self.max_steps, "max_steps", minimum=1)
+        check_int_param(self.patience, "patience", minimum=1)
+        check_float_param(self.lr, "lr")
+        _check_betas(self.betas)
+        check_float_param(self.weight_decay, "weight_decay", low=0.0, low_open=False)
+        if self.init_std is not None:
+            check_float_param(self.init_std, "init_std")
+        if self.batch_size is not None:
+            check_int_param(self.batch_size, "batch_size", minimum=1)
+        check_int_param(self.n_radius_prompts, "n_radius_prompts", minimum=1)
+        check_int_param(self.verbose, "verbose", minimum=0)
+        return _check_device(self.device)
+
+    def _precision(self, lm):
+        if self.precision is None:
+            return bounds.precision_from_dtype(str(lm.dtype))
+        if isinstance(self.precision, str):
+            return bounds.precision_from_dtype(self.precision)
+        return check_float_param(self.precision, "precision", high=1.0)
+
+    def _validate_targets(self, X, reset):
+        # "numeric" keeps integer arrays as they are and converts object arrays
+        X = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=True)
+        if not np.issubdtype(X.dtype, np.integer):
+            fractional = X != np.round(X)
+            if fractional.any():
+                raise ValueError(
+                    "X must hold integer token ids; found the non-integer value "
+                    f"{float(X[fractional][0])!r}"
+                )
+        if X.shape[1] < 2:
+            raise ValueError(
+                f"X has {X.shape[1]} feature(s) (tokens per target), but a target needs "
+                "at least 2 tokens: the first is given as input, the rest are produced"
+            )
+        vocab = self.vocab_size_
+        if (X < 0).any():
+            raise ValueError(
+                f"Negative values in data passed to {type(self).__name__}: token id "
+                f"{int(X[X < 0][0])} is outside the model's vocabulary 0..{vocab - 1}"
+            )
+        out = X >= vocab
+        if out.any():
+            raise ValueError(
+                f"X holds token id {int(X[out][0])}, which is outside the model's "
+                f"vocabulary 0..{vocab - 1}"
+            )
+        needed = self.n_memory + X.shape[1] - 1
+        if self.context_length_ is not None and needed > self.context_length_:
+            raise ValueError(
+                f"targets of length {X.shape[1]} with n_memory={self.n_memory} need "
+                f"{needed} positions, but the model's context is {self.context_length_}"
+            )
+        return np.asarray(X, dtype=np.int64)
+
+    # -- fitting ------------------------------------------------------------------
+    def fit(self, X, y=None):
+        """Learn prompt vectors for every target and measure the bound's geometry.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_targets, length), int
+            Target token sequences (ids in ``0 .. vocab_size - 1``).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : ReachabilityEstimator
+        """
+        device = self._check_params()
+        lm = as_causal_lm(self.model).to(device)
+        self.width_ = int(lm.width)
+        self.vocab_size_ = int(lm.vocab_size)
+        self.context_length_ = lm.max_length
+        X = self._validate_targets(X, reset=True)
+        self.seq_len_ = X.shape[1]
+        seed = draw_seed(self.random_state)
+        self._seed = seed
+        self.net_ = self._cram(lm, X, seed, device)
+        net = self.net_
+        self.memory_ = net.best_memory_.cpu().numpy()
+        self.token_accuracy_ = net.best_accuracy_.numpy().astype(float)
+        self.loss_ = net.best_loss_.numpy().astype(float)
+        self.n_steps_ = net.steps_.numpy()
+        self.history_ = [
+            {key: row.get(key) for key in ("epoch", "train_loss", "n_active", "dur")}
+            for row in net.history
+        ]
+        # the kept memories become the module's, for decoding and later pickling
+        with torch.no_grad():
+            net.module_.memory.copy_(net.best_memory_)
+        self._target_rows = {tuple(row): i for i, row in enumerate(X.tolist())}
+        outputs = self._decode(net.module_, X)
+        self.reached_ = np.all(outputs == X, axis=1)
+        self.accessibility_ = float(self.reached_.mean())
+        self._measure_geometry(lm, X, seed)
+        return self
+
+    def _build_net(self, lm, X, seed, device):
+        return CrammingNet(
+            module=PromptedLM,
+            module__lm=lm,
+            module__targets=X,
+            module__n_memory=self.n_memory,
+            module__init_std=self.init_std,
+            module__random_state=seed,
+            criterion=torch.nn.CrossEntropyLoss,
+            optimizer=torch.optim.AdamW,
+            optimizer__betas=_check_betas(self.betas),
+            optimizer__weight_decay=self.weight_decay,
+            lr=self.lr,
+            max_epochs=self.max_steps,
+            patience=self.patience,
+            chunk_size=self.batch_size,
+            train_split=None,
+            callbacks=[("progress", _StepProgress())] if self.verbose else None,
+            verbose=0,
+            device=device,
+        )
+
+    def _cram(self, lm, X, seed, device):
+        net = self._build_net(lm, X, seed, device)
+        index = torch.arange(len(X), device=device)
+        ids = torch.as_tensor(X, device=device)
+        net.fit({"index": index, "ids": ids}, ids)
+        return net
+
+    def _decode(self, module, X):
+        device = module.memory.device
+        chunk = len(X) if self.batch_size is None else self.batch_size
+        out = []
+        for start in range(0, len(X), chunk):
+            ids = torch.as_tensor(X[start:start + chunk], device=device)
+            index = torch.arange(start, start + len(ids), device=device)
+            out.append(module.generate(index, ids[:, 0], X.shape[1]).cpu().numpy())
+        return np.concatenate(out)
+
+    def _measure_geometry(self, lm, X, seed):
+        generator = torch.Generator().manual_seed(seed)
+        E = lm.embedding_matrix().detach()
+        std = float(E.float().std()) if self.init_std is None else float(self.init_std)
+        n, length = self.n_radius_prompts, self.seq_len_
+        chunk = n if self.batch_size is None else self.batch_size
+        states = []
+        with torch.no_grad():
+            for start in range(0, n, chunk):
+                k = min(chunk, n - start)
+                memory = torch.randn(k, self.n_memory, self.width_, generator=generator) * std
+                ids = torch.randint(self.vocab_size_, (k, length - 1), generator=generator)
+                inputs = torch.cat([memory.to(E.device, lm.dtype), lm.embed(ids.to(E.device))], 1)
+                states.append(lm.final_hidden(inputs).float().cpu().numpy())
+            learned = self.net_.module_.final_hidden(
+                torch.arange(len(X), device=E.device), torch.as_tensor(X, device=E.device))
+        geometry = bounds.hidden_state_geometry(np.concatenate(states))
+        self.radius_ = float(geometry["radius"])
+        self.hidden_widths_ = np.asarray(geometry["widths"], dtype=float)
+        self.learned_radius_ = float(learned.float().abs().max())
+        self.precision_ = float(self._precision(lm))
+        d, m, V = self.width_, self.n_memory, self.vocab_size_
+        self.log_bound_ = float(bounds.reachable_log_count_bound(d, m, self.radius_, self.precision_))
+        self.slope_bound_ = float(bounds.reachable_slope_bound(d, V, self.radius_, self.precision_))
+        self.box_log_bound_ = float(bounds.box_log_count_bound(self.hidden_widths_, m, self.precision_))
+        self.box_slope_bound_ = float(bounds.box_slope_bound(self.hidden_widths_, V, self.precision_))
+        self.log_n_sequences_ = float((length - 1) * np.log(V))
+
+    # -- prediction ---------------------------------------------------------------
+    def _memories_for(self, X):
+        """Memory of each row: the learned one for fitted targets, crammed anew otherwise."""
+        rows = [self._target_rows.get(tuple(row)) for row in X.tolist()]
+        memory = np.empty((len(X), self.n_memory, self.width_), dtype=np.float32)
+        known = np.array([r is not None for r in rows], dtype=bool)
+        if known.any():
+            memory[known] = self.memory_[[r for r in rows if r is not None]]
+        if not known.all():
+            # a new target has no memory yet: cram one with the fitted settings
+            lm = self.net_.module_.lm
+            net = self._cram(lm, X[~known], self._seed, self.net_.device)
+            memory[~known] = net.best_memory_.cpu().numpy()
+        return memory
+
+    def predict(self, X):
+        """Greedy output of the frozen model from each target's prompt vectors.
+
+        Rows of ``X`` seen in ``fit`` use their learned memory; a row never seen
+        gets its memory crammed first, with the fitted settings and seed (the
+        only way to find a prompt for a new target).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, seq_len_), int
+            Target sequences; the first token of each row is given as input.
+
+        Returns
+        -------
+        outputs : ndarray of shape (n, seq_len_), int64
+            First token, then the ``seq_len_ - 1`` greedily decoded tokens.
+        """
+        check_is_fitted(self)
+        X = self._validate_targets(X, reset=False)
+        module = self.net_.module_
+        decoder = PromptedLM(module.lm, X[:0], self.n_memory)
+        decoder.memory = torch.nn.Parameter(
+            torch.as_tensor(self._memories_for(X), device=module.memory.device),
+            requires_grad=False)
+        return self._decode(decoder, X)
+
+    def score(self, X, y=None):
+        """Accessibility of ``X``: the fraction of rows reproduced exactly by ``predict``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, seq_len_), int
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        accessibility : float
+        """
+        X_checked = self._validate_targets(X, reset=False) if hasattr(self, "net_") else X
+        return float(np.mean(np.all(self.predict(X) == X_checked, axis=1)))
+
+
+class _StepProgress(Callback):
+    """skorch callback drawing a tqdm bar over cramming steps (``verbose=1``)."""
+
+    def on_train_begin(self, net, **kwargs):
+        from tqdm.auto import tqdm
+
+        self.bar_ = tqdm(total=net.max_epochs, desc="cramming", unit="step",
+                         leave=False, disable=None)
+
+    def on_epoch_end(self, net, **kwargs):
+        self.bar_.update(1)
+        self.bar_.set_postfix(active=net.history[-1, "n_active"], refresh=False)
+
+    def on_train_end(self, net, **kwargs):
+        self.bar_.close()
+        del self.bar_

@@ -1,0 +1,257 @@
+"""A small causal language model and the adapter interface used for reachability.
+
+Seed 004 studies a *frozen* causal Transformer steered by trainable prompt
+vectors. Everything the reachability code needs from such a model is four
+operations, collected in :class:`CausalLMAdapter`:
+
+* ``embed(ids)`` -- input embeddings of token ids (the space prompt vectors live in),
+* ``final_hidden(inputs_embeds)`` -- the last hidden states, the ones the
+  unembedding reads (the "embedding space" partitioned by the decoder in seed 004),
+* ``logits(inputs_embeds)`` -- next-token logits,
+* ``vocab_size``, ``width`` (model dimension ``d``), ``max_length`` (context).
+
+:class:`TinyCausalLM` is the project's own model; :class:`TinyLMAdapter` wraps
+it, and :class:`HFCausalLMAdapter` wraps any Hugging Face ``transformers``
+causal LM (see :func:`as_causal_lm`).
+"""
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+__all__ = [
+    "CausalLMAdapter",
+    "TinyCausalLM",
+    "TinyLMAdapter",
+    "check_causal",
+]
+
+
+class _Block(nn.Module):
+    """Pre-LN Transformer block: causal self-attention then an MLP."""
+
+    def __init__(self, d_model, n_heads, d_ff, causal):
+        super().__init__()
+        self.n_heads = n_heads
+        self.causal = causal
+        self.norm1 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+
+    def forward(self, h):
+        B, T, D = h.shape
+        q, k, v = self.qkv(self.norm1(h)).split(D, dim=-1)
+        heads = lambda t: t.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2)  # noqa: E731
+        att = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=self.causal)
+        h = h + self.proj(att.transpose(1, 2).reshape(B, T, D))
+        return h + self.mlp(self.norm2(h))
+
+
+class TinyCausalLM(nn.Module):
+    """A small decoder-only Transformer (pre-LN, learned absolute positions).
+
+    It is the project's own causal LM: the embedded default model of
+    :func:`intrinsic_rank.nn.load_default_model` and the copy-task model are
+    instances of it.
+
+    Parameters
+    ----------
+    vocab_size : int, default=64
+        Number of token ids.
+    d_model : int, default=64
+        Width ``d`` (embedding and hidden-state dimension).
+    n_layers : int, default=2
+    n_heads : int, default=4
+        Must divide ``d_model``.
+    max_length : int, default=128
+        Context length (number of learned positions).
+    d_ff : int or None, default=None
+        MLP width; ``4 * d_model`` when None.
+    causal : bool, default=True
+        ``False`` builds a bidirectional encoder (used to test that
+        reachability rejects non-causal models).
+
+    Examples
+    --------
+    >>> import torch
+    >>> lm = TinyCausalLM(vocab_size=10, d_model=8, n_layers=1, n_heads=2, max_length=16)
+    >>> lm(torch.tensor([[1, 2, 3]])).shape
+    torch.Size([1, 3, 10])
+    """
+
+    def __init__(self, vocab_size=64, d_model=64, n_layers=2, n_heads=4, max_length=128,
+                 d_ff=None, causal=True):
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("d_model", d_model),
+                            ("n_layers", n_layers), ("n_heads", n_heads),
+                            ("max_length", max_length)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}")
+        if d_model % n_heads:
+            raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
+        self.config = dict(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers,
+                           n_heads=n_heads, max_length=max_length,
+                           d_ff=d_ff or 4 * d_model, causal=bool(causal))
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.position_embedding = nn.Embedding(max_length, d_model)
+        self.blocks = nn.ModuleList(
+            _Block(d_model, n_heads, self.config["d_ff"], bool(causal)) for _ in range(n_layers)
+        )
+        self.final_norm = nn.LayerNorm(d_model)
+        self.unembedding = nn.Linear(d_model, vocab_size, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """GPT-2 style init: N(0, 0.02) weights, residual projections scaled by depth."""
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                std = 0.02
+                if name.endswith("proj.weight") or name.endswith("mlp.2.weight"):
+                    std /= math.sqrt(2 * self.config["n_layers"])
+                nn.init.normal_(p, std=std)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def hidden_states(self, inputs_embeds):
+        """Final hidden states (after the last layer norm) of input embeddings.
+
+        Parameters
+        ----------
+        inputs_embeds : Tensor of shape (B, T, d_model)
+
+        Returns
+        -------
+        hidden : Tensor of shape (B, T, d_model)
+        """
+        T = inputs_embeds.shape[1]
+        if T > self.config["max_length"]:
+            raise ValueError(
+                f"input of {T} positions exceeds the model's context of "
+                f"{self.config['max_length']}"
+            )
+        positions = torch.arange(T, device=inputs_embeds.device)
+        h = inputs_embeds + self.position_embedding(positions)
+        for block in self.blocks:
+            h = block(h)
+        return self.final_norm(h)
+
+    def forward(self, ids):
+        """Next-token logits of token ids ``(B, T)`` -> ``(B, T, vocab_size)``."""
+        return self.unembedding(self.hidden_states(self.token_embedding(ids)))
+
+
+class CausalLMAdapter(nn.Module):
+    """Uniform view of a causal LM for prompt optimisation (abstract base).
+
+    Subclasses set ``vocab_size``, ``width``, ``max_length`` (int or None when
+    the model has no fixed context) and implement :meth:`embed`,
+    :meth:`final_hidden` and :meth:`logits`. The wrapped model's parameters are
+    frozen (``requires_grad=False``) and it is kept in eval mode.
+    """
+
+    vocab_size: int
+    width: int
+    max_length: int | None
+
+    def freeze(self):
+        """Turn off gradients for every parameter and switch to eval mode."""
+        for p in self.parameters():
+            p.requires_grad_(False)
+        return self.eval()
+
+    def train(self, mode=True):
+        # a frozen model never leaves eval mode (no dropout while cramming)
+        return super().train(False)
+
+    @property
+    def dtype(self):
+        """Floating dtype of the model's input embeddings."""
+        return self.embedding_matrix().dtype
+
+    def embedding_matrix(self):
+        """The input embedding matrix, shape ``(vocab_size, width)``."""
+        raise NotImplementedError
+
+    def embed(self, ids):
+        """Input embeddings of token ids ``(B, T)`` -> ``(B, T, width)``."""
+        return self.embedding_matrix()[ids]
+
+    def final_hidden(self, inputs_embeds):
+        """Final hidden states, the vectors the unembedding reads."""
+        raise NotImplementedError
+
+    def logits(self, inputs_embeds):
+        """Next-token logits ``(B, T, vocab_size)`` of input embeddings."""
+        raise NotImplementedError
+
+
+class TinyLMAdapter(CausalLMAdapter):
+    """Adapter for :class:`TinyCausalLM`.
+
+    Parameters
+    ----------
+    model : TinyCausalLM
+    """
+
+    def __init__(self, model):
+        super().__init__()
+        if not isinstance(model, TinyCausalLM):
+            raise TypeError(f"TinyLMAdapter wraps a TinyCausalLM; got {type(model).__name__}")
+        self.model = model
+        self.vocab_size = model.config["vocab_size"]
+        self.width = model.config["d_model"]
+        self.max_length = model.config["max_length"]
+        self.freeze()
+
+    def embedding_matrix(self):
+        return self.model.token_embedding.weight
+
+    def final_hidden(self, inputs_embeds):
+        return self.model.hidden_states(inputs_embeds)
+
+    def logits(self, inputs_embeds):
+        return self.model.unembedding(self.model.hidden_states(inputs_embeds))
+
+
+def check_causal(adapter, random_state=0):
+    """Raise ``ValueError`` unless changing a late input leaves earlier outputs unchanged.
+
+    The test is empirical, so it covers any architecture: the logits at the
+    first positions of a random input must not move when the embedding of the
+    last position is replaced.
+
+    Parameters
+    ----------
+    adapter : CausalLMAdapter
+    random_state : int, default=0
+
+    Returns
+    -------
+    adapter : CausalLMAdapter
+        The same adapter, for chaining.
+    """
+    generator = torch.Generator().manual_seed(int(random_state))
+    length = 6 if adapter.max_length is None else min(6, adapter.max_length)
+    if length < 2:
+        return adapter
+    E = adapter.embedding_matrix()
+    ids = torch.randint(adapter.vocab_size, (1, length), generator=generator).to(E.device)
+    with torch.no_grad():
+        base = adapter.embed(ids)
+        changed = base.clone()
+        changed[:, -1] = changed[:, -1] + 3 * E.float().std().to(E.dtype) * torch.randn(
+            changed.shape[-1], generator=generator).to(E.device, E.dtype)
+        before = adapter.logits(base)[:, :-1].float()
+        after = adapter.logits(changed)[:, :-1].float()
+    scale = before.abs().max().clamp_min(1e-6)
+    if not torch.allclose(before, after, atol=1e-4 * float(scale), rtol=1e-3):
+        raise ValueError(
+            f"the model ({type(getattr(adapter, 'model', adapter)).__name__}) is not causal: "
+            "changing the last input token changed the outputs at earlier positions; "
+            "reachability needs a causal (decoder-only) language model"
+        )
+    return adapter

@@ -1,0 +1,89 @@
+"""Hugging Face causal LMs from a local folder: a tiny random GPT-2 built in the test."""
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from intrinsic_rank import ReachabilityEstimator  # noqa: E402
+from intrinsic_rank.datasets import make_random_targets  # noqa: E402
+from intrinsic_rank.nn import HFCausalLMAdapter, PromptedLM, as_causal_lm  # noqa: E402
+
+VOCAB = 40
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory):
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2,
+                                     n_positions=24, bos_token_id=0, eos_token_id=0)
+    folder = tmp_path_factory.mktemp("tiny_gpt2")
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
+    return folder
+
+
+def test_adapter_reads_the_folder(gpt2_folder):
+    lm = as_causal_lm(str(gpt2_folder))
+    assert isinstance(lm, HFCausalLMAdapter)
+    assert (lm.vocab_size, lm.width, lm.max_length) == (VOCAB, 16, 24)
+    assert not any(p.requires_grad for p in lm.parameters())
+    ids = torch.tensor([[1, 2, 3, 4]])
+    # logits from embeddings agree with the model's own forward on ids
+    torch.testing.assert_close(lm.logits(lm.embed(ids)), lm.model(input_ids=ids).logits)
+    # the final hidden states are what the LM head reads
+    hidden = lm.final_hidden(lm.embed(ids))
+    torch.testing.assert_close(lm.model.get_output_embeddings()(hidden), lm.logits(lm.embed(ids)))
+
+
+def test_prompted_teacher_forcing_matches_greedy_decoding(gpt2_folder):
+    lm = as_causal_lm(str(gpt2_folder))
+    targets = make_random_targets(3, 5, VOCAB, random_state=0)
+    module = PromptedLM(lm, targets, n_memory=2, random_state=0)
+    index = torch.arange(3)
+    first = torch.as_tensor(targets[:, 0])
+    greedy = module.generate(index, first, 5)
+    # feeding the greedy output back teacher-forced predicts the same tokens
+    logits = module(index, greedy)
+    torch.testing.assert_close(logits.argmax(-1), greedy[:, 1:])
+
+
+def test_reachability_on_a_hf_model(gpt2_folder):
+    # a random model is hard to steer (SPEC section 6); one produced token is enough
+    # to see the plumbing work
+    X = make_random_targets(6, 2, VOCAB, random_state=1)
+    est = ReachabilityEstimator(model=str(gpt2_folder), n_memory=2, max_steps=200,
+                                patience=50, n_radius_prompts=16, random_state=0).fit(X)
+    assert est.vocab_size_ == VOCAB and est.width_ == 16 and est.context_length_ == 24
+    outputs = est.predict(X)
+    np.testing.assert_array_equal(est.reached_, (outputs == X).all(axis=1))
+    assert est.reached_.mean() >= 0.5
+    again = ReachabilityEstimator(model=str(gpt2_folder), n_memory=2, max_steps=200,
+                                  patience=50, n_radius_prompts=16, random_state=0).fit(X)
+    np.testing.assert_array_equal(again.memory_, est.memory_)
+    with pytest.raises(ValueError, match="context is 24"):
+        ReachabilityEstimator(model=str(gpt2_folder), n_memory=2).fit(np.ones((1, 24), int))
+    with pytest.raises(ValueError, match=r"token id 40, which is outside"):
+        ReachabilityEstimator(model=str(gpt2_folder)).fit(np.array([[1, 40]]))
+
+
+def test_instance_is_accepted_and_not_modified(gpt2_folder):
+    model = transformers.AutoModelForCausalLM.from_pretrained(gpt2_folder)
+    model.train()
+    X = make_random_targets(2, 3, VOCAB, random_state=2)
+    ReachabilityEstimator(model=model, max_steps=3, n_radius_prompts=4, random_state=0).fit(X)
+    assert model.training and all(p.requires_grad for p in model.parameters())
+
+
+def test_bidirectional_model_is_rejected():
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32)
+    bert = transformers.BertForMaskedLM(config)
+    with pytest.raises(ValueError, match="is not causal"):
+        as_causal_lm(bert)
+
+
+def test_folder_without_a_model(tmp_path):
+    with pytest.raises(ValueError, match="no config.json"):
+        as_causal_lm(str(tmp_path))

@@ -1,0 +1,196 @@
+"""ReachabilityEstimator on the embedded default model: cramming, decoding, bounds, API."""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
+
+from intrinsic_rank import ReachabilityEstimator
+from intrinsic_rank.datasets import make_random_targets
+from intrinsic_rank.nn import TinyCausalLM, as_causal_lm, load_default_model
+
+SHORT = dict(max_steps=300, patience=100, n_radius_prompts=32)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X = make_random_targets(12, 6, 64, random_state=3)
+    est = ReachabilityEstimator(n_memory=2, random_state=0, **SHORT).fit(X)
+    return est, X
+
+
+def test_default_model_is_shipped_and_trained():
+    lm = load_default_model()
+    assert lm.config == dict(vocab_size=64, d_model=64, n_layers=2, n_heads=4,
+                             max_length=128, d_ff=256, causal=True)
+    assert lm.metadata["corpus"] == "make_induction_corpus"
+    # trained: well below the loss of uniform guessing, ln 64 = 4.16
+    assert lm.metadata["final_loss"] < 3.9
+
+
+def test_reached_targets_are_reproduced_by_greedy_decoding(fitted):
+    est, X = fitted
+    outputs = est.predict(X)
+    assert outputs.shape == X.shape and outputs.dtype == np.int64
+    np.testing.assert_array_equal(outputs[:, 0], X[:, 0])  # the first token is given
+    np.testing.assert_array_equal(est.reached_, (outputs == X).all(axis=1))
+    assert est.reached_.sum() >= 6  # length 6 with 2 vectors is mostly reachable
+    assert np.all(est.token_accuracy_[est.reached_] == 1.0)
+    # a target is stopped at its first exact match
+    assert est.n_steps_[est.reached_].max() < SHORT["max_steps"]
+    assert est.accessibility_ == pytest.approx(est.reached_.mean())
+    assert est.score(X) == pytest.approx(est.accessibility_)
+
+
+def test_fitted_attributes_and_bounds(fitted):
+    est, X = fitted
+    n, length = X.shape
+    assert est.memory_.shape == (n, 2, 64)
+    assert est.seq_len_ == est.n_features_in_ == length
+    assert (est.width_, est.vocab_size_, est.context_length_) == (64, 64, 128)
+    assert est.precision_ == 2.0 ** -23  # float32 model: its machine epsilon
+    assert 0.5 < est.radius_ < 100 and est.learned_radius_ > 0
+    assert est.hidden_widths_.shape == (64,)
+    assert np.all(est.hidden_widths_ <= 2 * est.radius_ + 1e-9)
+    log_term = math.log1p(2 * est.radius_ / est.precision_)
+    assert est.log_bound_ == pytest.approx(64 * 2 * log_term)
+    assert est.slope_bound_ == pytest.approx(64 * log_term / math.log(64))
+    assert est.box_slope_bound_ < est.slope_bound_
+    assert est.log_n_sequences_ == pytest.approx((length - 1) * math.log(64))
+    assert est.history_[0]["n_active"] <= n and "train_loss" in est.history_[0]
+
+
+def test_precision_options():
+    X = make_random_targets(2, 3, 64, random_state=0)
+    fp16 = ReachabilityEstimator(precision="float16", max_steps=2, n_radius_prompts=4,
+                                 random_state=0).fit(X)
+    assert fp16.precision_ == 2.0 ** -10
+    given = ReachabilityEstimator(precision=1e-3, max_steps=2, n_radius_prompts=4,
+                                  random_state=0).fit(X)
+    assert given.precision_ == 1e-3
+    assert given.slope_bound_ < fp16.slope_bound_ or given.radius_ != fp16.radius_
+
+
+def test_more_memory_reaches_longer_targets():
+    X = make_random_targets(8, 10, 64, random_state=5)
+    acc = [ReachabilityEstimator(n_memory=m, random_state=0, **SHORT).fit(X).accessibility_
+           for m in (1, 4)]
+    assert acc[0] <= 0.25 and acc[1] >= 0.5
+
+
+def test_same_seed_same_numbers_and_batch_independence():
+    X = make_random_targets(6, 5, 64, random_state=1)
+    a = ReachabilityEstimator(n_memory=1, random_state=7, **SHORT).fit(X)
+    b = ReachabilityEstimator(n_memory=1, random_state=7, **SHORT).fit(X)
+    np.testing.assert_array_equal(a.memory_, b.memory_)
+    np.testing.assert_array_equal(a.reached_, b.reached_)
+    # a target's memory depends on the seed and the target, not on its batch mates
+    alone = ReachabilityEstimator(n_memory=1, random_state=7, **SHORT).fit(X[2:3])
+    np.testing.assert_allclose(alone.memory_[0], a.memory_[2], atol=1e-4)
+    assert alone.reached_[0] == a.reached_[2]
+    other = ReachabilityEstimator(n_memory=1, random_state=8, **SHORT).fit(X)
+    assert not np.allclose(other.memory_, a.memory_)
+
+
+def test_predict_crams_unseen_targets(fitted):
+    est, X = fitted
+    new = make_random_targets(4, 6, 64, random_state=99)
+    outputs = est.predict(new)
+    assert outputs.shape == new.shape
+    # the same fitted settings on the new targets give the same result
+    refit = clone(est).fit(new)
+    np.testing.assert_array_equal(outputs, refit.predict(new))
+    mixed = np.concatenate([X[:3], new[:2]])
+    np.testing.assert_array_equal(est.predict(mixed)[:3], est.predict(X[:3]))
+
+
+def test_clone_pickle_and_grid_search(fitted):
+    est, X = fitted
+    loaded = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+    assert clone(est).get_params()["n_memory"] == 2
+    targets = make_random_targets(8, 9, 64, random_state=11)
+    search = GridSearchCV(ReachabilityEstimator(random_state=0, **SHORT),
+                          {"n_memory": [1, 4]}, cv=2).fit(targets)
+    scores = search.cv_results_["mean_test_score"]
+    assert search.best_params_ == {"n_memory": 4} and scores[1] > scores[0]
+
+
+def test_accepts_a_model_instance_without_modifying_it():
+    torch.manual_seed(0)
+    lm = TinyCausalLM(vocab_size=16, d_model=16, n_layers=1, n_heads=2, max_length=16)
+    before = {k: v.clone() for k, v in lm.state_dict().items()}
+    X = make_random_targets(3, 4, 16, random_state=0)
+    est = ReachabilityEstimator(model=lm, max_steps=5, n_radius_prompts=4, random_state=0).fit(X)
+    assert est.vocab_size_ == 16 and est.width_ == 16
+    assert all(p.requires_grad for p in lm.parameters())  # the caller's model untouched
+    for key, value in lm.state_dict().items():
+        torch.testing.assert_close(value, before[key], rtol=0, atol=0)
+
+
+def test_as_causal_lm_shares_adapters():
+    adapter = as_causal_lm("default")
+    assert as_causal_lm(adapter) is adapter
+    assert not any(p.requires_grad for p in adapter.parameters())
+
+
+# -- bad input ---------------------------------------------------------------------
+@pytest.mark.parametrize("X, match", [
+    (np.array([[1, 2, 64]]), r"token id 64, which is outside the model's vocabulary 0\.\.63"),
+    (np.array([[1, -2, 3]]), r"Negative values in data.*token id -2"),
+    (np.array([[1.0, 2.5, 3.0]]), r"integer token ids; found the non-integer value 2\.5"),
+    (np.array([[1.0, np.nan, 3.0]]), r"NaN"),
+    (np.array([[5], [6]]), r"1 feature\(s\).*at least 2 tokens"),
+    (np.ones((2, 130), dtype=int), r"length 130 with n_memory=1 need 130 positions, but the "
+                                   r"model's context is 128"),
+])
+def test_bad_targets(X, match):
+    with pytest.raises(ValueError, match=match):
+        ReachabilityEstimator(max_steps=2).fit(X)
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(n_memory=0), r"n_memory must be >= 1; got 0"),
+    (dict(n_memory=1.5), r"n_memory must be an integer"),
+    (dict(max_steps=0), r"max_steps must be >= 1"),
+    (dict(lr=-1.0), r"lr must be in \(0"),
+    (dict(betas=(0.9, 1.2)), r"betas must be a pair of floats in \[0, 1\)"),
+    (dict(precision="float8"), r"float8"),
+    (dict(precision=2.0), r"precision must be in \(0"),
+    (dict(model="no/such/folder"), r"neither 'default' nor an existing file or folder"),
+    (dict(device="tpu9"), r"unknown device"),
+])
+def test_bad_parameters(params, match):
+    X = make_random_targets(2, 3, 64, random_state=0)
+    with pytest.raises(ValueError, match=match):
+        ReachabilityEstimator(**{"max_steps": 2, **params}).fit(X)
+
+
+def test_context_counts_the_memory():
+    X = np.ones((1, 120), dtype=int)
+    ReachabilityEstimator(n_memory=9, max_steps=1, n_radius_prompts=2).fit(X)  # 128 fits
+    with pytest.raises(ValueError, match=r"n_memory=10 need 129 positions"):
+        ReachabilityEstimator(n_memory=10, max_steps=1).fit(X)
+
+
+def test_non_causal_model_is_rejected():
+    torch.manual_seed(0)
+    encoder = TinyCausalLM(vocab_size=16, d_model=16, n_layers=1, n_heads=2, max_length=16,
+                           causal=False)
+    with pytest.raises(ValueError, match="is not causal"):
+        ReachabilityEstimator(model=encoder, max_steps=2).fit(np.array([[1, 2, 3]]))
+
+
+def test_predict_checks_length_and_fit():
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        ReachabilityEstimator().predict(np.array([[1, 2, 3]]))
+    est = ReachabilityEstimator(max_steps=2, n_radius_prompts=2, random_state=0).fit(
+        np.array([[1, 2, 3]]))
+    with pytest.raises(ValueError, match="3 features"):
+        est.predict(np.array([[1, 2, 3, 4]]))
