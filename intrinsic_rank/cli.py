@@ -1,4 +1,4 @@
-"""Command line: ``intrinsic-rank sweep | ladder | frontier | min-ip ...``.
+"""Command line: ``intrinsic-rank sweep | ladder | frontier | min-ip | reach | copy``.
 
 Thin by design: it parses arguments, calls :mod:`intrinsic_rank.experiments`,
 prints the table and saves the plot and the records.
@@ -143,6 +143,55 @@ def _build_parser():
     min_ip.add_argument("--seed", type=int, default=0, help="base seed")
     min_ip.add_argument("--out", default="runs/min_ip", help="output folder")
     min_ip.add_argument("--quiet", action="store_true", help="no per-fit progress lines")
+
+    copy = commands.add_parser(
+        "copy",
+        help="copy-task length cliff of a small causal Transformer (seed 004)",
+        description="Train a small causal Transformer (learned absolute positions) to "
+        "copy random strings with lengths in a training range, then measure greedy "
+        "exact-match copying inside and beyond that range and fit where it collapses. "
+        "Prints the table and the fitted cliff, saves copy.png and copy.json.",
+    )
+    copy.add_argument("--quick", action="store_true",
+                      help="the quick version (train lengths 5-20, d = 48, 1000 steps)")
+    copy.add_argument("--train-min", type=int, default=None,
+                      help="shortest training string (default 5)")
+    copy.add_argument("--train-max", type=int, default=None,
+                      help="longest training string (default 50, quick 20)")
+    copy.add_argument("--eval-max", type=int, default=None,
+                      help="longest evaluated string (default 3 x train max)")
+    copy.add_argument("--steps", type=int, default=None,
+                      help="training steps (default 5000, quick 1000)")
+    copy.add_argument("--seed", type=int, default=0)
+    copy.add_argument("--out", default="runs/copy", help="output folder")
+    copy.add_argument("--quiet", action="store_true", help="no progress bar")
+    reach = commands.add_parser(
+        "reach",
+        help="accessibility of random targets by cramming prompt vectors (seed 004)",
+        description="Cram random target sequences into m prompt vectors of a frozen "
+        "causal LM (the embedded default model unless --model is given), for a grid of "
+        "m and target lengths; fit n50 per m, the slope of n50 against m, and compare "
+        "it with the slope bound d ln(1 + 2r/eps) / ln|V|. Prints the tables, saves "
+        "reach.png and reach.json.",
+    )
+    reach.add_argument("--model", default="default",
+                       help="'default', a Hugging Face model folder, or a saved TinyCausalLM .pt")
+    reach.add_argument("--memory", type=parse_ranks, default=[1, 2, 3, 4],
+                       help="numbers of prompt vectors m, e.g. 1-4 or 1,2,4,8")
+    reach.add_argument("--lengths", default="auto",
+                       help="target lengths, e.g. 2-16 or 2,4,8 (default: auto, until "
+                       "nobody is reached twice in a row)")
+    reach.add_argument("--targets", type=int, default=16, help="random targets per point")
+    reach.add_argument("--max-steps", type=int, default=3000)
+    reach.add_argument("--patience", type=int, default=500)
+    reach.add_argument("--precision", default=None,
+                       help="eps of the bound: a number or a dtype name such as float16 "
+                       "(default: the model's own dtype)")
+    reach.add_argument("--quick", action="store_true",
+                       help="600 steps, patience 200: seconds per point")
+    reach.add_argument("--seed", type=int, default=0)
+    reach.add_argument("--out", default="runs/reach", help="output folder")
+    reach.add_argument("--quiet", action="store_true", help="no per-point progress lines")
     return parser
 
 
@@ -335,6 +384,95 @@ def _run_min_ip(args):
     return 0
 
 
+COPY_COLUMNS = ["length", "in_training_range", "exact_match", "token_accuracy"]
+
+
+def _run_copy(args):
+    from .experiments import COPY_SETTINGS, copy_length_cliff, format_table, plot_copy_cliff
+
+    start = time.perf_counter()
+    train_lengths = None
+    if args.train_min is not None or args.train_max is not None:
+        preset = COPY_SETTINGS["quick" if args.quick else "full"]["train_lengths"]
+        train_lengths = (preset[0] if args.train_min is None else args.train_min,
+                         preset[1] if args.train_max is None else args.train_max)
+    result = copy_length_cliff(
+        train_lengths=train_lengths, eval_max=args.eval_max, n_steps=args.steps,
+        quick=args.quick, random_state=args.seed, progress=not args.quiet,
+    )
+    elapsed = time.perf_counter() - start
+    cfg, cliff, training = result.config, result.cliff, result.training
+    low, high = cfg["train_lengths"]
+    print(
+        f"Copy task: a causal Transformer (d = {cfg['d_model']}, {cfg['n_layers']} layers, "
+        f"{cfg['n_heads']} heads, learned absolute positions) trained for {cfg['n_steps']} "
+        f"steps of {cfg['batch_size']} (lr {cfg['lr']:g}) to copy random strings of "
+        f"{low}-{high} tokens (vocabulary of {cfg['vocab_size']} ids, 4 of them special; loss "
+        f"{training['initial']:.3g} -> {training['final']:.3g}); then {cfg['n_eval']} fresh "
+        f"strings per length are copied greedily. Exact match: all tokens right "
+        f"(<eos> not required); token accuracy: teacher-forced. Seed {cfg['random_state']}."
+    )
+    print(format_table(result.records, COPY_COLUMNS, floatfmt="{:.3f}"))
+    if cliff["bracketed"]:
+        print(
+            f"Exact match falls through 1/2 at length {cliff['midpoint']:.1f} (logistic "
+            f"width {cliff['scale']:.2g} tokens, sharpness width/midpoint "
+            f"{cliff['sharpness']:.2g}); the last length with exact match >= 0.95 is "
+            f"{cliff['last_high_length']:g} and the first with <= 0.05 is "
+            f"{cliff['first_low_length']:g}."
+        )
+    else:
+        print("Exact match never falls through 1/2 over these lengths: no cliff fitted.")
+    print(f"{elapsed:.1f} s (training {training['seconds']:.1f} s)")
+    _save(args.out, "copy", result.records, lambda path: plot_copy_cliff(result, path),
+          config=cfg, cliff=cliff, training=training, seconds=elapsed)
+    return 0
+
+
+REACH_COLUMNS = ["n_memory", "length", "accessibility", "token_accuracy", "mean_steps"]
+N50_COLUMNS = ["n_memory", "n50", "scale", "r2", "bracketed"]
+
+
+def _precision_arg(text):
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _run_reach(args):
+    from .experiments import accessibility_curves, format_table, plot_accessibility
+
+    lengths = "auto" if args.lengths == "auto" else parse_ranks(args.lengths)
+    result = accessibility_curves(
+        model=args.model, n_memory=args.memory, lengths=lengths, n_targets=args.targets,
+        max_steps=args.max_steps, patience=args.patience,
+        precision=_precision_arg(args.precision), quick=args.quick,
+        random_state=args.seed, progress=not args.quiet,
+    )
+    cfg, b = result.config, result.bound
+    print(
+        f"Cramming {cfg['n_targets']} random targets per point into m prompt vectors of "
+        f"the frozen model {cfg['model']!r} (d = {b['width']}, |V| = {b['vocab_size']}); "
+        f"AdamW lr {cfg['lr']:g}, at most {cfg['max_steps']} steps, patience "
+        f"{cfg['patience']}, seed {cfg['random_state']}"
+    )
+    print(format_table(result.records, REACH_COLUMNS, floatfmt="{:.3g}"))
+    print(format_table(result.n50, N50_COLUMNS, floatfmt="{:.3g}"))
+    s = result.slope
+    print(f"n50 = {s['slope']:.3g}·m + {s['intercept']:.3g} (R² = {s['r2']:.3f}, "
+          f"{s['n_points']} points)")
+    print(f"slope bound C = d ln(1 + 2r/eps) / ln|V| = {b['slope_bound']:.4g} tokens per "
+          f"vector (box refinement {b['box_slope_bound']:.4g}) with r = {b['radius']:.3g}, "
+          f"eps = {b['precision']:.3g}; theory / experiment = {b['ratio']:.3g} "
+          f"(box {b['box_ratio']:.3g}); {result.seconds:.1f} s")
+    _save(args.out, "reach", result.records, lambda path: plot_accessibility(result, path),
+          config=cfg, n50=result.n50, slope=s, bound=b, seconds=result.seconds)
+    return 0
+
+
 def main(argv=None):
     """Entry point of the ``intrinsic-rank`` command.
 
@@ -350,7 +488,8 @@ def main(argv=None):
     """
     args = _build_parser().parse_args(argv)
     commands = {"sweep": _run_sweep, "ladder": _run_ladder, "frontier": _run_frontier,
-                "min-ip": _run_min_ip}
+                "min-ip": _run_min_ip, "copy": _run_copy,
+                "reach": _run_reach}
     try:
         return commands[args.command](args)
     except ValueError as error:

@@ -5,7 +5,10 @@ and checked under each entry of ``CHEAP_SETTINGS``; ``SEQUENCE_ONLY_SETTINGS``
 (training-free fits that need per-token targets) get our 3-D checks only. The common checks feed 2-D
 ``X``; the estimators read it as ``(n, L)`` scalar tokens (``d = 1``), so the
 attention rungs use rank 1 and the fixed-operator rung sweeps operator ranks.
-Our own checks on 3-D sequence data follow.
+Our own checks on 3-D sequence data follow. ``ReachabilityEstimator`` takes
+integer token ids; its ``categorical`` and ``positive_only`` tags make the
+common checks feed it non-negative integers, and its own tests are in
+``test_reachability.py``.
 
 Expected failures: none. (``check_array_api_input`` is skipped by scikit-learn
 itself unless ``SCIPY_ARRAY_API=1`` is set; it is not silenced here.)

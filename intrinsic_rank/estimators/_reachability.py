@@ -434,6 +434,9 @@ class ReachabilityEstimator(BaseEstimator):
             chunk_size=self.batch_size,
             train_split=None,
             callbacks=[("progress", _StepProgress())] if self.verbose else None,
+            # skorch's log table is built every epoch even when silent; a
+            # cramming step is a few milliseconds, so it is switched off
+            callbacks__print_log=None,
             verbose=0,
             device=device,
         )

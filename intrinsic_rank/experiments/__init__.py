@@ -1,5 +1,14 @@
 """Reproductions of the papers: pure functions returning records, plus plots."""
 
+from ._copy import (
+    COPY_SETTINGS,
+    copy_length_cliff,
+    default_copy_lengths,
+    greedy_copy,
+    plot_copy_cliff,
+    score_copies,
+)
+from ._curves import fit_cliff, fit_logistic_midpoint, fit_n50, fit_slope
 from ._frontier import FRONTIER_TEACHERS, plot_frontier, predictability_frontier
 from ._ladder import RUNGS, interpolation_ladder, plot_ladder
 from ._min_ip import (
@@ -9,9 +18,23 @@ from ._min_ip import (
     plot_min_ip,
     summarize_min_ip,
 )
+from ._reach import AUTO_LENGTHS, accessibility_curves, plot_accessibility
 from ._sweep import format_table, plot_sweep, rank_sweep, save_records
 
 __all__ = [
+    "COPY_SETTINGS",
+    "copy_length_cliff",
+    "default_copy_lengths",
+    "greedy_copy",
+    "plot_copy_cliff",
+    "score_copies",
+    "AUTO_LENGTHS",
+    "accessibility_curves",
+    "plot_accessibility",
+    "fit_cliff",
+    "fit_logistic_midpoint",
+    "fit_n50",
+    "fit_slope",
     "FRONTIER_TEACHERS",
     "OOD_SETTINGS",
     "RUNGS",

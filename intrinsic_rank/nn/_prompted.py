@@ -184,8 +184,10 @@ class PromptedLM(nn.Module):
         self.memory = nn.Parameter(torch.tensor(init * std, dtype=torch.float32, device=E.device))
 
     def train(self, mode=True):
-        super().train(mode)
-        self.lm.train(False)  # the frozen model always stays in eval mode
+        # The frozen model always stays in eval mode, so only this module's flag
+        # changes; skorch calls this every step and walking the model would cost
+        # more than a small model's forward pass.
+        self.training = bool(mode)
         return self
 
     def _inputs(self, index, ids):

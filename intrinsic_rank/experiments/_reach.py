@@ -1,0 +1,216 @@
+"""Accessibility curves and the reachable-length slope (SPEC section 4, seed 004)."""
+
+import time
+
+import numpy as np
+from sklearn.utils import Bunch
+
+from ..datasets import make_random_targets
+from ..estimators import ReachabilityEstimator
+from ..nn import as_causal_lm
+from ._curves import fit_n50, fit_slope
+from ._plotting import pyplot, save_figure
+
+__all__ = ["AUTO_LENGTHS", "accessibility_curves", "plot_accessibility"]
+
+#: lengths tried, in order, by ``lengths="auto"`` until accessibility stays at zero
+AUTO_LENGTHS = (2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64,
+                80, 96, 112, 128, 160, 192, 224, 256)
+
+
+def _length_seed(random_state, length):
+    """Seed of the targets of one length: the same targets for every ``m``."""
+    return int(np.random.SeedSequence([int(random_state), int(length)]).generate_state(1)[0])
+
+
+def accessibility_curves(
+    model="default",
+    n_memory=(1, 2, 3, 4),
+    lengths="auto",
+    n_targets=16,
+    max_steps=3000,
+    patience=500,
+    lr=1e-2,
+    precision=None,
+    quick=False,
+    random_state=0,
+    progress=False,
+):
+    """Accessibility against target length for each number of prompt vectors.
+
+    For every ``m`` in ``n_memory`` and every length ``n``, a
+    :class:`~intrinsic_rank.ReachabilityEstimator` crams ``n_targets`` random
+    target sequences (the same targets for every ``m``: a paired design) and
+    records the fraction reached. Per ``m`` a decreasing logistic in ``n`` gives
+    ``n50(m)`` (:func:`fit_n50`); the slope of ``n50`` against ``m``
+    (:func:`fit_slope`, with its R^2) is compared with the slope bound
+    ``C = d ln(1 + 2r/eps) / ln|V|`` and its box refinement.
+
+    Parameters
+    ----------
+    model : "default", str, model instance or CausalLMAdapter, default="default"
+        The frozen causal LM (:func:`intrinsic_rank.nn.as_causal_lm`); it is
+        loaded and checked once and shared by every fit.
+    n_memory : sequence of int, default=(1, 2, 3, 4)
+    lengths : "auto" or sequence of int, default="auto"
+        Target lengths (``>= 2``). ``"auto"`` walks :data:`AUTO_LENGTHS` for each
+        ``m`` and stops after two consecutive lengths with accessibility 0, or
+        at the model's context.
+    n_targets : int, default=16
+        Random targets per point (the paper used 20).
+    max_steps, patience, lr : int, int, float, default=3000, 500, 1e-2
+        Cramming protocol (SPEC section 4).
+    precision : float, str or None, default=None
+        ``eps`` of the bounds (see :class:`~intrinsic_rank.ReachabilityEstimator`).
+    quick : bool, default=False
+        ``max_steps=600, patience=200``: a few seconds per point on a CPU. Such
+        short runs under-estimate ``n50`` somewhat; the slope's sign and the
+        linear trend remain.
+    random_state : int, default=0
+    progress : bool, default=False
+        Print one line per point.
+
+    Returns
+    -------
+    result : Bunch
+        ``records`` (one per ``(m, n)``: ``n_memory``, ``length``,
+        ``accessibility``, ``token_accuracy``, ``mean_steps``, ``seconds``),
+        ``n50`` (one record per ``m``: ``n_memory``, ``n50``, ``scale``, ``r2``,
+        ``bracketed``), ``slope`` (``slope``, ``intercept``, ``r2``,
+        ``n_points``), ``bound`` (``width``, ``vocab_size``, ``radius``,
+        ``precision``, ``slope_bound``, ``box_slope_bound``, ``ratio``,
+        ``box_ratio`` -- theory over experiment), ``config`` and ``seconds``.
+    """
+    start = time.perf_counter()
+    if quick:
+        max_steps, patience = min(max_steps, 600), min(patience, 200)
+    n_memory = [int(m) for m in n_memory]
+    if not n_memory or min(n_memory) < 1:
+        raise ValueError(f"n_memory must be a non-empty list of integers >= 1; got {n_memory}")
+    if isinstance(lengths, str):
+        if lengths != "auto":
+            raise ValueError(f"lengths must be 'auto' or a list of integers; got {lengths!r}")
+        grid, auto = list(AUTO_LENGTHS), True
+    else:
+        grid, auto = sorted(int(n) for n in lengths), False
+        if not grid or grid[0] < 2:
+            raise ValueError(f"lengths must be integers >= 2; got {list(lengths)}")
+    lm = as_causal_lm(model)
+    records, fits, radius, widths = [], [], 0.0, None
+    for m in n_memory:
+        zeros = 0
+        for n in grid:
+            if lm.max_length is not None and m + n - 1 > lm.max_length:
+                break
+            X = make_random_targets(n_targets, n, lm.vocab_size,
+                                    random_state=_length_seed(random_state, n))
+            tic = time.perf_counter()
+            est = ReachabilityEstimator(
+                model=lm, n_memory=m, max_steps=max_steps, patience=patience, lr=lr,
+                precision=precision, random_state=random_state,
+            ).fit(X)
+            rec = dict(n_memory=m, length=n, accessibility=est.accessibility_,
+                       token_accuracy=float(est.token_accuracy_.mean()),
+                       mean_steps=float(est.n_steps_.mean()),
+                       seconds=time.perf_counter() - tic)
+            records.append(rec)
+            if est.radius_ >= radius:
+                radius, widths, fitted = est.radius_, est.hidden_widths_, est
+            if progress:
+                print(f"m = {m}, n = {n}: accessibility {rec['accessibility']:.2f}, "
+                      f"token accuracy {rec['token_accuracy']:.3f} ({rec['seconds']:.1f} s)",
+                      flush=True)
+            zeros = zeros + 1 if rec["accessibility"] == 0 else 0
+            if auto and zeros >= 2:
+                break
+        rows = [r for r in records if r["n_memory"] == m]
+        fit = fit_n50([r["length"] for r in rows], [r["accessibility"] for r in rows]) \
+            if len(rows) >= 2 else dict(midpoint=np.nan, scale=np.nan, r2=np.nan,
+                                        bracketed=False)
+        fits.append(dict(n_memory=m, n50=float(fit["midpoint"]), scale=float(fit["scale"]),
+                         r2=float(fit["r2"]), bracketed=bool(fit["bracketed"])))
+    if not records:
+        raise ValueError(
+            f"no (m, length) point fits the model's context of {lm.max_length} positions"
+        )
+    finite = [f for f in fits if np.isfinite(f["n50"])]
+    if len(finite) >= 2 and len({f["n_memory"] for f in finite}) >= 2:
+        slope = fit_slope([f["n_memory"] for f in finite], [f["n50"] for f in finite])
+        slope = {k: (float(v) if isinstance(v, (float, np.floating)) else v)
+                 for k, v in slope.items()}
+    else:
+        slope = dict(slope=np.nan, intercept=np.nan, r2=np.nan, n_points=len(finite))
+    measured = slope["slope"]
+    bound = dict(
+        width=fitted.width_, vocab_size=fitted.vocab_size_, radius=radius,
+        precision=fitted.precision_, slope_bound=fitted.slope_bound_,
+        box_slope_bound=fitted.box_slope_bound_,
+        ratio=fitted.slope_bound_ / measured if measured > 0 else np.nan,
+        box_ratio=fitted.box_slope_bound_ / measured if measured > 0 else np.nan,
+    )
+    config = dict(model=model if isinstance(model, str) else type(model).__name__,
+                  n_memory=n_memory, lengths=lengths if auto else grid, n_targets=n_targets,
+                  max_steps=max_steps, patience=patience, lr=lr, precision=precision,
+                  quick=quick, random_state=random_state)
+    return Bunch(records=records, n50=fits, slope=slope, bound=bound, config=config,
+                 seconds=time.perf_counter() - start)
+
+
+def plot_accessibility(result, path=None):
+    """Plot accessibility against length per ``m`` and ``n50`` against ``m``.
+
+    Parameters
+    ----------
+    result : Bunch
+        The output of :func:`accessibility_curves`.
+    path : str or None
+        Save the figure there as PNG.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    """
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colors = plt.cm.viridis(np.linspace(0, 0.85, len(result.n50)))
+    for color, fit in zip(colors, result.n50):
+        rows = [r for r in result.records if r["n_memory"] == fit["n_memory"]]
+        n = np.array([r["length"] for r in rows], dtype=float)
+        left.plot(n, [r["accessibility"] for r in rows], "o", color=color,
+                  label=f"m = {fit['n_memory']}")
+        if np.isfinite(fit["n50"]):
+            grid = np.linspace(n.min(), n.max(), 200)
+            left.plot(grid, 1 / (1 + np.exp((grid - fit["n50"]) / fit["scale"])), "-",
+                      color=color, alpha=0.7)
+            left.axvline(fit["n50"], color=color, ls=":", lw=1)
+    left.axhline(0.5, color="grey", lw=0.8)
+    left.set_xlabel("target length n (tokens)")
+    left.set_ylabel("accessibility (fraction reached)")
+    left.set_title("Cramming random targets: accessibility vs length")
+    left.legend(frameon=False)
+    ms = np.array([f["n_memory"] for f in result.n50], dtype=float)
+    n50 = np.array([f["n50"] for f in result.n50], dtype=float)
+    right.plot(ms, n50, "o", color="C0", label="measured n50")
+    slope = result.slope
+    if np.isfinite(slope["slope"]):
+        grid = np.linspace(0, ms.max(), 50)
+        right.plot(grid, slope["slope"] * grid + slope["intercept"], "-", color="C0",
+                   label=f"fit: {slope['slope']:.2f}·m + {slope['intercept']:.2f} "
+                         f"(R² = {slope['r2']:.3f})")
+    b = result.bound
+    right.set_xlabel("prompt vectors m")
+    right.set_ylabel("n50 (tokens)")
+    right.set_title("Reachable length grows linearly in m")
+    right.text(0.02, 0.97,
+               f"slope bound C = {b['slope_bound']:.0f} tokens/vector (box {b['box_slope_bound']:.0f})\n"
+               f"d = {b['width']}, |V| = {b['vocab_size']}, r = {b['radius']:.2f}, "
+               f"ε = {b['precision']:.3g}\n"
+               f"theory / experiment = {b['ratio']:.0f} (box {b['box_ratio']:.0f})",
+               transform=right.transAxes, va="top", fontsize=8.5)
+    right.legend(frameon=False, loc="lower right")
+    right.set_xlim(0, ms.max() + 0.5)
+    right.set_ylim(0, None)
+    fig.tight_layout()
+    if path is not None:
+        save_figure(fig, path)
+    return fig
