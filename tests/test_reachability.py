@@ -194,3 +194,22 @@ def test_predict_checks_length_and_fit():
         np.array([[1, 2, 3]]))
     with pytest.raises(ValueError, match="3 features"):
         est.predict(np.array([[1, 2, 3, 4]]))
+
+
+def test_random_prompt_hidden_states_measure_the_radius():
+    from intrinsic_rank.bounds import hidden_state_geometry
+    from intrinsic_rank.nn import random_prompt_hidden_states
+
+    lm = as_causal_lm("default")
+    states = random_prompt_hidden_states(lm, 2, 5, n_prompts=16, batch_size=5, random_state=3)
+    assert states.shape == (16, 7, 64)
+    again = random_prompt_hidden_states(lm, 2, 5, n_prompts=16, batch_size=16, random_state=3)
+    np.testing.assert_allclose(states, again, atol=1e-5)  # chunking does not change them
+    est = ReachabilityEstimator(n_memory=2, max_steps=1, n_radius_prompts=16, batch_size=5,
+                                random_state=0).fit(make_random_targets(2, 6, 64, random_state=0))
+    assert est.radius_ == pytest.approx(
+        hidden_state_geometry(random_prompt_hidden_states(
+            lm, 2, 5, n_prompts=16, random_state=est._seed))["radius"], rel=1e-5)
+    assert random_prompt_hidden_states(lm, 0, 3, n_prompts=2).shape == (2, 3, 64)
+    with pytest.raises(ValueError, match="exceed the model's context of 128"):
+        random_prompt_hidden_states(lm, 8, 121)

@@ -19,7 +19,7 @@ from skorch.dataset import unpack_data
 from torch.nn import functional as F
 
 from .. import bounds
-from ..nn import PromptedLM, as_causal_lm
+from ..nn import PromptedLM, as_causal_lm, random_prompt_hidden_states
 from ._attention_rank import _check_device
 from ._base import check_float_param, check_int_param, draw_seed
 
@@ -459,22 +459,14 @@ class ReachabilityEstimator(BaseEstimator):
         return np.concatenate(out)
 
     def _measure_geometry(self, lm, X, seed):
-        generator = torch.Generator().manual_seed(seed)
-        E = lm.embedding_matrix().detach()
-        std = float(E.float().std()) if self.init_std is None else float(self.init_std)
-        n, length = self.n_radius_prompts, self.seq_len_
-        chunk = n if self.batch_size is None else self.batch_size
-        states = []
+        states = random_prompt_hidden_states(
+            lm, self.n_memory, self.seq_len_ - 1, n_prompts=self.n_radius_prompts,
+            init_std=self.init_std, batch_size=self.batch_size, random_state=seed)
         with torch.no_grad():
-            for start in range(0, n, chunk):
-                k = min(chunk, n - start)
-                memory = torch.randn(k, self.n_memory, self.width_, generator=generator) * std
-                ids = torch.randint(self.vocab_size_, (k, length - 1), generator=generator)
-                inputs = torch.cat([memory.to(E.device, lm.dtype), lm.embed(ids.to(E.device))], 1)
-                states.append(lm.final_hidden(inputs).float().cpu().numpy())
+            device = self.net_.module_.memory.device
             learned = self.net_.module_.final_hidden(
-                torch.arange(len(X), device=E.device), torch.as_tensor(X, device=E.device))
-        geometry = bounds.hidden_state_geometry(np.concatenate(states))
+                torch.arange(len(X), device=device), torch.as_tensor(X, device=device))
+        geometry = bounds.hidden_state_geometry(states)
         self.radius_ = float(geometry["radius"])
         self.hidden_widths_ = np.asarray(geometry["widths"], dtype=float)
         self.learned_radius_ = float(learned.float().abs().max())
@@ -484,7 +476,7 @@ class ReachabilityEstimator(BaseEstimator):
         self.slope_bound_ = float(bounds.reachable_slope_bound(d, V, self.radius_, self.precision_))
         self.box_log_bound_ = float(bounds.box_log_count_bound(self.hidden_widths_, m, self.precision_))
         self.box_slope_bound_ = float(bounds.box_slope_bound(self.hidden_widths_, V, self.precision_))
-        self.log_n_sequences_ = float((length - 1) * np.log(V))
+        self.log_n_sequences_ = float((self.seq_len_ - 1) * np.log(V))
 
     # -- prediction ---------------------------------------------------------------
     def _memories_for(self, X):

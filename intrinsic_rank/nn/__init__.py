@@ -18,6 +18,7 @@ from ._prompted import (
     PromptedLM,
     as_causal_lm,
     load_default_model,
+    random_prompt_hidden_states,
     save_tiny_lm,
 )
 from ._registry import STUDENTS, make_student
@@ -42,6 +43,7 @@ __all__ = [
     "check_causal",
     "load_default_model",
     "load_hf_causal_lm",
+    "random_prompt_hidden_states",
     "save_tiny_lm",
     "train_causal_lm",
     "DenseAttentionStudent",

@@ -20,6 +20,7 @@ __all__ = [
     "PromptedLM",
     "as_causal_lm",
     "load_default_model",
+    "random_prompt_hidden_states",
     "save_tiny_lm",
 ]
 
@@ -226,3 +227,65 @@ class PromptedLM(nn.Module):
     def final_hidden(self, index, ids):
         """Final hidden states of the prompted inputs ``(B, m + n - 1, width)``."""
         return self.lm.final_hidden(self._inputs(index, ids[:, :-1]))
+
+
+def random_prompt_hidden_states(lm, n_memory, n_tokens, n_prompts=256, init_std=None,
+                                batch_size=256, random_state=0):
+    """Final hidden states of a frozen LM under random prompts (seed 004's radius).
+
+    Each prompt is ``n_memory`` random vectors drawn as a cramming run draws its
+    initial memory (``randn(m, d)`` times the embedding matrix's standard
+    deviation, or ``init_std``), then ``n_tokens`` uniformly random token ids.
+    The radius ``r`` of the bound is the largest infinity-norm of the returned
+    states (:func:`intrinsic_rank.bounds.hidden_state_geometry`).
+
+    Parameters
+    ----------
+    lm : CausalLMAdapter
+        See :func:`as_causal_lm`.
+    n_memory : int
+        Prompt vectors per prompt (``0`` gives plain random token sequences).
+    n_tokens : int
+        Random tokens after the prompt vectors.
+    n_prompts : int, default=256
+    init_std : float or None, default=None
+    batch_size : int or None, default=256
+        Prompts per forward pass.
+    random_state : int, default=0
+
+    Returns
+    -------
+    states : ndarray of shape (n_prompts, n_memory + n_tokens, width), float32
+
+    Examples
+    --------
+    >>> from intrinsic_rank.bounds import hidden_state_geometry
+    >>> states = random_prompt_hidden_states(as_causal_lm("default"), 2, 6, n_prompts=8)
+    >>> states.shape
+    (8, 8, 64)
+    >>> bool(hidden_state_geometry(states)["radius"] > 0)
+    True
+    """
+    if n_memory < 0 or n_tokens < 0 or n_memory + n_tokens < 1 or n_prompts < 1:
+        raise ValueError(
+            f"need n_memory >= 0, n_tokens >= 0 with at least one position, and "
+            f"n_prompts >= 1; got {n_memory}, {n_tokens}, {n_prompts}"
+        )
+    if lm.max_length is not None and n_memory + n_tokens > lm.max_length:
+        raise ValueError(
+            f"prompts of {n_memory + n_tokens} positions exceed the model's context of "
+            f"{lm.max_length}"
+        )
+    generator = torch.Generator().manual_seed(int(random_state))
+    E = lm.embedding_matrix().detach()
+    std = float(E.float().std()) if init_std is None else float(init_std)
+    chunk = n_prompts if batch_size is None else int(batch_size)
+    states = []
+    with torch.no_grad():
+        for start in range(0, n_prompts, chunk):
+            k = min(chunk, n_prompts - start)
+            memory = torch.randn(k, n_memory, lm.width, generator=generator) * std
+            ids = torch.randint(lm.vocab_size, (k, n_tokens), generator=generator)
+            inputs = torch.cat([memory.to(E.device, lm.dtype), lm.embed(ids.to(E.device))], 1)
+            states.append(lm.final_hidden(inputs).float().cpu().numpy())
+    return np.concatenate(states)
