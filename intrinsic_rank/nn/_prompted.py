@@ -280,12 +280,14 @@ def random_prompt_hidden_states(lm, n_memory, n_tokens, n_prompts=256, init_std=
     E = lm.embedding_matrix().detach()
     std = float(E.float().std()) if init_std is None else float(init_std)
     chunk = n_prompts if batch_size is None else int(batch_size)
+    # drawn up front, so the prompts do not depend on how they are chunked
+    memory = torch.randn(n_prompts, n_memory, lm.width, generator=generator) * std
+    ids = torch.randint(lm.vocab_size, (n_prompts, n_tokens), generator=generator)
     states = []
     with torch.no_grad():
         for start in range(0, n_prompts, chunk):
-            k = min(chunk, n_prompts - start)
-            memory = torch.randn(k, n_memory, lm.width, generator=generator) * std
-            ids = torch.randint(lm.vocab_size, (k, n_tokens), generator=generator)
-            inputs = torch.cat([memory.to(E.device, lm.dtype), lm.embed(ids.to(E.device))], 1)
+            part = slice(start, start + chunk)
+            inputs = torch.cat([memory[part].to(E.device, lm.dtype),
+                                lm.embed(ids[part].to(E.device))], 1)
             states.append(lm.final_hidden(inputs).float().cpu().numpy())
     return np.concatenate(states)
