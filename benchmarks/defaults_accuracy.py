@@ -61,6 +61,7 @@ def main():
               f"floor_={est.noise_floor_:.4g} threshold={est.excess_tol_:.3g} "
               f"({time.perf_counter() - start:.1f} s)\n    excess by rank: {excess}")
     print(f"defaults found r* in {hits} of {len(CASES)} cases")
+    print(f"defaults_rstar_found: {hits} (target >= {len(CASES)})")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,53 @@
+"""benchmarks/run_all.py: parsing the benchmarks' metric lines and the summary table."""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+PATH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "run_all.py"
+spec = importlib.util.spec_from_file_location("run_all", PATH)
+run_all = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(run_all)
+
+
+def test_parse_metrics_reads_values_targets_and_verdicts():
+    text = """header line
+sweep_vs_gridsearch_speedup: 2.87 (target >= 5)
+skorch_overhead: 1.11 (target <= 1.3)
+min_ip_quick_seconds: 90.5 (target < 180; quick run)
+share_outside_torch: 0.158
+same_rstar: True
+not a metric: 3
+"""
+    metrics = {m["name"]: m for m in run_all.parse_metrics(text)}
+    assert set(metrics) == {"sweep_vs_gridsearch_speedup", "skorch_overhead",
+                            "min_ip_quick_seconds", "share_outside_torch", "same_rstar"}
+    assert metrics["sweep_vs_gridsearch_speedup"]["met"] is False
+    assert metrics["skorch_overhead"]["met"] is True
+    assert metrics["min_ip_quick_seconds"] == dict(
+        name="min_ip_quick_seconds", value=90.5, op="<", target=180.0, met=True)
+    assert metrics["share_outside_torch"]["target"] is None
+    assert metrics["same_rstar"]["value"] is True
+
+
+def test_summary_table_marks_missed_targets_and_failures():
+    runs = [
+        dict(name="bench_reach", seconds=12.3, returncode=0,
+             metrics=run_all.parse_metrics("reach_batched_speedup: 4.70 (target >= 5)")),
+        dict(name="bench_data_only", seconds=20.0, returncode=0,
+             metrics=run_all.parse_metrics("data_only_speedup: 56 (target >= 50)")),
+        dict(name="bench_sweep", seconds=3.0, returncode=1, metrics=[]),
+    ]
+    table = run_all.format_summary(runs).splitlines()
+    assert table[0].split() == ["benchmark", "metric", "measured", "target", "met", "seconds"]
+    assert table[1].split() == ["bench_reach", "reach_batched_speedup", "4.7", ">=", "5",
+                                "NO", "12"]
+    assert table[2].split()[-2:] == ["yes", "20"]
+    assert "FAILED (exit 1)" in table[3]
+
+
+@pytest.mark.parametrize("name", sorted(run_all.BENCHMARKS))
+def test_every_listed_benchmark_exists_and_prints_a_target_line(name):
+    source = (PATH.parent / f"{name}.py").read_text()
+    assert "(target " in source
