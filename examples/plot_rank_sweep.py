@@ -1,6 +1,6 @@
 """
 Rank sweep: deficiency, achievability and recovery on a softmax teacher
-======================================================================
+=======================================================================
 
 A softmax-attention teacher with a rank-3 query-key kernel. One batched fit trains
 students of every rank from 1 to 8, scores each on a held-out part and reads off

@@ -257,7 +257,7 @@ class ReachabilityEstimator(BaseEstimator):
     n_features_in_ : int
         Same as ``seq_len_`` (columns of ``X``).
     net_ : CrammingNet
-        The skorch net; ``net_.module_`` is the :class:`PromptedLM`.
+        The skorch net; ``net_.module_`` is the :class:`~intrinsic_rank.nn.PromptedLM`.
     history_ : list of dict
         Per step: ``epoch``, ``train_loss`` (summed over active targets),
         ``n_active`` and ``dur``.
@@ -502,12 +502,12 @@ class ReachabilityEstimator(BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n, seq_len_), int
+        X : array-like of shape (n, ``seq_len_``), int
             Target sequences; the first token of each row is given as input.
 
         Returns
         -------
-        outputs : ndarray of shape (n, seq_len_), int64
+        outputs : ndarray of shape (n, ``seq_len_``), int64
             First token, then the ``seq_len_ - 1`` greedily decoded tokens.
         """
         check_is_fitted(self)
@@ -524,7 +524,7 @@ class ReachabilityEstimator(BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n, seq_len_), int
+        X : array-like of shape (n, ``seq_len_``), int
         y : None
             Ignored.
 

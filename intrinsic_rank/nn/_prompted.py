@@ -146,7 +146,7 @@ class PromptedLM(nn.Module):
     The input for target ``t = (t_1, ..., t_n)`` is
     ``[mem_1, ..., mem_m, emb(t_1), ..., emb(t_{n-1})]``; the logits at the last
     ``n - 1`` positions predict ``t_2 .. t_n`` (the first target token is given,
-    SPEC section 4). Only :attr:`memory` has gradients.
+    SPEC section 4). Only ``memory`` has gradients.
 
     Parameters
     ----------
@@ -207,7 +207,7 @@ class PromptedLM(nn.Module):
         Parameters
         ----------
         index : LongTensor of shape (B,)
-            Rows of :attr:`memory`.
+            Rows of ``memory``.
         first : LongTensor of shape (B,)
             The given first token.
         length : int

@@ -96,8 +96,8 @@ def _slot_generator(random_state, rank, device="cpu"):
 class RankBatchedStudent(nn.Module):
     """Base class: parameters stacked over a grid of ranks.
 
-    Subclasses declare their parameters with :meth:`_add_parameter` and implement
-    :meth:`mixer` (the realised ``L x L`` token mixer) and :meth:`_sequence_output`.
+    Subclasses declare their parameters with ``_add_parameter`` and implement
+    :meth:`mixer` (the realised ``L x L`` token mixer) and ``_sequence_output``.
 
     Parameters
     ----------
