@@ -1,4 +1,4 @@
-"""Command line: ``intrinsic-rank sweep | ladder | frontier | min-ip | reach | copy``.
+"""Command line: ``intrinsic-rank sweep | ladder | frontier | min-ip | reach | copy | reproduce``.
 
 Thin by design: it parses arguments, calls :mod:`intrinsic_rank.experiments`,
 prints the table and saves the plot and the records.
@@ -7,6 +7,7 @@ prints the table and saves the plot and the records.
 import argparse
 import math
 import os
+import shlex
 import sys
 import time
 
@@ -192,6 +193,28 @@ def _build_parser():
     reach.add_argument("--seed", type=int, default=0)
     reach.add_argument("--out", default="runs/reach", help="output folder")
     reach.add_argument("--quiet", action="store_true", help="no per-point progress lines")
+
+    reproduce = commands.add_parser(
+        "reproduce",
+        help="run every reproduction, judge each claim, write a report",
+        description="Run the reproductions (entropic, ladder, frontier, min-ip, reach, "
+        "copy) at the quick (default) or full scale, cache each finished piece under "
+        "--out (reused while its settings and seed match; --force recomputes) and "
+        "write OUT/report.md: per piece the tables, the plot, and for every claim of "
+        "the papers whether our measurement agrees. Prints a summary table.",
+    )
+    reproduce.add_argument("pieces", nargs="*", default=["all"],
+                           help="'all' (the default) or some of: entropic ladder "
+                           "frontier min-ip reach copy")
+    reproduce.add_argument("--quick", action="store_true",
+                           help="the quick settings, minutes on a laptop CPU (the default)")
+    reproduce.add_argument("--full", action="store_true",
+                           help="the papers' sizes (tens of minutes)")
+    reproduce.add_argument("--out", default="runs/reproduce", help="output folder")
+    reproduce.add_argument("--force", action="store_true",
+                           help="recompute the pieces even when a valid cache exists")
+    reproduce.add_argument("--seed", type=int, default=0)
+    reproduce.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser
 
 
@@ -473,6 +496,45 @@ def _run_reach(args):
     return 0
 
 
+REPRODUCE_COLUMNS = ["piece", "seconds", "cached", "agrees", "partly", "does_not_agree"]
+
+
+def _reproduce_command(args):
+    """The command line equivalent to ``args``, for the report."""
+    words = ["intrinsic-rank", "reproduce", *args.pieces,
+             "--full" if args.full else "--quick", "--out", args.out]
+    if args.force:
+        words.append("--force")
+    if args.seed != 0:
+        words += ["--seed", str(args.seed)]
+    if args.quiet:
+        words.append("--quiet")
+    threads = os.environ.get("OMP_NUM_THREADS")
+    return (f"OMP_NUM_THREADS={threads} " if threads else "") + shlex.join(words)
+
+
+def _run_reproduce(args):
+    from .experiments import VERDICTS, format_table, reproduce
+
+    if args.quick and args.full:
+        raise ValueError("give --quick or --full, not both")
+    run = reproduce(pieces=args.pieces, quick=not args.full, out=args.out,
+                    force=args.force, random_state=args.seed, progress=not args.quiet,
+                    command=_reproduce_command(args))
+    rows = []
+    for name, piece in run.pieces.items():
+        counts = [sum(v.verdict == kind for v in piece.verdicts) for kind in VERDICTS]
+        rows.append(dict(piece=name, seconds=piece.seconds, cached=piece.cached,
+                         **dict(zip(REPRODUCE_COLUMNS[3:], counts))))
+    print(format_table(rows, REPRODUCE_COLUMNS, floatfmt="{:.1f}"))
+    for name, piece in run.pieces.items():
+        for v in piece.verdicts:
+            if v.verdict != "agrees":
+                print(f"{name}: {v.verdict}: {v.claim} (measured: {v.measured})")
+    print(f"{run.seconds:.1f} s; report {run.report}")
+    return 0
+
+
 def main(argv=None):
     """Entry point of the ``intrinsic-rank`` command.
 
@@ -489,7 +551,7 @@ def main(argv=None):
     args = _build_parser().parse_args(argv)
     commands = {"sweep": _run_sweep, "ladder": _run_ladder, "frontier": _run_frontier,
                 "min-ip": _run_min_ip, "copy": _run_copy,
-                "reach": _run_reach}
+                "reach": _run_reach, "reproduce": _run_reproduce}
     try:
         return commands[args.command](args)
     except ValueError as error:

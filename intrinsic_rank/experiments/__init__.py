@@ -19,9 +19,16 @@ from ._min_ip import (
     summarize_min_ip,
 )
 from ._reach import AUTO_LENGTHS, accessibility_curves, plot_accessibility
+from ._reproduce import PIECES, VERDICTS, ReproductionPiece, Verdict, reproduce, write_report
 from ._sweep import format_table, plot_sweep, rank_sweep, save_records
 
 __all__ = [
+    "PIECES",
+    "VERDICTS",
+    "ReproductionPiece",
+    "Verdict",
+    "reproduce",
+    "write_report",
     "COPY_SETTINGS",
     "copy_length_cliff",
     "default_copy_lengths",
