@@ -18,11 +18,15 @@ from ._min_ip import (
     plot_min_ip,
     summarize_min_ip,
 )
+from ._parallel import SWEEP_GRID_KEYS, run_parallel, sweep_grid
 from ._reach import AUTO_LENGTHS, accessibility_curves, plot_accessibility
 from ._reproduce import PIECES, VERDICTS, ReproductionPiece, Verdict, reproduce, write_report
 from ._sweep import format_table, plot_sweep, rank_sweep, save_records
 
 __all__ = [
+    "SWEEP_GRID_KEYS",
+    "run_parallel",
+    "sweep_grid",
     "PIECES",
     "VERDICTS",
     "ReproductionPiece",

@@ -1,0 +1,164 @@
+"""Scale-out through joblib: loky processes, a Dask LocalCluster and (if installed) Ray.
+
+Every parallel run is compared with the sequential one: the same seeds and the
+same torch thread count must give the same records, bit for bit.
+"""
+
+import doctest
+import os
+
+import joblib
+import pytest
+import torch
+from sklearn.model_selection import GridSearchCV, cross_val_score
+
+from intrinsic_rank import AttentionRankEstimator
+from intrinsic_rank.datasets import make_attention_task
+from intrinsic_rank.experiments import _parallel
+from intrinsic_rank.experiments._parallel import run_parallel, sweep_grid
+
+# 2 settings x 2 seeds of the smallest task whose rank the sweep gets right
+GRID = {"teacher": ["linear"], "r_star": [1, 2], "d": [6], "seq_len": [4],
+        "n_samples": [600], "max_epochs": [60]}
+SEEDS = [1, 2]
+# the default thread rule for two concurrent tasks on this machine
+TWO_TASK_THREADS = max(1, joblib.cpu_count() // 2)
+# what may differ between runs of the same task
+RUN_FIELDS = ("seconds", "worker")
+
+
+def outcome(records):
+    return [{k: v for k, v in rec.items() if k not in RUN_FIELDS} for rec in records]
+
+
+def worker_pids(records):
+    return {int(rec["worker"].rsplit(":", 1)[1]) for rec in records}
+
+
+@pytest.fixture(scope="module")
+def sequential():
+    """The grid run in this process with the thread count of the parallel runs."""
+    return sweep_grid(GRID, seeds=SEEDS, threads_per_job=TWO_TASK_THREADS)
+
+
+def test_sequential_grid_records(sequential):
+    assert [(rec["r_star"], rec["seed"]) for rec in sequential] == [
+        (1, 1), (1, 2), (2, 1), (2, 2)]  # settings vary slowest
+    assert all(rec["correct"] for rec in sequential)
+    assert [rec["ranks"] for rec in sequential] == [(1, 2)] * 2 + [(1, 2, 3, 4)] * 2
+    assert {rec["threads"] for rec in sequential} == {TWO_TASK_THREADS}
+    assert worker_pids(sequential) == {os.getpid()}
+    floors = [rec["estimated_noise_floor"] for rec in sequential]
+    assert len(set(floors)) == 4 and all(0.005 < f < 0.02 for f in floors)  # sigma^2 = 0.01
+
+
+def test_loky_processes_match_sequential(sequential):
+    # default threads_per_job: cpu_count // 2 for two loky workers
+    parallel = sweep_grid(GRID, seeds=SEEDS, n_jobs=2, progress=True)
+    assert outcome(parallel) == outcome(sequential)
+    assert os.getpid() not in worker_pids(parallel)
+
+
+def test_threads_are_set_per_task_and_restored():
+    before = torch.get_num_threads()
+    with joblib.parallel_backend("threading", n_jobs=2):
+        # tasks sharing one process: the first saves, the last restores
+        assert run_parallel(torch.get_num_threads, [{}] * 4, threads_per_job=1) == [1] * 4
+        assert run_parallel(torch.get_num_threads, [{}] * 2) == [TWO_TASK_THREADS] * 2
+    assert torch.get_num_threads() == before
+    # a plain sequential run keeps the caller's setting
+    assert run_parallel(torch.get_num_threads, [{}]) == [before]
+    assert run_parallel(torch.get_num_threads, [{}], threads_per_job=before + 1) == [before + 1]
+    assert torch.get_num_threads() == before
+
+
+def test_doctests_pass():
+    result = doctest.testmod(_parallel, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 5 and result.failed == 0
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, "2"])
+def test_threads_per_job_must_be_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="threads_per_job"):
+        run_parallel(torch.get_num_threads, [{}], threads_per_job=bad)
+    with pytest.raises(ValueError, match="threads_per_job"):
+        sweep_grid(GRID, threads_per_job=bad)
+
+
+def test_sweep_grid_rejects_bad_settings_and_seeds():
+    with pytest.raises(ValueError, match=r"unknown rank_sweep setting\(s\) \['random_state'\]"):
+        sweep_grid({"r_star": [1], "random_state": [0]})
+    with pytest.raises(ValueError, match="seeds must be a sequence"):
+        sweep_grid(GRID, seeds=3)
+    with pytest.raises(ValueError, match="seeds is empty"):
+        sweep_grid(GRID, seeds=[])
+    with pytest.raises(ValueError, match="every seed must be >= 0"):
+        sweep_grid(GRID, seeds=[-1])
+
+
+# -- Dask ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    # Worker processes (not threads): the tasks and estimators really travel
+    # pickled, and each worker has its own torch. Starting takes ~0.5 s; the
+    # first task of each worker imports torch.
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    ) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+def test_dask_grid_matches_sequential(dask_client, sequential):
+    with joblib.parallel_backend("dask"):
+        records = sweep_grid(GRID, seeds=SEEDS)
+    assert outcome(records) == outcome(sequential)
+    # ran on the workers, with the thread count of two tasks per host
+    pids = set(dask_client.run(os.getpid).values())
+    assert worker_pids(records) <= pids and os.getpid() not in pids
+    assert {rec["threads"] for rec in records} == {TWO_TASK_THREADS}
+
+
+def test_dask_grid_search_matches_sequential(dask_client):
+    from distributed import get_task_stream
+
+    X, Y = make_attention_task("linear", n_samples=300, seq_len=4, d=6, rank=2,
+                               random_state=0)
+    est = AttentionRankEstimator(attention="linear", max_epochs=30, random_state=0)
+    grid = {"rank": [1, 2, 3]}
+    local = GridSearchCV(est, grid, cv=2).fit(X, Y)
+    with get_task_stream(dask_client) as stream, joblib.parallel_backend("dask"):
+        remote = GridSearchCV(est, grid, cv=2, n_jobs=2).fit(X, Y)
+        scores = cross_val_score(est.set_params(rank=2), X, Y, cv=2, n_jobs=2)
+    assert len(stream.data) >= 3 * 2 + 2  # the fits ran as Dask tasks
+    # scikit-learn sets no torch threads: Dask's nanny starts workers with OMP_NUM_THREADS=1
+    assert set(dask_client.run(torch.get_num_threads).values()) == {1}
+    # Dask workers run torch on one thread (OMP_NUM_THREADS=1); this process
+    # may use more, so the scores agree to rounding only.
+    assert remote.best_params_ == local.best_params_
+    assert remote.cv_results_["mean_test_score"] == pytest.approx(
+        local.cv_results_["mean_test_score"], rel=1e-5)
+    assert scores == pytest.approx(local.cv_results_["split0_test_score"][1:2].tolist()
+                                   + local.cv_results_["split1_test_score"][1:2].tolist(),
+                                   rel=1e-5)
+
+
+# -- Ray (optional: not installed in CI, see docs/scale_out.md) --------------------
+
+
+def test_ray_grid_matches_sequential(sequential):
+    ray = pytest.importorskip("ray")
+    from ray.util.joblib import register_ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        register_ray()
+        with joblib.parallel_backend("ray"):
+            # progress: the Ray backend cannot stream results (no return_as="generator")
+            records = sweep_grid(GRID, seeds=SEEDS, progress=True)
+    finally:
+        ray.shutdown()
+    assert outcome(records) == outcome(sequential)
+    assert os.getpid() not in worker_pids(records)
