@@ -7,7 +7,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import spectral
 from ..datasets import attention_mixer
 from . import _operator_fit as fits
-from ._attention_rank import AttentionRankEstimator
+from ._attention_rank import AttentionRankEstimator, _check_device
 from ._base import SequenceRegressorMixin, check_float_param, validate_sequences
 
 __all__ = ["EnergyEffectiveRank"]
@@ -148,6 +148,9 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
                 f"use one of {allowed}"
             )
         check_float_param(self.ridge, "ridge", low_open=False)
+        # the data fit runs in numpy, but a device that does not exist is still
+        # an error rather than a silently ignored setting
+        _check_device(self.device)
         if self.value_map is not None and self.method == "recovery":
             raise ValueError(
                 "value_map is used by method='data' only; the recovery student learns V"

@@ -1,9 +1,9 @@
 """Run many experiments at once through joblib: local processes, Dask or Ray.
 
-Every task goes through :class:`joblib.Parallel`, so the backend is chosen by
+Every task goes through ``joblib.Parallel``, so the backend is chosen by
 the caller, without changes here: the default runs locally (``n_jobs`` loky
 processes), and inside ``with joblib.parallel_backend("dask"):`` (after
-creating a :class:`dask.distributed.Client`) or ``"ray"`` (after
+creating a ``dask.distributed.Client``) or ``"ray"`` (after
 ``ray.util.joblib.register_ray()``) the same call runs on that cluster. See
 ``docs/scale_out.md``.
 
@@ -12,7 +12,7 @@ restores the previous value when it ends, so that tasks sharing a machine do
 not oversubscribe its cores. ``k`` is ``threads_per_job`` if given. Otherwise
 it follows joblib's own rule for nested parallelism, evaluated on the machine
 that runs the task: ``k = max(1, cpu_count // slots)``, where ``cpu_count`` is
-:func:`joblib.cpu_count` there (it respects cgroup and affinity limits) and
+``joblib.cpu_count()`` there (it respects cgroup and affinity limits) and
 ``slots`` is the number of tasks that machine runs at once -- for a Dask
 worker, the threads of all Dask workers on its host; elsewhere, the effective
 ``n_jobs`` of the active backend. A run of one job in the calling process
@@ -145,7 +145,7 @@ def run_parallel(function, kwargs_list, n_jobs=None, threads_per_job=None, progr
     kwargs_list : iterable of dict
         Keyword arguments of each call.
     n_jobs : int or None, default=None
-        Passed to :class:`joblib.Parallel`: ``None`` means the active backend's
+        Passed to ``joblib.Parallel``: ``None`` means the active backend's
         default (1 outside a ``joblib.parallel_backend`` context, every worker
         of a Dask or Ray cluster inside one), ``-1`` all local cores.
     threads_per_job : int or None, default=None
