@@ -9,10 +9,10 @@
   next-token targets scored only on the copy.
 """
 
-import numbers
-
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
+
+from ._min_ip import _check_int
 
 __all__ = [
     "COPY_SPECIAL_TOKENS",
@@ -24,15 +24,6 @@ __all__ = [
 #: ids of the special tokens of :func:`make_copy_task`; content tokens follow them
 COPY_SPECIAL_TOKENS = {"pad": 0, "bos": 1, "sep": 2, "eos": 3}
 IGNORE_INDEX = -100
-
-
-def _check_int(value, name, minimum=1, maximum=None):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer; got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        upper = "" if maximum is None else f" and <= {maximum}"
-        raise ValueError(f"{name} must be >= {minimum}{upper}; got {value}")
-    return int(value)
 
 
 def make_random_targets(n_targets, length, vocab_size, random_state=None):
