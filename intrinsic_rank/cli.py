@@ -1,4 +1,4 @@
-"""Command line: ``intrinsic-rank sweep | ladder | frontier | min-ip | reach | copy | reproduce``.
+"""Command line: ``intrinsic-rank sweep | ladder | frontier | min-ip | reach | copy | profile | reproduce``.
 
 Thin by design: it parses arguments, calls :mod:`intrinsic_rank.experiments`,
 prints the table and saves the plot and the records.
@@ -193,6 +193,41 @@ def _build_parser():
     reach.add_argument("--seed", type=int, default=0)
     reach.add_argument("--out", default="runs/reach", help="output folder")
     reach.add_argument("--quiet", action="store_true", help="no per-point progress lines")
+
+    profile = commands.add_parser(
+        "profile",
+        help="per-head rank profile of a pretrained model (static QK kernel, realised "
+        "attention, sinks, locality) and its reachability geometry",
+        description="For every layer and head: the static query-key kernel's spectrum "
+        "and rank measures, the realised attention matrices' energy rank averaged over "
+        "inputs, the mass on the first token (sink), on the most-attended key and on a "
+        "diagonal band (locality); then the hidden-state radius and the bounds of seed 004 "
+        "that apply to the model. Prints the tables, saves profile.png (layer x head heat "
+        "maps), profile.csv and profile.json. Runs offline.",
+    )
+    profile.add_argument("model", nargs="?", default="default",
+                         help="'default' (embedded model), a packaged model "
+                         "(all-MiniLM-L6-v2), a Hugging Face model folder or a .pt file")
+    profile.add_argument("--texts", default=None,
+                         help="a text file, one input per line (default: the package's "
+                         "32 sample passages, or induction sequences for the default model)")
+    profile.add_argument("--n-inputs", type=int, default=32,
+                         help="number of default inputs")
+    profile.add_argument("--max-length", type=int, default=64,
+                         help="truncation length in tokens")
+    profile.add_argument("--band", type=int, default=1,
+                         help="half-width of the locality band (0: the diagonal)")
+    profile.add_argument("--memory", type=int, default=1,
+                         help="prompt vectors m for the reachability geometry")
+    profile.add_argument("--tokens", type=int, default=8,
+                         help="random tokens after the prompt vectors (geometry)")
+    profile.add_argument("--precision", default=None,
+                         help="eps of the bounds: a number or a dtype name such as float16 "
+                         "(default: the model's own dtype)")
+    profile.add_argument("--no-geometry", action="store_true",
+                         help="skip the reachability geometry")
+    profile.add_argument("--seed", type=int, default=0)
+    profile.add_argument("--out", default="runs/profile", help="output folder")
 
     reproduce = commands.add_parser(
         "reproduce",
@@ -496,6 +531,89 @@ def _run_reach(args):
     return 0
 
 
+def _read_texts(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            texts = [line.strip() for line in handle if line.strip()]
+    except OSError as error:
+        raise ValueError(f"cannot read --texts {path!r}: {error.strerror}") from None
+    if not texts:
+        raise ValueError(f"--texts {path!r} holds no non-empty line")
+    return texts
+
+
+def _run_profile(args):
+    from .experiments import (
+        PROFILE_COLUMNS,
+        format_table,
+        plot_head_profile,
+        profile_heads,
+        reachability_geometry,
+        save_profile_csv,
+    )
+    from .nn import as_model_adapter
+    from .nn._pretrained import _resolve
+
+    module, tokenizer, label = _resolve(args.model)
+    inputs = _read_texts(args.texts) if args.texts else None
+    result = profile_heads(module, inputs, tokenizer=tokenizer, n_inputs=args.n_inputs,
+                           max_length=args.max_length, band=args.band,
+                           random_state=args.seed)
+    cfg, base, summ = result.config, result.baselines, result.summary
+    cfg["model"] = label
+    kind = "causal" if cfg["causal"] else "bidirectional"
+    extra = ", rotary positions (not in the static kernel)" if cfg["rotary"] else ""
+    print(
+        f"Per-head profile of {label} ({cfg['family']}, {kind}{extra}): {cfg['n_layers']} "
+        f"layers x {cfg['n_heads']} heads, d = {cfg['d_model']}, d_head = {cfg['d_head']}, "
+        f"{cfg['dtype']}; {cfg['n_inputs']} inputs ({cfg['inputs']}), "
+        f"{cfg['min_length']}-{cfg['max_length']} tokens (mean {cfg['mean_length']:.1f})"
+    )
+    print(format_table(result.records, PROFILE_COLUMNS, floatfmt="{:.3g}"))
+    print(
+        f"uniform attention on the same inputs: energy rank {base['attn_energy_rank']:.3g}, "
+        f"sink mass {base['sink_mass']:.3g}, max key mass {base['max_key_mass']:.3g}, band "
+        f"mass {base['band_mass']:.3g}, entropy {base['entropy']:.3g}"
+    )
+    n = summ["n_heads_total"]
+    print(
+        f"{summ['sink_heads']} of {n} heads put more than {cfg['threshold']:g} of their "
+        f"attention on the first token, {summ['any_sink_heads']} on some single key, "
+        f"{summ['local_heads']} within +/-{cfg['band']} positions"
+    )
+    print(
+        f"static kernel energy rank: median {summ['kernel_energy_rank_median']:.3g} of "
+        f"d_head = {cfg['d_head']}; realised attention energy rank: median "
+        f"{summ['attn_energy_rank_median']:.3g} (uniform {summ['uniform_attn_energy_rank']:.3g});"
+        f" Spearman correlation across heads {summ['spearman_kernel_vs_attn']:.2f}"
+    )
+    geometry = None
+    if not args.no_geometry:
+        geometry = reachability_geometry(
+            as_model_adapter(module, copy_model=False), n_memory=args.memory,
+            n_tokens=args.tokens, precision=_precision_arg(args.precision),
+            random_state=args.seed)
+        g = geometry
+        line = (f"reachability geometry ({g.kind}, m = {g.n_memory}, {g.n_prompts} random "
+                f"prompts of {g.n_tokens} tokens): radius r = {g.radius:.4g}, eps = "
+                f"{g.precision:.3g}; count bound ln N <= {g.log_count_bound:.4g} nats (box "
+                f"{g.box_log_count_bound:.4g})")
+        if math.isfinite(g.slope_bound):
+            line += (f"; slope bound C = {g.slope_bound:.4g} tokens per vector (box "
+                     f"{g.box_slope_bound:.4g})")
+        print(line)
+        for item in g.not_applicable:
+            print(f"  does not apply: {item}")
+    stem = os.path.join(args.out, "profile")
+    save_profile_csv(result, stem + ".csv")
+    _save(args.out, "profile", result.records, lambda path: plot_head_profile(result, path),
+          config=cfg, baselines=base, summary=summ, kernel_spectra=result.kernel_spectra,
+          geometry=None if geometry is None else dict(geometry), texts=result.texts,
+          seconds=result.seconds)
+    print(f"saved {stem}.csv")
+    return 0
+
+
 REPRODUCE_COLUMNS = ["piece", "seconds", "cached", "agrees", "partly", "does_not_agree"]
 
 
@@ -551,7 +669,7 @@ def main(argv=None):
     args = _build_parser().parse_args(argv)
     commands = {"sweep": _run_sweep, "ladder": _run_ladder, "frontier": _run_frontier,
                 "min-ip": _run_min_ip, "copy": _run_copy,
-                "reach": _run_reach, "reproduce": _run_reproduce}
+                "reach": _run_reach, "profile": _run_profile, "reproduce": _run_reproduce}
     try:
         return commands[args.command](args)
     except ValueError as error:

@@ -13,6 +13,7 @@ from ._teachers import (
 )
 from ._tokens import (
     COPY_SPECIAL_TOKENS,
+    load_sample_texts,
     make_copy_task,
     make_induction_corpus,
     make_random_targets,
@@ -29,6 +30,7 @@ from ._min_ip import (
 
 __all__ = [
     "COPY_SPECIAL_TOKENS",
+    "load_sample_texts",
     "make_copy_task",
     "make_induction_corpus",
     "make_random_targets",

@@ -19,6 +19,7 @@ __all__ = [
     "make_copy_task",
     "make_induction_corpus",
     "make_random_targets",
+    "load_sample_texts",
 ]
 
 #: ids of the special tokens of :func:`make_copy_task`; content tokens follow them
@@ -159,3 +160,28 @@ def make_copy_task(n_samples, min_length=5, max_length=50, vocab_size=32,
     if return_info:
         return X, Y, Bunch(lengths=lengths, strings=strings, special_tokens=dict(tok))
     return X, Y
+
+
+def load_sample_texts():
+    """Thirty-two short English passages shipped with the package.
+
+    The default inputs of :func:`intrinsic_rank.experiments.profile_heads` for
+    text models with a tokenizer: everyday prose of 14 to 22 words (narrative,
+    instructions, facts, numbers), written for this project, so profiles run
+    offline and are comparable between models.
+
+    Returns
+    -------
+    texts : list of str
+
+    Examples
+    --------
+    >>> texts = load_sample_texts()
+    >>> len(texts), texts[0].split()[:3]
+    (32, ['The', 'river', 'had'])
+    """
+    from importlib import resources
+
+    text = (resources.files("intrinsic_rank") / "data" / "sample_texts.txt").read_text("utf-8")
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]

