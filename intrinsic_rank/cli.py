@@ -240,7 +240,7 @@ def _build_parser():
     )
     reproduce.add_argument("pieces", nargs="*", default=["all"],
                            help="'all' (the default) or some of: entropic ladder "
-                           "frontier min-ip reach copy")
+                           "frontier min-ip reach copy profile")
     reproduce.add_argument("--quick", action="store_true",
                            help="the quick settings, minutes on a laptop CPU (the default)")
     reproduce.add_argument("--full", action="store_true",

@@ -323,3 +323,63 @@ def test_cli_errors(tmp_path, capsys):
     texts.write_text("words\n")
     assert main(["profile", "default", "--texts", str(texts), "--out", str(tmp_path)]) == 2
     assert "no tokenizer" in capsys.readouterr().err
+
+
+def test_cli_on_a_saved_causal_hf_folder(tmp_path, capsys):
+    # a Hugging Face folder without a tokenizer: random tokens, causal detection, and
+    # the full geometry (slope bound included) because it has a next-token head
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=40,
+                                     n_positions=48)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "gpt2")
+    assert main(["profile", str(tmp_path / "gpt2"), "--n-inputs", "3", "--max-length", "20",
+                 "--band", "0", "--out", str(tmp_path / "o")]) == 0
+    text = capsys.readouterr().out
+    assert "(gpt2, causal)" in text and "uniform random tokens" in text
+    saved = json.load(open(tmp_path / "o" / "profile.json"))
+    assert saved["config"]["causal"] and saved["config"]["band"] == 0
+    assert saved["geometry"]["kind"] == "causal LM" and saved["geometry"]["slope_bound"] > 0
+    # band 0 is the diagonal: a causal model's first query can only see itself
+    assert all(0 < r["band_mass"] <= 1 for r in saved["records"])
+    assert main(["profile", str(tmp_path / "gpt2"), "--max-length", "60", "--no-geometry",
+                 "--out", str(tmp_path / "o2")]) == 2
+    assert "exceed the model's context of 48" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_documented_minilm_numbers(minilm_profile):
+    """The numbers docs/profiles.md and the README quote (full default inputs, 256 prompts)."""
+    s = minilm_profile.summary
+    assert round(s["kernel_energy_rank_median"], 1) == 27.2
+    assert round(s["attn_energy_rank_median"], 2) == 1.82
+    assert (s["sink_heads"], s["local_heads"]) == (22, 2)
+    assert round(s["spearman_kernel_vs_attn"], 2) == -0.22
+    g = reachability_geometry(MINILM, n_memory=1, n_tokens=8)
+    assert round(g.radius, 2) == 6.23 and round(g.log_count_bound) == 7091
+    g16 = reachability_geometry(MINILM, n_memory=1, n_tokens=8, precision="float16")
+    assert round(g16.log_count_bound) == 3630 and round(g16.box_log_count_bound) == 3101
+    d = reachability_geometry("default", n_memory=1, n_tokens=8)
+    assert round(d.slope_bound, 1) == 283.6 and round(d.log_count_bound) == 1180
+
+
+def test_kernel_rank_trajectory_is_seeded_and_moves_with_training(tmp_path):
+    from intrinsic_rank.experiments import kernel_rank_trajectory, plot_kernel_rank_trajectory
+
+    kw = dict(steps=(0, 60), d_model=16, n_heads=2, seq_len=16, n_inputs=4, lr=1e-2)
+    a, b = kernel_rank_trajectory(random_state=1, **kw), kernel_rank_trajectory(
+        random_state=1, **kw)
+    assert a.records == b.records and len(a.records) == 4 and len(a.summary) == 2
+    first, last = a.summary
+    assert last["loss"] < first["loss"]  # it trained
+    assert first["kernel_energy_rank"] != last["kernel_energy_rank"]
+    # step 0 is the seeded initialisation, profiled as profile_heads would
+    torch.manual_seed(1)
+    lm = TinyCausalLM(vocab_size=32, d_model=16, n_layers=2, n_heads=2, max_length=16)
+    p = profile_heads(lm, np.zeros((1, 4), dtype=int))
+    assert first["kernel_energy_rank"] == pytest.approx(
+        np.mean([r["kernel_energy_rank"] for r in p.records]))
+    fig = plot_kernel_rank_trajectory(a, tmp_path / "t.png")
+    assert len(fig.axes) == 3 and (tmp_path / "t.png").exists()
+    for steps in ((100, 50), (), (-1, 5)):
+        with pytest.raises(ValueError, match="increasing"):
+            kernel_rank_trajectory(steps=steps)

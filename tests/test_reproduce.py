@@ -323,6 +323,43 @@ def test_copy_verdicts():
     assert by(judge(_copy(inside=(0.1, 0.0), bracketed=False))) == ["does not agree"] * 2
 
 
+def _profile_model(n_heads, structured, rho, band=1):
+    """A stored profile with ``structured`` of ``n_heads`` heads on one key (mass 0.6)."""
+    records = [dict(max_key_mass=0.6 if h < structured else 0.05, band_mass=0.1)
+               for h in range(n_heads)]
+    return dict(records=records, baselines=dict(max_key_mass=0.05, band_mass=0.13),
+                summary=dict(sink_heads=structured, spearman_kernel_vs_attn=rho,
+                             kernel_energy_rank_median=27.0, attn_energy_rank_median=1.8),
+                config=dict(band=band, d_head=32))
+
+
+def _profile(structured=54, rho=-0.2, default_rho=-0.5, ranks=(6.2, 3.6, 2.9, 3.4),
+             minilm=True):
+    models = {"default": _profile_model(8, 0, default_rho)}
+    models["all-MiniLM-L6-v2"] = (_profile_model(72, structured, rho) if minilm
+                                  else {"missing": "not installed"})
+    summary = [dict(step=100 * i, loss=3.5 - 0.1 * i, kernel_energy_rank=r)
+               for i, r in enumerate(ranks)]
+    return dict(models=models, trajectory=dict(summary=summary))
+
+
+def test_profile_verdicts():
+    judge = PIECES["profile"].verdicts
+    assert by(judge(_profile())) == ["agrees", "agrees", "agrees"]
+    # 20 of 72 structured heads (28%) is partly, 10 (14%) does not agree
+    assert by(judge(_profile(structured=20)))[0] == "partly"
+    assert by(judge(_profile(structured=10)))[0] == "does not agree"
+    # the static rank predicting the realised one on one model of two: partly
+    assert by(judge(_profile(rho=0.8)))[1] == "partly"
+    assert by(judge(_profile(rho=0.8, default_rho=0.9)))[1] == "does not agree"
+    # a kernel rank that barely moves in training does not track the optimisation
+    assert by(judge(_profile(ranks=(3.0, 3.1, 3.05, 3.0))))[2] == "does not agree"
+    assert by(judge(_profile(ranks=(3.0, 2.7, 3.2))))[2] == "partly"
+    # without the pretrained model the sinks claim is left out, not judged
+    left = judge(_profile(minilm=False))
+    assert len(left) == 2 and "sinks" not in left[0].claim
+
+
 def test_every_verdict_is_a_verdict_of_strings():
     v = PIECES["copy"].verdicts(_copy())[0]
     assert isinstance(v, Verdict) and all(isinstance(x, str) for x in v)

@@ -19,7 +19,14 @@ from ._min_ip import (
     summarize_min_ip,
 )
 from ._parallel import SWEEP_GRID_KEYS, run_parallel, sweep_grid
-from ._profile import PROFILE_COLUMNS, plot_head_profile, profile_heads, save_profile_csv
+from ._profile import (
+    PROFILE_COLUMNS,
+    kernel_rank_trajectory,
+    plot_head_profile,
+    plot_kernel_rank_trajectory,
+    profile_heads,
+    save_profile_csv,
+)
 from ._reach import AUTO_LENGTHS, accessibility_curves, plot_accessibility, reachability_geometry
 from ._reproduce import PIECES, VERDICTS, ReproductionPiece, Verdict, reproduce, write_report
 from ._sweep import format_table, plot_sweep, rank_sweep, save_records
@@ -41,7 +48,9 @@ __all__ = [
     "plot_copy_cliff",
     "score_copies",
     "PROFILE_COLUMNS",
+    "kernel_rank_trajectory",
     "plot_head_profile",
+    "plot_kernel_rank_trajectory",
     "profile_heads",
     "save_profile_csv",
     "reachability_geometry",

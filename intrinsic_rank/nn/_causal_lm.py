@@ -252,6 +252,7 @@ def check_causal(adapter, random_state=0):
         raise ValueError(
             f"the model ({type(getattr(adapter, 'model', adapter)).__name__}) is not causal: "
             "changing the last input token changed the outputs at earlier positions; "
-            "reachability needs a causal (decoder-only) language model"
+            "reachability needs a causal (decoder-only) language model (for an encoder, "
+            "intrinsic_rank.experiments.reachability_geometry measures the geometry part)"
         )
     return adapter

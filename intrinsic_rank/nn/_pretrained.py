@@ -113,24 +113,30 @@ def _has_causal_head(architectures):
     return any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
 
 
+def _load_folder(path):
+    """A folder's model -- with its next-token head when it has one -- and tokenizer."""
+    from ._hf import load_hf_causal_lm, load_hf_model, load_hf_tokenizer
+
+    if os.path.isfile(os.path.join(path, "config.json")) and _has_causal_head(
+            _architectures(path)):
+        model = load_hf_causal_lm(path).eval()
+    else:
+        model = load_hf_model(path)
+    return model, load_hf_tokenizer(path)
+
+
 def _resolve(model):
     """``(torch model, tokenizer or None, label)`` of what a user names."""
     if isinstance(model, str) and model == "default":
         return load_default_model(), None, "default"
     if isinstance(model, str) and model in PACKAGED_MODELS:
-        from ._hf import load_hf_model, load_hf_tokenizer
-
-        path = packaged_model_path(model)
-        return load_hf_model(path), load_hf_tokenizer(path), model
+        return (*_load_folder(packaged_model_path(model)), model)
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if os.path.isfile(path):
             return _load_tiny_lm(path), None, os.path.basename(path)
         if os.path.isdir(path):
-            from ._hf import load_hf_model, load_hf_tokenizer
-
-            return load_hf_model(path), load_hf_tokenizer(path), os.path.basename(
-                os.path.normpath(path))
+            return (*_load_folder(path), os.path.basename(os.path.normpath(path)))
         raise ValueError(
             f"model={model!r} is not 'default', a packaged model "
             f"({', '.join(sorted(PACKAGED_MODELS))}), an existing folder or a .pt file"
