@@ -672,7 +672,8 @@ def main(argv=None):
                 "reach": _run_reach, "profile": _run_profile, "reproduce": _run_reproduce}
     try:
         return commands[args.command](args)
-    except ValueError as error:
+    except (ValueError, ImportError) as error:
+        # ImportError: an optional dependency or packaged model is not installed
         print(f"intrinsic-rank {args.command}: error: {error}", file=sys.stderr)
         return 2
 

@@ -259,14 +259,14 @@ def test_packaged_model_errors(monkeypatch):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(inputs=np.array([[1, 2, 70]])), r"in \[0, 64\)"),
-    (dict(inputs=np.array([[1.0, 2.0]])), "integers"),
+    (dict(inputs=np.array([[1.0, 2.0]])), "integer token ids"),
     (dict(inputs=np.array([1, 2, 3])), "shape"),
     (dict(inputs=["some text"]), "no tokenizer"),
     (dict(inputs={"input_ids": np.ones((2, 4), int), "attention_mask": np.ones((2, 3))}),
-     "attention_mask has shape"),
+     "attention_mask must have the shape"),
     (dict(inputs={"input_ids": np.ones((1, 4), int), "attention_mask": np.zeros((1, 4))}),
      "at least one"),
-    (dict(inputs=np.ones((1, 200), int)), "exceed the model's context of 128"),
+    (dict(inputs=np.ones((1, 200), int)), "exceeds the model's context of 128"),
     (dict(band=-1), "band"),
     (dict(threshold=1.5), "threshold"),
     (dict(n_inputs=0), "n_inputs"),
@@ -316,6 +316,14 @@ def test_cli_on_the_packaged_model_with_a_text_file(tmp_path, capsys, minilm_pat
     assert math.isnan(saved["geometry"]["slope_bound"])
 
 
+def test_cli_names_a_missing_packaged_model(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(PACKAGED_MODELS, "ghost", PackagedModel(
+        module="no_such_module_here", distribution="no-such-dist", folder="model",
+        description="missing"))
+    assert main(["profile", "ghost", "--out", str(tmp_path)]) == 2
+    assert "pip install no-such-dist" in capsys.readouterr().err
+
+
 def test_cli_errors(tmp_path, capsys):
     assert main(["profile", "default", "--texts", str(tmp_path / "missing.txt")]) == 2
     assert "cannot read --texts" in capsys.readouterr().err
@@ -341,9 +349,10 @@ def test_cli_on_a_saved_causal_hf_folder(tmp_path, capsys):
     assert saved["geometry"]["kind"] == "causal LM" and saved["geometry"]["slope_bound"] > 0
     # band 0 is the diagonal: a causal model's first query can only see itself
     assert all(0 < r["band_mass"] <= 1 for r in saved["records"])
+    # default inputs are capped at the context of 48 positions
     assert main(["profile", str(tmp_path / "gpt2"), "--max-length", "60", "--no-geometry",
-                 "--out", str(tmp_path / "o2")]) == 2
-    assert "exceed the model's context of 48" in capsys.readouterr().err
+                 "--n-inputs", "2", "--out", str(tmp_path / "o2")]) == 0
+    assert json.load(open(tmp_path / "o2" / "profile.json"))["config"]["max_length"] == 48
 
 
 @pytest.mark.slow
@@ -383,3 +392,26 @@ def test_kernel_rank_trajectory_is_seeded_and_moves_with_training(tmp_path):
     for steps in ((100, 50), (), (-1, 5)):
         with pytest.raises(ValueError, match="increasing"):
             kernel_rank_trajectory(steps=steps)
+
+
+def test_texts_with_a_tokenizer_that_has_no_padding_token():
+    # GPT-2-style tokenizers have no pad token: texts are padded by the profiler itself
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran"]
+    raw = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words + ["[UNK]"])},
+                                     unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=raw)
+    assert tok.pad_token is None
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(transformers.GPT2Config(
+        n_embd=16, n_layer=1, n_head=2, vocab_size=9, n_positions=16)).eval()
+    p = profile_heads(model, ["the cat sat on the mat", "a dog ran"], tokenizer=tok,
+                      max_length=5)
+    assert p.config["causal"] and (p.config["min_length"], p.config["max_length"]) == (3, 5)
+    # max_length=5 cut the first text to its first five tokens
+    cut = profile_heads(model, ["the cat sat on the", "a dog ran"], tokenizer=tok)
+    assert cut.records == p.records
+    with pytest.raises(ValueError, match="single token"):
+        profile_heads(model, ["the", "cat"], tokenizer=tok)

@@ -20,7 +20,14 @@ from sklearn.utils import Bunch
 
 from .. import spectral
 from ..datasets import load_sample_texts, make_induction_corpus
-from ..nn._heads import attention_maps, query_key_weights
+from ..nn._heads import (
+    _check_inputs,
+    _max_positions,
+    _unwrap,
+    _vocab_size,
+    attention_maps,
+    query_key_weights,
+)
 from ..nn._pretrained import _resolve
 from ._plotting import pyplot, save_figure
 
@@ -60,21 +67,12 @@ def _check_positive_int(value, name, minimum=1):
 
 
 def _model_facts(module):
-    """Vocabulary size, context length and parameter dtype of a resolved model."""
-    if hasattr(module, "get_input_embeddings") and hasattr(module, "config"):
-        vocab = int(module.get_input_embeddings().weight.shape[0])
-        context = None
-        for key in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length"):
-            value = getattr(module.config, key, None)
-            if isinstance(value, int) and value > 0:
-                context = value
-                break
-        family = getattr(module.config, "model_type", type(module).__name__)
-    else:  # TinyCausalLM
-        vocab, context = module.config["vocab_size"], module.config["max_length"]
-        family = "tiny_causal_lm"
-    dtype = next(module.parameters()).dtype
-    return vocab, context, family, dtype
+    """Vocabulary size, context length, family and parameter dtype of a resolved model."""
+    model, kind = _unwrap(module)
+    family = ("tiny_causal_lm" if kind == "tiny"
+              else getattr(model.config, "model_type", type(model).__name__))
+    return (_vocab_size(model, kind), _max_positions(model, kind), family,
+            next(model.parameters()).dtype)
 
 
 def _default_inputs(module, tokenizer, vocab, n_inputs, max_length, random_state):
@@ -91,7 +89,7 @@ def _default_inputs(module, tokenizer, vocab, n_inputs, max_length, random_state
     return rng.integers(0, vocab, size=(n_inputs, max_length)), "uniform random tokens"
 
 
-def _encode(inputs, tokenizer, max_length):
+def _encode(inputs, tokenizer, max_length, vocab, context):
     """``(ids, mask, texts)`` from texts, a tokenizer output or an id array."""
     texts = None
     if isinstance(inputs, str):
@@ -103,29 +101,23 @@ def _encode(inputs, tokenizer, max_length):
                 "token ids of shape (n_inputs, length)"
             )
         texts = list(inputs)
-        inputs = tokenizer(texts, padding=True, truncation=True, max_length=max_length,
-                           return_tensors="np")
+        # one text at a time, padded here: many causal LM tokenizers (GPT-2's) have
+        # no padding token, and the padded positions are masked out anyway
+        encoded = [list(tokenizer(text, truncation=True, max_length=max_length)["input_ids"])
+                   for text in texts]
+        width = max(1, max(len(e) for e in encoded))
+        inputs = {"input_ids": np.array([e + [0] * (width - len(e)) for e in encoded]),
+                  "attention_mask": np.array([[1] * len(e) + [0] * (width - len(e))
+                                              for e in encoded])}
     if hasattr(inputs, "keys") and "input_ids" in inputs:
         ids, mask = inputs["input_ids"], inputs.get("attention_mask")
     else:
         ids, mask = inputs, None
-    ids = np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids)
-    if ids.ndim != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
-        raise ValueError(f"token ids must have shape (n_inputs, length); got {ids.shape}")
-    if not np.issubdtype(ids.dtype, np.integer):
-        raise ValueError(f"token ids must be integers; got dtype {ids.dtype}")
-    if mask is None:
-        mask = np.ones(ids.shape, dtype=bool)
-    else:
-        mask = np.asarray(mask.cpu() if isinstance(mask, torch.Tensor) else mask)
-        if mask.shape != ids.shape:
-            raise ValueError(f"attention_mask has shape {mask.shape}, ids {ids.shape}")
-        if not np.isin(mask, (0, 1)).all():
-            raise ValueError("attention_mask must hold only 0 and 1")
-        mask = mask.astype(bool)
-        if not mask.any(axis=1).all():
-            raise ValueError("every input needs at least one unmasked token")
-    return ids.astype(np.int64), mask, texts
+    ids, mask = _check_inputs(ids, mask, vocab, context)
+    ids, mask = ids.numpy(), mask.numpy().astype(bool)
+    if not mask.any(axis=1).all():
+        raise ValueError("every input needs at least one unmasked token")
+    return ids, mask, texts
 
 
 def _is_causal(maps):
@@ -217,7 +209,9 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     n_inputs : int, default=32
         Number of default inputs (ignored when ``inputs`` is given).
     max_length : int, default=64
-        Truncation length of texts and length of default token inputs.
+        Truncation length of texts and length of default token inputs, capped
+        at the model's context. Token ids given directly are never cut: longer
+        than the context is an error.
     band : int, default=1
         Half-width of the diagonal band for ``band_mass`` (``0``: the diagonal).
     q : float, default=0.99
@@ -263,23 +257,14 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     module, folder_tokenizer, label = _resolve(model)
     tokenizer = tokenizer if tokenizer is not None else folder_tokenizer
     vocab, context, family, dtype = _model_facts(module)
-    if context is not None and not hasattr(module, "get_input_embeddings"):
+    if context is not None:  # default inputs and truncated texts fit the context
         max_length = min(max_length, context)
     if inputs is None:
         inputs, source = _default_inputs(module, tokenizer, vocab, n_inputs, max_length,
                                          random_state)
     else:
         source = "given"
-    ids, mask, texts = _encode(inputs, tokenizer, max_length)
-    if ids.min() < 0 or ids.max() >= vocab:
-        raise ValueError(
-            f"token ids must lie in [0, {vocab}) for this model's vocabulary; got "
-            f"[{ids.min()}, {ids.max()}]"
-        )
-    if context is not None and ids.shape[1] > context:
-        raise ValueError(
-            f"inputs of {ids.shape[1]} tokens exceed the model's context of {context}"
-        )
+    ids, mask, texts = _encode(inputs, tokenizer, max_length, vocab, context)
     eps = float(torch.finfo(dtype).eps) if dtype.is_floating_point else float(
         np.finfo(np.float32).eps)
 
@@ -295,8 +280,7 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
               for measure, column in _KERNEL_MEASURES.items()}
 
     per_input = {key: [] for key in _DIAGNOSTICS}
-    uniform = {key: [] for key in _DIAGNOSTICS}
-    causal, lengths = None, []
+    causal, lengths = True, []
     # a batch's maps take n_layers * n_heads * T^2 floats per input: keep them
     # under _MAP_BUDGET bytes so long inputs on big models do not exhaust memory
     per_input_bytes = 4 * n_layers * n_heads * ids.shape[1] ** 2
@@ -306,14 +290,20 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
                               mask[begin:begin + batch_size])
         for A, valid in zip(maps, mask[begin:begin + batch_size]):
             A = A[:, :, valid][:, :, :, valid]
-            if causal is None:
-                causal = _is_causal(A)
+            causal = causal and _is_causal(A)  # one-token inputs cannot tell
             lengths.append(A.shape[-1])
             for key, value in _map_diagnostics(A, band).items():
                 per_input[key].append(value)
-            for key, value in _map_diagnostics(_uniform_maps(A.shape[-1], causal),
-                                               band).items():
-                uniform[key].append(value)
+    if max(lengths) < 2:
+        raise ValueError("every input has a single token: attention maps of one token say "
+                         "nothing; give inputs of at least two tokens")
+    uniform = {key: [] for key in _DIAGNOSTICS}
+    at_length = {}
+    for n in lengths:  # the same diagnostics for uniform attention on the same lengths
+        if n not in at_length:
+            at_length[n] = _map_diagnostics(_uniform_maps(n, causal), band)
+        for key, value in at_length[n].items():
+            uniform[key].append(value)
     stacked = {key: np.stack(values) for key, values in per_input.items()}  # (n, L, H)
     means = {key: value.mean(0) for key, value in stacked.items()}
 

@@ -21,6 +21,24 @@ __all__ = [
 _CONTEXT_KEYS = ("n_positions", "max_position_embeddings", "n_ctx", "seq_length")
 
 
+def _require_transformers():
+    try:
+        import transformers
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "loading a Hugging Face model needs the optional dependency "
+            "'transformers': pip install \"intrinsic_rank[hf]\""
+        ) from None
+    return transformers
+
+
+def _check_folder(path):
+    path = os.fspath(path)
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise ValueError(f"{path!r} is not a model folder (no config.json in it)")
+    return path
+
+
 def load_hf_causal_lm(path, dtype=None):
     """Load a Hugging Face causal LM from a local folder, offline.
 
@@ -35,19 +53,12 @@ def load_hf_causal_lm(path, dtype=None):
     -------
     model : transformers.PreTrainedModel
     """
-    try:
-        from transformers import AutoModelForCausalLM
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "loading a Hugging Face model needs the optional dependency "
-            "'transformers': pip install \"intrinsic_rank[hf]\""
-        ) from None
-    path = os.fspath(path)
-    if not os.path.isfile(os.path.join(path, "config.json")):
-        raise ValueError(f"{path!r} is not a model folder (no config.json in it)")
+    transformers = _require_transformers()
+    path = _check_folder(path)
     kwargs = {} if dtype is None else {"dtype": dtype}
     try:
-        return AutoModelForCausalLM.from_pretrained(path, local_files_only=True, **kwargs)
+        return transformers.AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
+                                                                 **kwargs)
     except ValueError as error:
         # AutoModelForCausalLM refuses configurations without a causal-LM head
         raise ValueError(
@@ -114,24 +125,6 @@ class HFCausalLMAdapter(CausalLMAdapter):
 
     def logits(self, inputs_embeds):
         return self._run(inputs_embeds, False).logits
-
-
-def _require_transformers():
-    try:
-        import transformers
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "loading a Hugging Face model needs the optional dependency "
-            "'transformers': pip install \"intrinsic_rank[hf]\""
-        ) from None
-    return transformers
-
-
-def _check_folder(path):
-    path = os.fspath(path)
-    if not os.path.isfile(os.path.join(path, "config.json")):
-        raise ValueError(f"{path!r} is not a model folder (no config.json in it)")
-    return path
 
 
 def load_hf_model(path, dtype=None):
