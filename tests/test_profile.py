@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from intrinsic_rank import bounds, spectral
+from intrinsic_rank import ReachabilityEstimator, bounds, spectral
 from intrinsic_rank.cli import main
 from intrinsic_rank.datasets import load_sample_texts
 from intrinsic_rank.experiments import (
@@ -205,8 +205,10 @@ def test_encoder_adapter_geometry_and_what_does_not_apply(minilm_path):
     assert g.box_log_count_bound <= g.log_count_bound
     with pytest.raises(NotImplementedError, match="no next-token head"):
         lm.logits(lm.embed(torch.tensor([[1, 2]])))
-    with pytest.raises(ValueError, match="not causal"):
+    with pytest.raises(ValueError, match="bidirectional encoder"):
         as_causal_lm(minilm_path)
+    with pytest.raises(ValueError, match="reachability_geometry"):
+        ReachabilityEstimator(model=MINILM, max_steps=2).fit(np.array([[1, 2, 3]]))
 
 
 def test_causal_geometry_has_the_slope_bound():
@@ -415,3 +417,12 @@ def test_texts_with_a_tokenizer_that_has_no_padding_token():
     assert cut.records == p.records
     with pytest.raises(ValueError, match="single token"):
         profile_heads(model, ["the", "cat"], tokenizer=tok)
+
+
+def test_a_decoder_body_folder_is_still_a_causal_lm(tmp_path):
+    torch.manual_seed(0)
+    body = transformers.GPT2Model(transformers.GPT2Config(
+        n_embd=16, n_layer=1, n_head=2, vocab_size=30, n_positions=16))
+    body.save_pretrained(tmp_path / "body")
+    lm = as_causal_lm(tmp_path / "body")
+    assert type(lm).__name__ == "HFCausalLMAdapter" and lm.vocab_size == 30

@@ -113,6 +113,31 @@ def _has_causal_head(architectures):
     return any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
 
 
+def _encoder_folder_error(path):
+    """Raise a clear ``ValueError`` when a folder holds a bidirectional encoder.
+
+    Loading an encoder (``BertModel``...) with ``AutoModelForCausalLM`` would
+    bolt a random LM head onto it, print transformers' load report and only
+    then fail the causality check; the bare body is checked instead. A
+    decoder body saved without its head (``GPT2Model``) passes.
+    """
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        return
+    architectures = _architectures(path)
+    if not architectures or _has_causal_head(architectures):
+        return
+    from ._hf import HFEncoderAdapter, load_hf_model
+
+    adapter = HFEncoderAdapter(load_hf_model(path))
+    if not adapter.is_causal:
+        raise ValueError(
+            f"the model in {path!r} ({', '.join(architectures)}) is a bidirectional encoder, "
+            "not a causal language model: reachability's cramming and slope bound need one; "
+            "for an encoder, intrinsic_rank.experiments.reachability_geometry measures the "
+            "geometry part"
+        )
+
+
 def _load_folder(path):
     """A folder's model -- with its next-token head when it has one -- and tokenizer."""
     from ._hf import load_hf_causal_lm, load_hf_model, load_hf_tokenizer

@@ -85,8 +85,9 @@ def as_causal_lm(model="default", copy_model=True):
     Parameters
     ----------
     model : "default", str/PathLike, TinyCausalLM, transformers model or CausalLMAdapter
-        ``"default"`` loads :func:`load_default_model`; a path to a folder loads a
-        Hugging Face causal LM from it offline (``transformers`` needed); a path
+        ``"default"`` loads :func:`load_default_model`; a path to a folder (or the
+        name of a packaged model, see :data:`~intrinsic_rank.nn.PACKAGED_MODELS`) loads a Hugging Face
+        causal LM from it offline (``transformers`` needed); a path
         to a ``.pt`` file loads a model saved by :func:`save_tiny_lm`; a model
         instance is wrapped.
     copy_model : bool, default=True
@@ -106,13 +107,19 @@ def as_causal_lm(model="default", copy_model=True):
     """
     if isinstance(model, str) and model == "default":
         return check_causal(TinyLMAdapter(load_default_model()))
+    from ._pretrained import PACKAGED_MODELS, packaged_model_path
+
+    if isinstance(model, str) and model in PACKAGED_MODELS:
+        model = packaged_model_path(model)
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if os.path.isfile(path):
             return check_causal(TinyLMAdapter(_load_tiny_lm(path)))
         if os.path.isdir(path):
             from ._hf import HFCausalLMAdapter, load_hf_causal_lm
+            from ._pretrained import _encoder_folder_error
 
+            _encoder_folder_error(path)
             return check_causal(HFCausalLMAdapter(load_hf_causal_lm(path)))
         raise ValueError(
             f"model={model!r} is neither 'default' nor an existing file or folder"
