@@ -563,6 +563,8 @@ def _run_profile(args):
     cfg["model"] = label
     kind = "causal" if cfg["causal"] else "bidirectional"
     extra = ", rotary positions (not in the static kernel)" if cfg["rotary"] else ""
+    if cfg["qk_norm"]:
+        extra += ", per-head query/key norms (the static kernel is approximate)"
     print(
         f"Per-head profile of {label} ({cfg['family']}, {kind}{extra}): {cfg['n_layers']} "
         f"layers x {cfg['n_heads']} heads, d = {cfg['d_model']}, d_head = {cfg['d_head']}, "
