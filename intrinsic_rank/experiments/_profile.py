@@ -82,7 +82,8 @@ def _default_inputs(module, tokenizer, vocab, n_inputs, max_length, random_state
         return (texts * reps)[:n_inputs], "sample texts"
     if not hasattr(module, "get_input_embeddings"):
         # the project's own models are trained on (or for) induction sequences
-        ids = make_induction_corpus(n_inputs, max_length, vocab, max_segment=max(1, max_length // 4),
+        ids = make_induction_corpus(n_inputs, max_length, vocab,
+                                    max_segment=max(1, max_length // 4),
                                     random_state=random_state)
         return ids, "induction sequences"
     rng = np.random.default_rng(random_state)

@@ -854,8 +854,9 @@ def _profile_verdicts(result, structured_share=0.5, spearman_max=0.3, moved=0.25
         low = [name for name, rho in rhos.items() if _finite(rho) and rho <= spearman_max]
         measured = "; ".join(
             f"{name}: Spearman {_num(rho, '{:.2f}')} between static-kernel and realised "
-            f"energy rank across heads (medians {_num(profiled[name]['summary']['kernel_energy_rank_median'])}"
-            f" of {profiled[name]['config']['d_head']} and "
+            f"energy rank across heads (medians "
+            f"{_num(profiled[name]['summary']['kernel_energy_rank_median'])} of "
+            f"{profiled[name]['config']['d_head']} and "
             f"{_num(profiled[name]['summary']['attn_energy_rank_median'])})"
             for name, rho in rhos.items())
         verdicts.append(Verdict(
