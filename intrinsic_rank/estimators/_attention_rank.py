@@ -190,7 +190,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     >>> X, Y = make_attention_task("linear", n_samples=512, seq_len=4, d=6,
     ...                            rank=2, random_state=0)
     >>> est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3],
-    ...                              max_epochs=60, random_state=0).fit(X, Y)
+    ...                              max_epochs=100, random_state=0).fit(X, Y)
     >>> est.rank_
     2
     """
