@@ -20,6 +20,7 @@ from sklearn.utils import Bunch
 
 from .. import spectral
 from ..datasets import load_sample_texts, make_induction_corpus
+from ..datasets._min_ip import _check_int
 from ..nn._heads import (
     _check_inputs,
     _max_positions,
@@ -57,13 +58,6 @@ _KERNEL_MEASURES = {
 _MAP_BUDGET = 256 * 2**20
 _DIAGNOSTICS = ("attn_energy_rank", "attn_numerical_rank", "attn_stable_rank",
                 "sink_mass", "max_key_mass", "band_mass", "entropy")
-
-
-def _check_positive_int(value, name, minimum=1):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
-            or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
-    return int(value)
 
 
 def _model_facts(module):
@@ -247,10 +241,10 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     True
     """
     start = time.perf_counter()
-    n_inputs = _check_positive_int(n_inputs, "n_inputs")
-    max_length = _check_positive_int(max_length, "max_length", 2)
-    band = _check_positive_int(band, "band", 0)
-    batch_size = _check_positive_int(batch_size, "batch_size")
+    n_inputs = _check_int(n_inputs, "n_inputs")
+    max_length = _check_int(max_length, "max_length", 2)
+    band = _check_int(band, "band", 0)
+    batch_size = _check_int(batch_size, "batch_size")
     if not 0 < float(threshold) < 1:
         raise ValueError(f"threshold must lie in (0, 1); got {threshold!r}")
     if not 0 < float(q) <= 1:
@@ -515,10 +509,10 @@ def kernel_rank_trajectory(steps=(0, 100, 200, 400, 800), vocab_size=32, d_model
     steps = [int(s) for s in steps]
     if not steps or steps[0] < 0 or any(b <= a for a, b in zip(steps, steps[1:])):
         raise ValueError(f"steps must be increasing integers >= 0; got {steps}")
-    for value, name in ((vocab_size, "vocab_size"), (seq_len, "seq_len"),
-                        (n_inputs, "n_inputs"), (batch_size, "batch_size"),
-                        (max_segment, "max_segment")):
-        _check_positive_int(value, name, 2 if name in ("vocab_size", "seq_len") else 1)
+    for value, name, low in ((vocab_size, "vocab_size", 2), (seq_len, "seq_len", 2),
+                             (n_inputs, "n_inputs", 1), (batch_size, "batch_size", 1),
+                             (max_segment, "max_segment", 1)):
+        _check_int(value, name, low)
     torch.manual_seed(int(random_state))
     lm = TinyCausalLM(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers,
                       n_heads=n_heads, max_length=seq_len)

@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ..datasets import make_random_targets
+from ..datasets._min_ip import _check_int
 from ..estimators import ReachabilityEstimator
 from ..nn import as_causal_lm
 from ._curves import fit_n50, fit_slope
@@ -273,8 +274,7 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
 
     for value, name, low in ((n_memory, "n_memory", 1), (n_tokens, "n_tokens", 0),
                              (n_prompts, "n_prompts", 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+        _check_int(value, name, low)
     lm = as_model_adapter(model)
     if precision is None:
         eps = bounds.precision_from_dtype(str(lm.dtype))

@@ -234,21 +234,7 @@ def check_causal(adapter, random_state=0):
     adapter : CausalLMAdapter
         The same adapter, for chaining.
     """
-    generator = torch.Generator().manual_seed(int(random_state))
-    length = 6 if adapter.max_length is None else min(6, adapter.max_length)
-    if length < 2:
-        return adapter
-    E = adapter.embedding_matrix()
-    ids = torch.randint(adapter.vocab_size, (1, length), generator=generator).to(E.device)
-    with torch.no_grad():
-        base = adapter.embed(ids)
-        changed = base.clone()
-        changed[:, -1] = changed[:, -1] + 3 * E.float().std().to(E.dtype) * torch.randn(
-            changed.shape[-1], generator=generator).to(E.device, E.dtype)
-        before = adapter.logits(base)[:, :-1].float()
-        after = adapter.logits(changed)[:, :-1].float()
-    scale = before.abs().max().clamp_min(1e-6)
-    if not torch.allclose(before, after, atol=1e-4 * float(scale), rtol=1e-3):
+    if not _earlier_outputs_unchanged(adapter, adapter.logits, random_state):
         raise ValueError(
             f"the model ({type(getattr(adapter, 'model', adapter)).__name__}) is not causal: "
             "changing the last input token changed the outputs at earlier positions; "
@@ -256,3 +242,27 @@ def check_causal(adapter, random_state=0):
             "intrinsic_rank.experiments.reachability_geometry measures the geometry part)"
         )
     return adapter
+
+
+def _earlier_outputs_unchanged(adapter, outputs, random_state=0):
+    """Whether replacing the last input embedding leaves ``outputs`` at earlier positions.
+
+    ``outputs`` maps input embeddings ``(1, T, width)`` to per-position outputs
+    (an adapter's ``logits`` or ``final_hidden``). Inputs shorter than two
+    positions cannot tell and count as unchanged.
+    """
+    generator = torch.Generator().manual_seed(int(random_state))
+    length = 6 if adapter.max_length is None else min(6, adapter.max_length)
+    if length < 2:
+        return True
+    E = adapter.embedding_matrix()
+    ids = torch.randint(adapter.vocab_size, (1, length), generator=generator).to(E.device)
+    with torch.no_grad():
+        base = adapter.embed(ids)
+        changed = base.clone()
+        changed[:, -1] = changed[:, -1] + 3 * E.float().std().to(E.dtype) * torch.randn(
+            changed.shape[-1], generator=generator).to(E.device, E.dtype)
+        before = outputs(base)[:, :-1].float()
+        after = outputs(changed)[:, :-1].float()
+    scale = before.abs().max().clamp_min(1e-6)
+    return bool(torch.allclose(before, after, atol=1e-4 * float(scale), rtol=1e-3))

@@ -43,10 +43,10 @@ import torch
 from torch import nn
 
 from ._causal_lm import CausalLMAdapter, TinyCausalLM
+from ._hf import _context_length
 
 __all__ = ["QueryKeyHeads", "query_key_weights", "attention_maps"]
 
-_CONTEXT_KEYS = ("n_positions", "max_position_embeddings", "n_ctx", "seq_length")
 
 # model types whose attention is BertSelfAttention-like: query/key/value Linear
 # layers, absolute positions, logits scaled by module.scaling
@@ -483,11 +483,7 @@ def query_key_weights(model):
 def _max_positions(model, kind):
     if kind == "tiny":
         return model.config["max_length"]
-    for key in _CONTEXT_KEYS:
-        value = getattr(model.config, key, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
+    return _context_length(model.config)
 
 
 def _vocab_size(model, kind):

@@ -8,7 +8,7 @@ import os
 
 import torch
 
-from ._causal_lm import CausalLMAdapter
+from ._causal_lm import CausalLMAdapter, _earlier_outputs_unchanged
 
 __all__ = [
     "HFCausalLMAdapter",
@@ -19,6 +19,37 @@ __all__ = [
 ]
 
 _CONTEXT_KEYS = ("n_positions", "max_position_embeddings", "n_ctx", "seq_length")
+
+
+def _context_length(config):
+    """The model's context from its config (the first positive size found), or None."""
+    for key in _CONTEXT_KEYS:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _full_mask(inputs_embeds, max_length):
+    """An all-ones attention mask for ``inputs_embeds``, after checking the context."""
+    if max_length is not None and inputs_embeds.shape[1] > max_length:
+        raise ValueError(
+            f"input of {inputs_embeds.shape[1]} positions exceeds the model's "
+            f"context of {max_length}"
+        )
+    return torch.ones(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
+
+
+def _from_folder(auto_class, path, dtype, errors, explain):
+    """``transformers.<auto_class>.from_pretrained(path)`` offline, failures as ValueError."""
+    transformers = _require_transformers()
+    path = _check_folder(path)
+    kwargs = {} if dtype is None else {"dtype": dtype}
+    try:
+        return getattr(transformers, auto_class).from_pretrained(
+            path, local_files_only=True, **kwargs)
+    except errors as error:
+        raise ValueError(explain(path, error)) from None
 
 
 def _require_transformers():
@@ -53,18 +84,11 @@ def load_hf_causal_lm(path, dtype=None):
     -------
     model : transformers.PreTrainedModel
     """
-    transformers = _require_transformers()
-    path = _check_folder(path)
-    kwargs = {} if dtype is None else {"dtype": dtype}
-    try:
-        return transformers.AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
-                                                                 **kwargs)
-    except ValueError as error:
-        # AutoModelForCausalLM refuses configurations without a causal-LM head
-        raise ValueError(
-            f"{path!r} does not hold a causal language model that transformers can "
-            f"load with AutoModelForCausalLM: {error}"
-        ) from None
+    # AutoModelForCausalLM refuses configurations without a causal-LM head
+    return _from_folder(
+        "AutoModelForCausalLM", path, dtype, ValueError,
+        lambda path, error: f"{path!r} does not hold a causal language model that "
+        f"transformers can load with AutoModelForCausalLM: {error}")
 
 
 class HFCausalLMAdapter(CausalLMAdapter):
@@ -99,9 +123,7 @@ class HFCausalLMAdapter(CausalLMAdapter):
         self.vocab_size = int(output.weight.shape[0] if output is not None
                               else getattr(config, "vocab_size", embeddings.shape[0]))
         self.width = int(embeddings.shape[1])
-        context = [getattr(config, key, None) for key in _CONTEXT_KEYS]
-        context = [c for c in context if isinstance(c, int) and c > 0]
-        self.max_length = context[0] if context else None
+        self.max_length = _context_length(config)
         self.freeze()
 
     def embedding_matrix(self):
@@ -111,13 +133,8 @@ class HFCausalLMAdapter(CausalLMAdapter):
         return self.model.get_input_embeddings()(ids)
 
     def _run(self, inputs_embeds, hidden):
-        if self.max_length is not None and inputs_embeds.shape[1] > self.max_length:
-            raise ValueError(
-                f"input of {inputs_embeds.shape[1]} positions exceeds the model's "
-                f"context of {self.max_length}"
-            )
-        mask = torch.ones(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
-        return self.model(inputs_embeds=inputs_embeds, attention_mask=mask,
+        return self.model(inputs_embeds=inputs_embeds,
+                          attention_mask=_full_mask(inputs_embeds, self.max_length),
                           output_hidden_states=hidden, use_cache=False)
 
     def final_hidden(self, inputs_embeds):
@@ -147,14 +164,9 @@ def load_hf_model(path, dtype=None):
     model : transformers.PreTrainedModel
         In eval mode.
     """
-    transformers = _require_transformers()
-    path = _check_folder(path)
-    kwargs = {} if dtype is None else {"dtype": dtype}
-    try:
-        model = transformers.AutoModel.from_pretrained(path, local_files_only=True, **kwargs)
-    except (ValueError, OSError) as error:
-        raise ValueError(f"transformers cannot load a model from {path!r}: {error}") from None
-    return model.eval()
+    return _from_folder(
+        "AutoModel", path, dtype, (ValueError, OSError),
+        lambda path, error: f"transformers cannot load a model from {path!r}: {error}").eval()
 
 
 def load_hf_tokenizer(path):
@@ -220,11 +232,9 @@ class HFEncoderAdapter(CausalLMAdapter):
         embeddings = model.get_input_embeddings().weight
         self.vocab_size = int(embeddings.shape[0])
         self.width = int(embeddings.shape[1])
-        context = [getattr(model.config, key, None) for key in _CONTEXT_KEYS]
-        context = [c for c in context if isinstance(c, int) and c > 0]
-        self.max_length = context[0] if context else None
+        self.max_length = _context_length(model.config)
         self.freeze()
-        self.is_causal = _hidden_states_causal(self)
+        self.is_causal = _earlier_outputs_unchanged(self, self.final_hidden)
 
     def embedding_matrix(self):
         return self.model.get_input_embeddings().weight
@@ -233,12 +243,7 @@ class HFEncoderAdapter(CausalLMAdapter):
         return self.model.get_input_embeddings()(ids)
 
     def final_hidden(self, inputs_embeds):
-        if self.max_length is not None and inputs_embeds.shape[1] > self.max_length:
-            raise ValueError(
-                f"input of {inputs_embeds.shape[1]} positions exceeds the model's "
-                f"context of {self.max_length}"
-            )
-        mask = torch.ones(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
+        mask = _full_mask(inputs_embeds, self.max_length)
         # the bare body: a model with a task head (BertForMaskedLM...) would
         # return its head's output first
         body = getattr(self.model, "base_model", self.model)
@@ -250,23 +255,3 @@ class HFEncoderAdapter(CausalLMAdapter):
             "cramming, accessibility and the slope bound do not apply; only the "
             "hidden-state geometry (radius, box, count bound) does"
         )
-
-
-def _hidden_states_causal(adapter, length=6, seed=0):
-    """Whether the last input leaves earlier final hidden states unchanged."""
-    if adapter.max_length is not None:
-        length = min(length, adapter.max_length)
-    if length < 2:
-        return True
-    generator = torch.Generator().manual_seed(seed)
-    E = adapter.embedding_matrix()
-    ids = torch.randint(adapter.vocab_size, (1, length), generator=generator).to(E.device)
-    with torch.no_grad():
-        base = adapter.embed(ids)
-        changed = base.clone()
-        changed[:, -1] += 3 * E.float().std().to(E.dtype) * torch.randn(
-            changed.shape[-1], generator=generator).to(E.device, E.dtype)
-        before = adapter.final_hidden(base)[:, :-1].float()
-        after = adapter.final_hidden(changed)[:, :-1].float()
-    scale = before.abs().max().clamp_min(1e-6)
-    return bool(torch.allclose(before, after, atol=1e-4 * float(scale), rtol=1e-3))
