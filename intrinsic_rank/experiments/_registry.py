@@ -11,7 +11,10 @@ one; neither ``cli.py`` nor the reproduce runner changes.
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional
 
-__all__ = ["EXPERIMENTS", "Experiment", "Verdict", "VERDICTS", "get_experiment", "register"]
+__all__ = [
+    "EXPERIMENTS", "Experiment", "Verdict", "VERDICTS", "get_experiment", "grade", "is_finite",
+    "number_text", "one_plot", "register", "save_plot",
+]
 
 VERDICTS = ("agrees", "partly", "does not agree")
 """The three verdicts a claim can get, from best to worst."""
@@ -160,3 +163,111 @@ def get_experiment(name):
         if name in (experiment.name, experiment.command):
             return experiment
     raise ValueError(f"unknown experiment {name!r}; use one of {', '.join(EXPERIMENTS)}")
+
+
+# -- small helpers shared by the experiments' verdict and plot functions ---------------
+
+
+def number_text(value, fmt="{:.3g}"):
+    """A number for prose: NaN and None read as "n/a", booleans as yes/no.
+
+    Parameters
+    ----------
+    value : object
+    fmt : str, default="{:.3g}"
+
+    Returns
+    -------
+    text : str
+
+    Examples
+    --------
+    >>> number_text(0.123456), number_text(float("nan")), number_text(3)
+    ('0.123', 'n/a', '3')
+    """
+    import math
+
+    import numpy as np
+
+    if value is None:
+        return "n/a"
+    try:
+        if math.isnan(value):
+            return "n/a"
+    except TypeError:
+        return str(value)
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return fmt.format(value)
+
+
+def is_finite(value):
+    """Whether ``value`` is a finite Python number (not None, NaN or inf).
+
+    Examples
+    --------
+    >>> is_finite(1.0), is_finite(None), is_finite(float("inf"))
+    (True, False, False)
+    """
+    import math
+
+    return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def grade(n_ok, n_total):
+    """All checks pass: "agrees"; some: "partly"; none: "does not agree".
+
+    Examples
+    --------
+    >>> grade(2, 2), grade(1, 2), grade(0, 2)
+    ('agrees', 'partly', 'does not agree')
+    """
+    if n_total > 0 and n_ok == n_total:
+        return "agrees"
+    return "partly" if n_ok > 0 else "does not agree"
+
+
+def save_plot(fig, folder, name):
+    """Save ``fig`` as ``folder/name`` (PNG), close it and return ``name``.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    folder : str
+    name : str
+
+    Returns
+    -------
+    name : str
+    """
+    import os
+
+    from ._output import pyplot
+
+    fig.savefig(os.path.join(folder, name), dpi=120)
+    pyplot().close(fig)
+    return name
+
+
+def one_plot(plot, file_name):
+    """``plot(result, folder)`` of an experiment drawn by one plot function.
+
+    Parameters
+    ----------
+    plot : callable
+        ``plot(result_bunch)`` -> figure.
+    file_name : str
+
+    Returns
+    -------
+    draw : callable
+        ``draw(result, folder)`` -> ``[file_name]``.
+    """
+    from sklearn.utils import Bunch
+
+    def draw(result, folder):
+        return [save_plot(plot(Bunch(**result)), folder, file_name)]
+
+    return draw
