@@ -61,6 +61,8 @@ Use :func:`rank_profile` to get all six at once from a single SVD.
 
 import numpy as np
 
+from ._validation import check_real
+
 __all__ = [
     "singular_values",
     "numerical_rank",
@@ -216,9 +218,7 @@ def _stable_rank(spec):
 
 
 def _energy_threshold_rank(spec, q=0.99):
-    q = float(q)
-    if not 0 < q <= 1:
-        raise ValueError(f"q must satisfy 0 < q <= 1; got {q}")
+    q = check_real(q, "q", 0, 1, low_open=True)
     x, is_zero = _scaled(spec.s)
     cumulative = np.cumsum(x**2, axis=-1)
     total = cumulative[..., -1:]

@@ -255,7 +255,7 @@ def test_non_boolean_tokens_are_rejected(bad):
         (lambda: make_min_ip(n_bits=65), "n_bits must be an integer in \\[1, 64\\]"),
         (lambda: make_min_ip(seq_len=0), "seq_len must be an integer >= 1"),
         (lambda: make_min_ip(n_samples=2.5), "n_samples must be an integer"),
-        (lambda: make_min_ip(density=0.0), "density must be a number in \\(0, 1\\)"),
+        (lambda: make_min_ip(density=0.0), "density must be a finite real number in \\(0, 1\\)"),
         (lambda: make_min_ip(density=1.0), "density must be"),
         (lambda: make_min_ip(n_bits=7, seq_len=3, exhaustive=True),
          r"2\*\*21 = 2097152 sequences"),

@@ -1,4 +1,4 @@
-"""Training-free estimates of the teachers' mixers (estimators/_operator_fit.py)."""
+"""Training-free estimates of the teachers' mixers (intrinsic_rank/operator_fit.py)."""
 
 import ast
 import doctest
@@ -10,7 +10,7 @@ import pytest
 
 from intrinsic_rank import spectral
 from intrinsic_rank.datasets import make_attention_task, make_fixed_operator_task
-from intrinsic_rank.estimators import _operator_fit as of
+from intrinsic_rank import operator_fit as of
 
 
 def _cosine(a, b):

@@ -31,12 +31,17 @@ Generators:
   pools.
 """
 
-import itertools
-import math
-import numbers
-
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
+
+from .._validation import check_int, check_real, child_seeds
+from ..codes import (
+    check_boolean_tokens,
+    check_constant_weight_code,
+    code_overlaps,
+    random_constant_weight_code,
+    witness_blocks,
+)
 
 __all__ = [
     "min_ip_targets",
@@ -51,48 +56,14 @@ __all__ = [
 _TARGETS = ("all", "final")
 _MAX_BITS = 64
 _MAX_EXHAUSTIVE_LOG2 = 20  # at most 2**20 enumerated sequences
-_ENUMERATE_CODE_LIMIT = 2**16  # enumerate all weight-w words below this count
 _PERMUTE_TRIPLES_LIMIT = 2**20  # sample triples by a full permutation below this
 _CHUNK = 4096
-
-
-def _check_int(value, name, minimum=1, maximum=None):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"{name} must be an integer {bounds}; got {value}")
-    return int(value)
 
 
 def _check_target(target):
     if target not in _TARGETS:
         raise ValueError(f"unknown target {target!r}; use one of {_TARGETS}")
     return target
-
-
-def _child_seeds(random_state, count):
-    rng = check_random_state(random_state)
-    return rng.randint(np.iinfo(np.int32).max, size=count)
-
-
-def _check_boolean_tokens(X, name="X"):
-    """Return ``X`` as a float64 0/1 array, or raise naming the first bad value."""
-    X = np.asarray(X)
-    if X.dtype == bool:
-        return X.astype(np.float64)
-    if not (np.issubdtype(X.dtype, np.number)):
-        raise ValueError(
-            f"tokens must be Boolean (0/1); {name} has non-numeric dtype {X.dtype}"
-        )
-    bad = ~((X == 0) | (X == 1))  # NaN fails both comparisons
-    if np.any(bad):
-        example = X[bad].flat[0]
-        raise ValueError(
-            f"tokens must be Boolean (0/1); {name} holds {int(bad.sum())} other "
-            f"value(s), e.g. {example!r}"
-        )
-    return X.astype(np.float64)
 
 
 def min_ip_targets(X, target="all"):
@@ -139,7 +110,7 @@ def min_ip_targets(X, target="all"):
         )
     if min(X.shape) == 0:
         raise ValueError(f"X must have no empty axis; got shape {X.shape}")
-    X = _check_boolean_tokens(X)
+    X = check_boolean_tokens(X)
     # Integer-valued float64 products are exact (|<x, z>| <= n_bits << 2**53).
     gram = np.matmul(X, np.swapaxes(X, 1, 2))
     minima = gram.min(axis=-1)
@@ -208,15 +179,10 @@ def make_min_ip(
     >>> X.shape, X[1].tolist(), y[:4].tolist()
     ((16, 2, 2), [[0.0, 0.0], [0.0, 1.0]], [0.0, 0.0, 0.0, 0.0])
     """
-    n_samples = _check_int(n_samples, "n_samples")
-    seq_len = _check_int(seq_len, "seq_len")
-    n_bits = _check_int(n_bits, "n_bits", 1, _MAX_BITS)
-    if (
-        isinstance(density, (bool, np.bool_))
-        or not isinstance(density, numbers.Real)
-        or not 0 < density < 1
-    ):
-        raise ValueError(f"density must be a number in (0, 1); got {density!r}")
+    n_samples = check_int(n_samples, "n_samples")
+    seq_len = check_int(seq_len, "seq_len")
+    n_bits = check_int(n_bits, "n_bits", 1, _MAX_BITS)
+    density = check_real(density, "density", 0, 1, low_open=True, high_open=True)
     target = _check_target(target)
     if exhaustive:
         total_bits = n_bits * seq_len
@@ -253,93 +219,7 @@ def make_min_ip(
 def _check_weight(weight, n_bits):
     if weight is None:
         weight = n_bits // 2
-    return _check_int(weight, "weight", 1, n_bits - 1)
-
-
-def _row_keys(bits):
-    """One hashable key per row of a 0/1 matrix (for de-duplication)."""
-    return [row.tobytes() for row in np.packbits(bits.astype(np.uint8), axis=1)]
-
-
-def _constant_weight_code(n_bits, weight, n_codewords, rng):
-    """``n_codewords`` distinct uniformly random words of Hamming weight ``weight``.
-
-    Below ``2**16`` words of that weight all of them are enumerated and a random
-    subset is taken; above, random supports are drawn in fixed-size chunks and
-    repeats are rejected. Either way the words come in a uniformly random order.
-    """
-    available = math.comb(n_bits, weight)
-    if n_codewords > available:
-        raise ValueError(
-            f"only C({n_bits}, {weight}) = {available} distinct words of weight "
-            f"{weight} exist in {n_bits} bits; asked for n_codewords={n_codewords}"
-        )
-    if available <= _ENUMERATE_CODE_LIMIT:
-        words = np.zeros((available, n_bits), dtype=np.float64)
-        for row, support in enumerate(itertools.combinations(range(n_bits), weight)):
-            words[row, list(support)] = 1.0
-        return words[rng.permutation(available)[:n_codewords]]
-    chosen, seen = [], set()
-    while len(chosen) < n_codewords:
-        keys = rng.random_sample((_CHUNK, n_bits))
-        supports = np.argsort(keys, axis=1)[:, :weight]
-        words = np.zeros((_CHUNK, n_bits), dtype=np.float64)
-        np.put_along_axis(words, supports, 1.0, axis=1)
-        for word, key in zip(words, _row_keys(words)):
-            if key not in seen:
-                seen.add(key)
-                chosen.append(word)
-    return np.array(chosen[:n_codewords])
-
-
-def _check_codewords(codewords, weight):
-    codewords = np.asarray(codewords)
-    if codewords.ndim != 2:
-        raise ValueError(
-            f"codewords must be 2-D (n_codewords, n_bits); got shape {codewords.shape}"
-        )
-    codewords = _check_boolean_tokens(codewords, "codewords")
-    n_codewords, n_bits = codewords.shape
-    if n_codewords < 3:
-        raise ValueError(
-            f"codewords must hold at least 3 words (a query and two candidates); "
-            f"got {n_codewords}"
-        )
-    weights = codewords.sum(axis=1)
-    if np.any(weights != weights[0]):
-        raise ValueError(
-            "codewords must form a constant-weight code; got Hamming weights "
-            f"{sorted(set(weights.astype(int).tolist()))}"
-        )
-    w = int(weights[0])
-    if weight is not None and weight != w:
-        raise ValueError(f"weight={weight} but the codewords have weight {w}")
-    if not 1 <= w <= n_bits - 1:
-        raise ValueError(f"codewords must have weight in [1, n_bits - 1]; got {w}")
-    if np.unique(codewords, axis=0).shape[0] != n_codewords:
-        raise ValueError("codewords must be distinct")
-    return codewords, w
-
-
-def _overlaps(codewords):
-    # Float64 BLAS products of 0/1 vectors are exact integers.
-    return np.rint(codewords @ codewords.T).astype(np.int64)
-
-
-def _triple_blocks(overlaps, weight, gap):
-    """Count the witness triples ``(q, a, b)`` by query and overlap level.
-
-    ``counts[q, v]`` is the number of codewords other than ``q`` with overlap
-    ``v`` with ``q``; the triples of query ``q`` with ``<q, a> = v`` number
-    ``counts[q, v] * counts[q, v + gap]``.
-    """
-    n_codewords = overlaps.shape[0]
-    counts = np.zeros((n_codewords, weight + 1), dtype=np.int64)
-    for v in range(weight + 1):
-        counts[:, v] = np.count_nonzero(overlaps == v, axis=1)
-    counts[:, weight] -= 1  # the query itself (<q, q> = w)
-    blocks = counts[:, : weight + 1 - gap] * counts[:, gap:]
-    return counts, blocks
+    return check_int(weight, "weight", 1, n_bits - 1)
 
 
 def _distinct_indices(total, n, rng):
@@ -360,7 +240,7 @@ def _distinct_indices(total, n, rng):
 
 
 def _sample_triples(overlaps, weight, gap, n_sequences, rng):
-    counts, blocks = _triple_blocks(overlaps, weight, gap)
+    counts, blocks = witness_blocks(overlaps, weight, gap)
     total = int(blocks.sum())
     if n_sequences > total:
         raise ValueError(
@@ -491,21 +371,21 @@ def make_min_ip_witness_suite(
     >>> bool(np.all(y == info.overlaps[:, 0]))
     True
     """
-    n_sequences = _check_int(n_sequences, "n_sequences")
-    gap = _check_int(gap, "gap")
+    n_sequences = check_int(n_sequences, "n_sequences")
+    gap = check_int(gap, "gap")
     target = _check_target(target)
-    code_seed, triple_seed, order_seed = _child_seeds(random_state, 3)
+    code_seed, triple_seed, order_seed = child_seeds(random_state, 3)
     if codewords is None:
-        n_bits = _check_int(n_bits, "n_bits", 2, _MAX_BITS)
+        n_bits = check_int(n_bits, "n_bits", 2, _MAX_BITS)
         weight = _check_weight(weight, n_bits)
-        n_codewords = _check_int(n_codewords, "n_codewords", 3)
-        codewords = _constant_weight_code(
+        n_codewords = check_int(n_codewords, "n_codewords", 3)
+        codewords = random_constant_weight_code(
             n_bits, weight, n_codewords, np.random.RandomState(code_seed)
         )
     else:
-        codewords, weight = _check_codewords(codewords, weight)
+        codewords, weight = check_constant_weight_code(codewords, weight)
         n_codewords, n_bits = codewords.shape
-    overlaps = _overlaps(codewords)
+    overlaps = code_overlaps(codewords)
     triples = _sample_triples(
         overlaps, weight, gap, n_sequences, np.random.RandomState(triple_seed)
     )
@@ -536,7 +416,7 @@ def make_min_ip_witness_suite(
         weight=weight,
         gap=gap,
         n_bits=n_bits,
-        n_valid_triples=int(_triple_blocks(overlaps, weight, gap)[1].sum()),
+        n_valid_triples=int(witness_blocks(overlaps, weight, gap)[1].sum()),
         target=target,
         seq_len=3,
     )
@@ -545,13 +425,13 @@ def make_min_ip_witness_suite(
 
 def _disjoint_pools(n_bits, weight, n_train_codewords, n_test_codewords, target, random_state):
     """One constant-weight code split into disjoint train and test pools, and their seeds."""
-    n_bits = _check_int(n_bits, "n_bits", 2, _MAX_BITS)
+    n_bits = check_int(n_bits, "n_bits", 2, _MAX_BITS)
     weight = _check_weight(weight, n_bits)
-    n_train_codewords = _check_int(n_train_codewords, "n_train_codewords", 3)
-    n_test_codewords = _check_int(n_test_codewords, "n_test_codewords", 3)
+    n_train_codewords = check_int(n_train_codewords, "n_train_codewords", 3)
+    n_test_codewords = check_int(n_test_codewords, "n_test_codewords", 3)
     target = _check_target(target)
-    code_seed, train_seed, test_seed = _child_seeds(random_state, 3)
-    code = _constant_weight_code(
+    code_seed, train_seed, test_seed = child_seeds(random_state, 3)
+    code = random_constant_weight_code(
         n_bits, weight, n_train_codewords + n_test_codewords,
         np.random.RandomState(code_seed),
     )
@@ -864,22 +744,22 @@ def make_min_ip_witness_family(
     >>> bool(np.all(y == info.overlaps[:, 0]))
     True
     """
-    min_gap = _check_int(min_gap, "min_gap")
+    min_gap = check_int(min_gap, "min_gap")
     target = _check_target(target)
     if n_sequences is not None:
-        n_sequences = _check_int(n_sequences, "n_sequences")
-    code_seed, order_seed, sample_seed = _child_seeds(random_state, 3)
+        n_sequences = check_int(n_sequences, "n_sequences")
+    code_seed, order_seed, sample_seed = child_seeds(random_state, 3)
     if codewords is None:
-        n_bits = _check_int(n_bits, "n_bits", 2, _MAX_BITS)
+        n_bits = check_int(n_bits, "n_bits", 2, _MAX_BITS)
         weight = _check_weight(weight, n_bits)
-        n_codewords = _check_int(n_codewords, "n_codewords", 3)
-        codewords = _constant_weight_code(
+        n_codewords = check_int(n_codewords, "n_codewords", 3)
+        codewords = random_constant_weight_code(
             n_bits, weight, n_codewords, np.random.RandomState(code_seed)
         )
     else:
-        codewords, weight = _check_codewords(codewords, weight)
+        codewords, weight = check_constant_weight_code(codewords, weight)
         n_codewords, n_bits = codewords.shape
-    overlaps = _overlaps(codewords)
+    overlaps = code_overlaps(codewords)
     triples, anchor = _family_triples(overlaps, min_gap, bool(anchors))
     if len(triples) == 0:
         raise ValueError(

@@ -29,10 +29,10 @@ batch come from separate child seeds, so with the same ``random_state`` a larger
 ``n_samples`` extends the same data set (the first ``n`` sequences agree).
 """
 
-import numbers
-
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
+
+from .._validation import check_int, check_real, child_seeds
 
 __all__ = [
     "make_fixed_operator_task",
@@ -44,30 +44,13 @@ _KINDS = ("linear", "softmax")
 _REFERENCE_SEQUENCES = 2048
 
 
-def _check_positive_int(value, name, minimum=1):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}")
-    return int(value)
-
-
-def _check_nonnegative_float(value, name):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number >= 0; got {value!r}")
-    if not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0; got {value}")
-    return float(value)
-
-
 def _spectrum_values(spectrum, rank, decay):
     """Singular values of the ground-truth mixer, before normalisation."""
     if isinstance(spectrum, str):
         if spectrum == "equal":
             return np.ones(rank)
         if spectrum == "decaying":
-            if not 0 < decay <= 1:
-                raise ValueError(f"decay must be in (0, 1]; got {decay}")
+            decay = check_real(decay, "decay", 0, 1, low_open=True)
             return decay ** np.arange(rank, dtype=float)
         raise ValueError(
             f"unknown spectrum {spectrum!r}; use 'equal', 'decaying' or an array "
@@ -125,18 +108,13 @@ def _orthonormal_columns(n, r, rng):
     return q * np.sign(np.diag(upper))
 
 
-def _child_seeds(random_state, count):
-    rng = check_random_state(random_state)
-    return rng.randint(np.iinfo(np.int32).max, size=count)
-
-
 def _check_common(n_samples, seq_len, d, d_out, rank, noise, max_rank):
-    n_samples = _check_positive_int(n_samples, "n_samples")
-    seq_len = _check_positive_int(seq_len, "seq_len")
-    d = _check_positive_int(d, "d")
-    d_out = d if d_out is None else _check_positive_int(d_out, "d_out")
-    rank = _check_positive_int(rank, "rank")
-    noise = _check_nonnegative_float(noise, "noise")
+    n_samples = check_int(n_samples, "n_samples")
+    seq_len = check_int(seq_len, "seq_len")
+    d = check_int(d, "d")
+    d_out = d if d_out is None else check_int(d_out, "d_out")
+    rank = check_int(rank, "rank")
+    noise = check_real(noise, "noise", 0.0)
     if rank > max_rank:
         raise ValueError(f"rank must be <= {max_rank} for this task; got {rank}")
     return n_samples, seq_len, d, d_out, rank, noise
@@ -213,7 +191,7 @@ def make_fixed_operator_task(
     )
     s = _spectrum_values(spectrum, rank, decay)
     s = s * np.sqrt(seq_len) / np.linalg.norm(s)
-    op_seed, value_seed, x_seed, noise_seed = _child_seeds(random_state, 4)
+    op_seed, value_seed, x_seed, noise_seed = child_seeds(random_state, 4)
     operator = low_rank_matrix(seq_len, seq_len, s, random_state=op_seed)
     value = _value_map(d, d_out, value_seed)
     X = np.random.RandomState(x_seed).standard_normal((n_samples, seq_len, d))
@@ -339,12 +317,12 @@ def make_attention_task(
     n_samples, seq_len, d, d_out, rank, noise = _check_common(
         n_samples, seq_len, d, d_out, rank, noise, max_rank=d
     )
-    kernel_scale = _check_nonnegative_float(kernel_scale, "kernel_scale")
+    kernel_scale = check_real(kernel_scale, "kernel_scale", 0.0)
     if kernel_scale == 0:
         raise ValueError("kernel_scale must be > 0")
     s = _spectrum_values(spectrum, rank, decay)
     s = s * kernel_scale / np.linalg.norm(s)
-    k_seed, value_seed, x_seed, noise_seed, ref_seed = _child_seeds(random_state, 5)
+    k_seed, value_seed, x_seed, noise_seed, ref_seed = child_seeds(random_state, 5)
     kernel = low_rank_matrix(d, d, s, random_state=k_seed)
     value = _value_map(d, d_out, value_seed)
 

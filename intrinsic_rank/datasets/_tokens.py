@@ -12,7 +12,7 @@
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from ._min_ip import _check_int
+from .._validation import check_int
 
 __all__ = [
     "COPY_SPECIAL_TOKENS",
@@ -51,9 +51,9 @@ def make_random_targets(n_targets, length, vocab_size, random_state=None):
     array([[5, 0, 3, 3],
            [7, 9, 3, 5]])
     """
-    n_targets = _check_int(n_targets, "n_targets")
-    length = _check_int(length, "length", minimum=2)
-    vocab_size = _check_int(vocab_size, "vocab_size", minimum=2)
+    n_targets = check_int(n_targets, "n_targets")
+    length = check_int(length, "length", minimum=2)
+    vocab_size = check_int(vocab_size, "vocab_size", minimum=2)
     rng = check_random_state(random_state)
     return rng.randint(vocab_size, size=(n_targets, length)).astype(np.int64)
 
@@ -87,10 +87,10 @@ def make_induction_corpus(n_samples, seq_len, vocab_size, max_segment=32, random
     >>> X.shape
     (1, 12)
     """
-    n_samples = _check_int(n_samples, "n_samples")
-    seq_len = _check_int(seq_len, "seq_len", minimum=2)
-    vocab_size = _check_int(vocab_size, "vocab_size", minimum=2)
-    max_segment = _check_int(max_segment, "max_segment")
+    n_samples = check_int(n_samples, "n_samples")
+    seq_len = check_int(seq_len, "seq_len", minimum=2)
+    vocab_size = check_int(vocab_size, "vocab_size", minimum=2)
+    max_segment = check_int(max_segment, "max_segment")
     rng = check_random_state(random_state)
     X = np.empty((n_samples, seq_len), dtype=np.int64)
     for i in range(n_samples):
@@ -139,11 +139,11 @@ def make_copy_task(n_samples, min_length=5, max_length=50, vocab_size=32,
     >>> Y
     array([[-100, -100, -100,    4,    7,    3]])
     """
-    n_samples = _check_int(n_samples, "n_samples")
-    min_length = _check_int(min_length, "min_length")
-    max_length = _check_int(max_length, "max_length", minimum=min_length)
+    n_samples = check_int(n_samples, "n_samples")
+    min_length = check_int(min_length, "min_length")
+    max_length = check_int(max_length, "max_length", minimum=min_length)
     n_special = len(COPY_SPECIAL_TOKENS)
-    vocab_size = _check_int(vocab_size, "vocab_size", minimum=n_special + 2)
+    vocab_size = check_int(vocab_size, "vocab_size", minimum=n_special + 2)
     rng = check_random_state(random_state)
     tok = COPY_SPECIAL_TOKENS
     lengths = rng.randint(min_length, max_length + 1, size=n_samples)

@@ -46,14 +46,14 @@ lifted system) and is never built. This module uses NumPy and SciPy only (no tor
 """
 
 import math
-import numbers
 
 import numpy as np
 import scipy.linalg
 from sklearn.utils import Bunch
 
-from .. import spectral
-from ..datasets._teachers import attention_mixer
+from . import spectral
+from ._validation import check_real
+from .datasets import attention_mixer
 
 __all__ = [
     "fit_fixed_operator",
@@ -123,11 +123,7 @@ def _check_value_map(value_map, d, d_out):
 
 
 def _check_ridge(ridge):
-    if isinstance(ridge, (bool, np.bool_)) or not isinstance(ridge, numbers.Real):
-        raise ValueError(f"ridge must be a real number >= 0; got {ridge!r}")
-    if not np.isfinite(ridge) or ridge < 0:
-        raise ValueError(f"ridge must be a finite number >= 0; got {ridge}")
-    return float(ridge)
+    return check_real(ridge, "ridge", 0.0)
 
 
 def _check_sample_size(system, n_unknowns, n_samples, per_sequence, expression, unit=""):
@@ -748,10 +744,7 @@ def fit_softmax_kernel(X, Y, value_map, ridge=1e-8, floor=1e-3):
             f"rank at most d_out = {d_out} < L = {L}; it needs d_out >= L (a value "
             f"map with at least as many output channels as tokens)"
         )
-    if isinstance(floor, (bool, np.bool_)) or not isinstance(floor, numbers.Real) or not (
-        0 < floor < 1
-    ):
-        raise ValueError(f"floor must be a number with 0 < floor < 1; got {floor!r}")
+    floor = check_real(floor, "floor", 0, 1, low_open=True, high_open=True)
     p = d * d
     n_eq = _check_sample_size(
         "system for 'softmax' attention with a known value map", p, n, L * (L - 1),
