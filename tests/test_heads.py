@@ -1,4 +1,4 @@
-"""Per-head query/key weights and attention maps (intrinsic_rank.nn._heads).
+"""Per-head query/key weights and attention maps (intrinsic_rank.nn).
 
 Every Hugging Face family is a tiny random model built here. The weights are checked
 against what the model itself computes: the inputs of its projections are captured
@@ -14,8 +14,13 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from intrinsic_rank.nn import TinyCausalLM, TinyLMAdapter
-from intrinsic_rank.nn._heads import QueryKeyHeads, attention_maps, query_key_weights
+from intrinsic_rank.nn import (
+    QueryKeyHeads,
+    TinyCausalLM,
+    TinyLMAdapter,
+    attention_maps,
+    query_key_weights,
+)
 
 VOCAB, WIDTH, LAYERS, HEADS, POSITIONS = 50, 32, 2, 4, 64
 D_HEAD = WIDTH // HEADS
@@ -474,8 +479,7 @@ def test_works_without_transformers():
     code = (
         "import sys; sys.modules['transformers'] = None\n"
         "import numpy as np, torch; torch.set_num_threads(1)\n"
-        "from intrinsic_rank.nn import TinyCausalLM\n"
-        "from intrinsic_rank.nn._heads import attention_maps, query_key_weights\n"
+        "from intrinsic_rank.nn import TinyCausalLM, attention_maps, query_key_weights\n"
         "lm = TinyCausalLM(vocab_size=8, d_model=8, n_layers=1, n_heads=2, max_length=8)\n"
         "assert attention_maps(lm, np.array([[1, 2, 3]])).shape == (1, 1, 2, 3, 3)\n"
         "assert len(query_key_weights(lm)) == 1\n"

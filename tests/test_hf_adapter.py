@@ -54,13 +54,13 @@ def test_reachability_on_a_hf_model(gpt2_folder):
     # prompt vector can add to the residual stream. The test checks the plumbing:
     # the loss falls, and reached_ agrees with greedy decoding.
     X = make_random_targets(6, 3, VOCAB, random_state=1)
-    est = ReachabilityEstimator(model=str(gpt2_folder), n_memory=2, max_steps=200,
+    est = ReachabilityEstimator(model=str(gpt2_folder), n_memory=2, max_epochs=200,
                                 patience=50, n_radius_prompts=16, random_state=0).fit(X)
     assert est.vocab_size_ == VOCAB and est.width_ == 16 and est.context_length_ == 24
     outputs = est.predict(X)
     np.testing.assert_array_equal(est.reached_, (outputs == X).all(axis=1))
     assert est.loss_.sum() < 0.9 * est.history_[0]["train_loss"]
-    again = ReachabilityEstimator(model=str(gpt2_folder), n_memory=2, max_steps=200,
+    again = ReachabilityEstimator(model=str(gpt2_folder), n_memory=2, max_epochs=200,
                                   patience=50, n_radius_prompts=16, random_state=0).fit(X)
     np.testing.assert_array_equal(again.memory_, est.memory_)
     with pytest.raises(ValueError, match="context is 24"):
@@ -73,7 +73,7 @@ def test_instance_is_accepted_and_not_modified(gpt2_folder):
     model = transformers.AutoModelForCausalLM.from_pretrained(gpt2_folder)
     model.train()
     X = make_random_targets(2, 3, VOCAB, random_state=2)
-    ReachabilityEstimator(model=model, max_steps=3, n_radius_prompts=4, random_state=0).fit(X)
+    ReachabilityEstimator(model=model, max_epochs=3, n_radius_prompts=4, random_state=0).fit(X)
     assert model.training and all(p.requires_grad for p in model.parameters())
 
 

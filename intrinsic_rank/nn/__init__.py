@@ -1,7 +1,28 @@
-"""Torch modules: the ladder's students (B0-B3), Min-IP heads and prompted causal LMs."""
+"""Torch modules: the ladder's students (B0-B3), Min-IP heads and prompted causal LMs.
+
+Rooms of this package:
+
+* model loading (``_loading``): :func:`load_model` resolves whatever names a
+  model -- ``"default"``, a packaged name, a ``.pt`` file, a Hugging Face
+  folder, an instance or an adapter -- and :func:`as_causal_lm` /
+  :func:`as_model_adapter` wrap the result for reachability and geometry;
+* causal LMs and adapters (``_causal_lm``, ``_hf``), prompted LMs
+  (``_prompted``) and their training (``_lm_training``);
+* per-head weights, attention maps and model introspection (``_heads``);
+* the rank-batched students and Min-IP heads (``_students``,
+  ``_kernel_attention``, ``_registry``).
+"""
 
 from ._causal_lm import CausalLMAdapter, TinyCausalLM, TinyLMAdapter, check_causal
-from ._heads import QueryKeyHeads, attention_maps, query_key_weights
+from ._heads import (
+    QueryKeyHeads,
+    attention_maps,
+    check_token_inputs,
+    model_max_positions,
+    model_vocab_size,
+    query_key_weights,
+    unwrap_model,
+)
 from ._hf import (
     HFCausalLMAdapter,
     HFEncoderAdapter,
@@ -20,15 +41,19 @@ from ._kernel_attention import (
     rank_one_min_ip_head,
 )
 from ._lm_training import train_causal_lm
-from ._prompted import (
+from ._loading import (
     DEFAULT_MODEL_FILE,
-    PromptedLM,
+    PACKAGED_MODELS,
+    LoadedModel,
+    PackagedModel,
     as_causal_lm,
+    as_model_adapter,
     load_default_model,
-    random_prompt_hidden_states,
+    load_model,
+    packaged_model_path,
     save_tiny_lm,
 )
-from ._pretrained import PACKAGED_MODELS, PackagedModel, as_model_adapter, packaged_model_path
+from ._prompted import PromptedLM, random_prompt_hidden_states
 from ._registry import STUDENTS, make_student
 from ._students import (
     FixedOperatorStudent,
@@ -40,30 +65,40 @@ from ._students import (
 )
 
 __all__ = [
+    # model loading
     "DEFAULT_MODEL_FILE",
-    "STUDENTS",
+    "PACKAGED_MODELS",
+    "LoadedModel",
+    "PackagedModel",
+    "as_causal_lm",
+    "as_model_adapter",
+    "load_default_model",
+    "load_model",
+    "packaged_model_path",
+    "save_tiny_lm",
+    # causal LMs, adapters and prompted LMs
     "CausalLMAdapter",
     "HFCausalLMAdapter",
     "HFEncoderAdapter",
-    "PACKAGED_MODELS",
-    "PackagedModel",
-    "QueryKeyHeads",
-    "as_model_adapter",
-    "attention_maps",
-    "load_hf_model",
-    "load_hf_tokenizer",
-    "packaged_model_path",
-    "query_key_weights",
     "PromptedLM",
     "TinyCausalLM",
     "TinyLMAdapter",
-    "as_causal_lm",
     "check_causal",
-    "load_default_model",
     "load_hf_causal_lm",
+    "load_hf_model",
+    "load_hf_tokenizer",
     "random_prompt_hidden_states",
-    "save_tiny_lm",
     "train_causal_lm",
+    # per-head weights, attention maps and model introspection
+    "QueryKeyHeads",
+    "attention_maps",
+    "check_token_inputs",
+    "model_max_positions",
+    "model_vocab_size",
+    "query_key_weights",
+    "unwrap_model",
+    # students and Min-IP heads
+    "STUDENTS",
     "DenseAttentionStudent",
     "DenseSoftmaxHead",
     "FixedOperatorStudent",

@@ -21,6 +21,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .._validation import check_int
+
 __all__ = [
     "CausalLMAdapter",
     "TinyCausalLM",
@@ -86,11 +88,11 @@ class TinyCausalLM(nn.Module):
     def __init__(self, vocab_size=64, d_model=64, n_layers=2, n_heads=4, max_length=128,
                  d_ff=None, causal=True):
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("d_model", d_model),
-                            ("n_layers", n_layers), ("n_heads", n_heads),
-                            ("max_length", max_length)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}")
+        vocab_size = check_int(vocab_size, "vocab_size")
+        d_model = check_int(d_model, "d_model")
+        n_layers = check_int(n_layers, "n_layers")
+        n_heads = check_int(n_heads, "n_heads")
+        max_length = check_int(max_length, "max_length")
         if d_model % n_heads:
             raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
         self.config = dict(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers,

@@ -45,7 +45,15 @@ from torch import nn
 from ._causal_lm import CausalLMAdapter, TinyCausalLM
 from ._hf import _context_length
 
-__all__ = ["QueryKeyHeads", "query_key_weights", "attention_maps"]
+__all__ = [
+    "QueryKeyHeads",
+    "attention_maps",
+    "check_token_inputs",
+    "model_max_positions",
+    "model_vocab_size",
+    "query_key_weights",
+    "unwrap_model",
+]
 
 
 # model types whose attention is BertSelfAttention-like: query/key/value Linear
@@ -158,8 +166,35 @@ class QueryKeyHeads:
 # model kinds
 
 
-def _unwrap(model):
-    """``(model, kind)`` with kind ``"tiny"`` or ``"hf"``; TypeError otherwise."""
+def unwrap_model(model):
+    """The torch model inside ``model`` and its kind.
+
+    Parameters
+    ----------
+    model : TinyCausalLM, transformers.PreTrainedModel, TinyLMAdapter or HFCausalLMAdapter
+        An adapter is replaced by the model it wraps.
+
+    Returns
+    -------
+    model : torch.nn.Module
+        The bare model.
+    kind : {"tiny", "hf"}
+        ``"tiny"`` for a :class:`~intrinsic_rank.nn.TinyCausalLM`, ``"hf"`` for
+        a ``transformers`` model.
+
+    Raises
+    ------
+    TypeError
+        When ``model`` is none of the accepted types.
+
+    Examples
+    --------
+    >>> from intrinsic_rank.nn import TinyCausalLM, TinyLMAdapter
+    >>> lm = TinyCausalLM(vocab_size=10, d_model=8, n_layers=1, n_heads=2, max_length=16)
+    >>> model, kind = unwrap_model(TinyLMAdapter(lm))
+    >>> model is lm, kind
+    (True, 'tiny')
+    """
     if isinstance(model, CausalLMAdapter) and isinstance(getattr(model, "model", None),
                                                          nn.Module):
         model = model.model
@@ -471,7 +506,7 @@ def query_key_weights(model):
     >>> np.allclose(heads[0].scale * q @ k.T, x @ heads[0].kernels[1] @ x.T)  # zero biases
     True
     """
-    model, kind = _unwrap(model)
+    model, kind = unwrap_model(model)
     if kind == "tiny":
         return _tiny_weights(model)
     found = _hf_attention_modules(model)
@@ -480,13 +515,56 @@ def query_key_weights(model):
             for index, (k, module) in enumerate(found)]
 
 
-def _max_positions(model, kind):
+def model_max_positions(model, kind):
+    """The context length of a model: the most positions one input may have.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A bare model, as returned by :func:`unwrap_model`.
+    kind : {"tiny", "hf"}
+        Its kind, as returned by :func:`unwrap_model`.
+
+    Returns
+    -------
+    max_positions : int or None
+        None when a ``transformers`` config names no context length.
+
+    Examples
+    --------
+    >>> from intrinsic_rank.nn import TinyCausalLM
+    >>> lm = TinyCausalLM(vocab_size=10, d_model=8, n_layers=1, n_heads=2, max_length=16)
+    >>> model_max_positions(*unwrap_model(lm))
+    16
+    """
     if kind == "tiny":
         return model.config["max_length"]
     return _context_length(model.config)
 
 
-def _vocab_size(model, kind):
+def model_vocab_size(model, kind):
+    """The number of token ids a model's input embedding accepts.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A bare model, as returned by :func:`unwrap_model`.
+    kind : {"tiny", "hf"}
+        Its kind, as returned by :func:`unwrap_model`.
+
+    Returns
+    -------
+    vocab_size : int
+        The rows of the input embedding (``config.vocab_size`` when the
+        embedding is not an ``nn.Embedding``).
+
+    Examples
+    --------
+    >>> from intrinsic_rank.nn import TinyCausalLM
+    >>> lm = TinyCausalLM(vocab_size=10, d_model=8, n_layers=1, n_heads=2, max_length=16)
+    >>> model_vocab_size(*unwrap_model(lm))
+    10
+    """
     if kind == "tiny":
         return model.config["vocab_size"]
     embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
@@ -505,7 +583,42 @@ def _as_array(values, name):
             from None
 
 
-def _check_inputs(input_ids, attention_mask, vocab_size, max_positions):
+def check_token_inputs(input_ids, attention_mask, vocab_size, max_positions):
+    """Validate a batch of token ids and its attention mask, as torch tensors.
+
+    Parameters
+    ----------
+    input_ids : ndarray or torch.Tensor of shape (n, T), integer
+        Token ids in ``[0, vocab_size)``.
+    attention_mask : array-like of shape (n, T) of 0/1 or None
+        1 for tokens, 0 for padding; all ones when None.
+    vocab_size : int
+        The model's vocabulary (see :func:`model_vocab_size`).
+    max_positions : int or None
+        The model's context (see :func:`model_max_positions`); None for no limit.
+
+    Returns
+    -------
+    input_ids, attention_mask : torch.LongTensor of shape (n, T)
+        On the CPU.
+
+    Raises
+    ------
+    ValueError
+        For ids that are not a 2-D integer array within the vocabulary, more
+        positions than ``max_positions``, or a mask of another shape or with
+        values other than 0/1.
+
+    Examples
+    --------
+    >>> ids, mask = check_token_inputs([[1, 2, 3]], None, vocab_size=10, max_positions=16)
+    >>> ids.dtype, mask.tolist()
+    (torch.int64, [[1, 1, 1]])
+    >>> check_token_inputs([[1, 12]], None, vocab_size=10, max_positions=16)
+    Traceback (most recent call last):
+    ...
+    ValueError: input_ids must lie in [0, 10) (the model's vocabulary); got values from 1 to 12
+    """
     ids = _as_array(input_ids, "input_ids")
     if ids.dtype == bool or not np.issubdtype(ids.dtype, np.integer):
         raise ValueError(f"input_ids must hold integer token ids; got dtype {ids.dtype}")
@@ -656,9 +769,9 @@ def attention_maps(model, input_ids, attention_mask=None):
     >>> bool(np.allclose(maps.sum(-1), 1)), bool((np.triu(maps, 1) == 0).all())
     (True, True)
     """
-    model, kind = _unwrap(model)
-    ids, mask = _check_inputs(input_ids, attention_mask, _vocab_size(model, kind),
-                              _max_positions(model, kind))
+    model, kind = unwrap_model(model)
+    ids, mask = check_token_inputs(input_ids, attention_mask, model_vocab_size(model, kind),
+                                   model_max_positions(model, kind))
     device = _device(model)
     ids, mask = ids.to(device), mask.to(device)
     maps = _tiny_maps(model, ids, mask) if kind == "tiny" else _hf_maps(model, ids, mask)

@@ -22,6 +22,7 @@ import math
 import torch
 from torch import nn
 
+from .._validation import check_real
 from ._students import RankBatchedStudent, _QueryKeyMixin, row_softmax
 
 __all__ = [
@@ -238,7 +239,7 @@ class DenseAttentionStudent(_MinIPReadoutMixin, _QueryKeyMixin, RankBatchedStude
         self.hidden = int(hidden)
         self.value_dim = self.hidden if value_dim is None else int(value_dim)
         self.positional = bool(positional)
-        self.temperature = float(temperature)
+        self.temperature = check_real(temperature, "temperature")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0; got {temperature}")
         super().__init__(d, d_out, ranks, **kwargs)
@@ -409,8 +410,7 @@ def dense_min_ip_head(temperature=0.25):
     >>> dense_min_ip_head()(torch.tensor([[[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]]])).round()
     tensor([[1., 0., 0.]])
     """
-    if not 0 < temperature <= 1:
-        raise ValueError(f"temperature must be in (0, 1]; got {temperature}")
+    temperature = check_real(temperature, "temperature", 0, 1, low_open=True)
     return DenseSoftmaxHead(_identity, _negated, _identity, _identity, _zero, temperature)
 
 

@@ -32,7 +32,7 @@ def train_causal_lm(model, sample_batch, n_steps, batch_size=32, lr=1e-3, weight
         Seeds the data stream (numpy) and nothing else; the model's initial
         weights are whatever ``model`` holds.
     progress : bool, default=False
-        Show a tqdm bar.
+        Show a tqdm bar (only when the output is a terminal).
 
     Returns
     -------
@@ -54,7 +54,7 @@ def train_causal_lm(model, sample_batch, n_steps, batch_size=32, lr=1e-3, weight
     if progress:
         from tqdm.auto import tqdm
 
-        steps = tqdm(steps, desc="training LM", unit="step")
+        steps = tqdm(steps, desc="training LM", unit="step", disable=None)
     losses = np.empty(n_steps)
     model.train()
     for step in steps:

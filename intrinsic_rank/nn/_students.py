@@ -23,9 +23,10 @@ concatenate predictions along the sample axis.
 
 import math
 
-import numpy as np
 import torch
 from torch import nn
+
+from .._validation import keyed_seed
 
 __all__ = [
     "RankBatchedStudent",
@@ -87,9 +88,8 @@ def row_softmax(scores):
 
 def _slot_generator(random_state, rank, device="cpu"):
     """Generator of the parameters of the slot of rank ``rank``."""
-    state = np.random.SeedSequence([int(random_state), int(rank)]).generate_state(1)
     generator = torch.Generator(device="cpu")
-    generator.manual_seed(int(state[0]))
+    generator.manual_seed(keyed_seed(random_state, rank))
     return generator
 
 

