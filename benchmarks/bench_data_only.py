@@ -49,6 +49,8 @@ def main(argv=None):
     parser.add_argument("--rank-star", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one repeat, d up to 12 for the growth table")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of the trained student (the data fits run in numpy), e.g. cpu or cuda (default cpu)")
     args = parser.parse_args(argv)
     repeats = 1 if args.quick else args.repeats
 
@@ -61,11 +63,13 @@ def main(argv=None):
         lambda: EnergyEffectiveRank(method="data", value_map=info.value_map).fit(X, Y), repeats
     )
     student_time, student = median_time(
-        lambda: AttentionRankEstimator(attention="linear", rank=args.rank_star, random_state=0).fit(X, Y),
+        lambda: AttentionRankEstimator(attention="linear", rank=args.rank_star, random_state=0,
+                                       device=args.device).fit(X, Y),
         repeats,
     )
     print(f"linear teacher: d={args.d} L={args.seq_len} n={args.n_samples} r*={args.rank_star} "
-          f"noise floor={info.noise_floor:.4g}; threads={torch.get_num_threads()}")
+          f"noise floor={info.noise_floor:.4g}; threads={torch.get_num_threads()}; "
+          f"student on {args.device}")
     print(f"  data-only (V known): {data_time:.4f} s -> r* estimate {data.rank_} "
           f"(energy {data.effective_rank_:.3f}, noise-aware numerical {data.numerical_rank_})")
     print(f"  one student of rank r* trained to the floor: {student_time:.2f} s -> training "

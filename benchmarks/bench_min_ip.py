@@ -106,10 +106,10 @@ def calibrate_overhead(n_calls=20000, repeats=5):
     return max(0.0, min(costs))
 
 
-def run_quick(out):
+def run_quick(out, device="cpu"):
     from intrinsic_rank.cli import main
 
-    status = main(["min-ip", "--quick", "--out", out, "--quiet"])
+    status = main(["min-ip", "--quick", "--out", out, "--quiet", "--device", device])
     if status != 0:  # pragma: no cover
         raise SystemExit(f"intrinsic-rank min-ip --quick failed with status {status}")
 
@@ -120,15 +120,18 @@ def main(argv=None):
                         help="torch intra-op threads (default 2, the target machine)")
     parser.add_argument("--no-profile", action="store_true",
                         help="only the timed run, not the instrumented one")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of the experiment's fits, e.g. cpu or cuda (default cpu)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        run_quick(out)
+        run_quick(out, args.device)
         wall = time.perf_counter() - start
     print(f"\nmin_ip_quick_seconds: {wall:.1f} (target < {TARGET_SECONDS:g}; "
-          f"threads = {torch.get_num_threads()}, cores = {os.cpu_count()})")
+          f"threads = {torch.get_num_threads()}, cores = {os.cpu_count()}, "
+          f"device = {args.device})")
     if args.no_profile:
         return 0
 
@@ -137,7 +140,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         with timer:
-            run_quick(out)
+            run_quick(out, args.device)
         instrumented = time.perf_counter() - start
     inside, calls = timer.seconds, timer.calls
     overhead = calls * per_call

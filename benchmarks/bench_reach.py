@@ -12,6 +12,7 @@ Run on an otherwise idle machine::
 
     python benchmarks/bench_reach.py                 # 16 targets, length 8, m = 2
     python benchmarks/bench_reach.py --targets 32 --length 12 --memory 4
+    python benchmarks/bench_reach.py --device cuda
 """
 
 import argparse
@@ -32,18 +33,22 @@ def main(argv=None):
     parser.add_argument("--targets", type=int, default=16)
     parser.add_argument("--length", type=int, default=8)
     parser.add_argument("--memory", type=int, default=2)
-    parser.add_argument("--max-steps", type=int, default=3000)
+    parser.add_argument("--max-epochs", "--max-steps", dest="max_epochs", type=int, default=3000,
+                        help="most optimisation steps per target (one epoch is one step)")
     parser.add_argument("--patience", type=int, default=500)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (CI: 2 cores)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of every fit, e.g. cpu or cuda (default cpu)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     lm = as_causal_lm("default")  # loaded once, shared by every fit
     X = make_random_targets(args.targets, args.length, lm.vocab_size, random_state=args.seed)
-    params = dict(model=lm, n_memory=args.memory, max_steps=args.max_steps,
-                  patience=args.patience, n_radius_prompts=16, random_state=args.seed)
+    params = dict(model=lm, n_memory=args.memory, max_epochs=args.max_epochs,
+                  patience=args.patience, n_radius_prompts=16, random_state=args.seed,
+                  device=args.device)
 
-    ReachabilityEstimator(**dict(params, max_steps=20)).fit(X[:2])  # warm-up
+    ReachabilityEstimator(**dict(params, max_epochs=20)).fit(X[:2])  # warm-up
     start = time.perf_counter()
     batched = ReachabilityEstimator(**params).fit(X)
     t_batched = time.perf_counter() - start
@@ -56,7 +61,8 @@ def main(argv=None):
     steps_single = np.array([est.n_steps_[0] for est in single])
     agree = int((reached_single == batched.reached_).sum())
     print(f"{args.targets} random targets of length {args.length}, m = {args.memory}, "
-          f"max {args.max_steps} steps, patience {args.patience}, {args.threads} torch threads")
+          f"max {args.max_epochs} steps, patience {args.patience}, {args.threads} torch threads, "
+          f"device {args.device}")
     print(f"{'mode':<14}{'seconds':>9}{'targets/s':>11}{'steps run':>11}{'reached':>9}")
     print(f"{'batched':<14}{t_batched:>9.2f}{args.targets / t_batched:>11.2f}"
           f"{int(batched.n_steps_.max()):>11d}{int(batched.reached_.sum()):>9d}")

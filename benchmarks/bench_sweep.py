@@ -37,6 +37,7 @@ Run::
 
     python benchmarks/bench_sweep.py            # full run (a few minutes)
     python benchmarks/bench_sweep.py --quick    # smoke run (~30 epochs, n=1024)
+    python benchmarks/bench_sweep.py --device cuda   # every fit and the plain loop on a GPU
 """
 
 import argparse
@@ -56,10 +57,10 @@ from sklearn.metrics import make_scorer, mean_squared_error  # noqa: E402
 from sklearn.model_selection import GridSearchCV, PredefinedSplit  # noqa: E402
 
 from intrinsic_rank import AttentionRankEstimator  # noqa: E402
+from intrinsic_rank._validation import draw_seed  # noqa: E402
 from intrinsic_rank.datasets import make_attention_task  # noqa: E402
 from intrinsic_rank.estimators._base import (  # noqa: E402
     RankwiseMSELoss,
-    draw_seed,
     select_rank,
 )
 from intrinsic_rank.nn import make_student  # noqa: E402
@@ -90,6 +91,8 @@ def parse_args(argv=None):
                         help=f"torch intra-op threads (default {DEFAULT_THREADS})")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: fewer epochs, samples and repeats")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of every fit and of the plain loop, e.g. cpu or cuda (default cpu)")
     args = parser.parse_args(argv)
     quick = args.quick
     if args.n_samples is None:
@@ -141,7 +144,7 @@ def _flat_mse(y_true, y_pred):
 def run_sweep(X, Y, args):
     est = AttentionRankEstimator(attention=args.kind, ranks=args.ranks,
                                  max_epochs=args.epochs, batch_size=args.batch_size,
-                                 random_state=args.seed)
+                                 random_state=args.seed, device=args.device)
     return est.fit(X, Y)
 
 
@@ -150,7 +153,8 @@ def run_grid_search(X, Y, args, heldout):
     test_fold[heldout] = 0
     search = GridSearchCV(
         AttentionRankEstimator(attention=args.kind, max_epochs=args.epochs,
-                               batch_size=args.batch_size, random_state=args.seed),
+                               batch_size=args.batch_size, random_state=args.seed,
+                               device=args.device),
         {"rank": args.ranks},
         cv=PredefinedSplit(test_fold),
         refit=False,
@@ -171,13 +175,13 @@ def run_plain_loop(X_train, Y_train, args, seed, d_out, lr):
     """
     module = make_student(args.kind, d=args.d, d_out=d_out, ranks=args.ranks,
                           seq_len=args.seq_len, init_scale=0.1, random_state=seed)
-    module.train()
+    module.to(X_train.device).train()
     criterion = RankwiseMSELoss()
     optimizer = torch.optim.Adam(module.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     n, batch_size = len(X_train), args.batch_size
     for _ in range(args.epochs):
-        order = torch.randperm(n, generator=generator)
+        order = torch.randperm(n, generator=generator).to(X_train.device)
         total = 0.0
         for start in range(0, n, batch_size):
             index = order[start:start + batch_size]
@@ -196,8 +200,8 @@ def warm_up(X, Y, args):
     small = min(len(X), 64)
     warm = argparse.Namespace(**{**vars(args), "epochs": 1})
     run_sweep(X[:small], Y[:small], warm)
-    X_t = torch.tensor(X[:small], dtype=torch.float32)
-    Y_t = torch.tensor(Y[:small], dtype=torch.float32)
+    X_t = torch.tensor(X[:small], dtype=torch.float32, device=args.device)
+    Y_t = torch.tensor(Y[:small], dtype=torch.float32, device=args.device)
     run_plain_loop(X_t, Y_t, warm, seed=0, d_out=Y.shape[-1], lr=3e-3)
 
 
@@ -244,8 +248,8 @@ def sweep_vs_grid_search(X, Y, args, heldout, tol):
 
 def skorch_overhead(X, Y, args, train, est, sweep_time):
     """Time the plain torch loop on the sweep's training part; print the comparison."""
-    X_train = torch.tensor(X[train], dtype=torch.float32)
-    Y_train = torch.tensor(Y[train], dtype=torch.float32)
+    X_train = torch.tensor(X[train], dtype=torch.float32, device=args.device)
+    Y_train = torch.tensor(Y[train], dtype=torch.float32, device=args.device)
     seed = draw_seed(args.seed)  # the seed the estimator drew: same init, same batches
     plain_time, plain_loss = timed(
         "plain loop",
@@ -273,7 +277,8 @@ def main(argv=None):
     print(f"bench_sweep: kind={args.kind} n={args.n_samples} L={args.seq_len} "
           f"d={args.d} r*={args.rank_star} epochs={args.epochs} ranks={args.ranks} "
           f"batch_size={args.batch_size} seed={args.seed} repeats={args.repeats} "
-          f"threads={torch.get_num_threads()}" + (" (quick)" if args.quick else ""))
+          f"threads={torch.get_num_threads()} device={args.device}"
+          + (" (quick)" if args.quick else ""))
     print("load average before start: "
           + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     X, Y = make_attention_task(args.kind, n_samples=args.n_samples,

@@ -9,8 +9,10 @@ excess risk of every rank. The same cases run as a slow test
 Run::
 
     python benchmarks/defaults_accuracy.py
+    python benchmarks/defaults_accuracy.py --device cuda
 """
 
+import argparse
 import time
 
 import torch
@@ -36,7 +38,7 @@ CASES = [
 ]
 
 
-def run_case(kind, task, seed):
+def run_case(kind, task, seed, device="cpu"):
     """Fit a sweep of ranks ``r* - 3 .. r* + 3`` and return ``(estimator, r*)``."""
     if kind == "fixed":
         X, Y = make_fixed_operator_task(random_state=seed, **task)
@@ -46,15 +48,19 @@ def run_case(kind, task, seed):
         limit = task["d"]
     r_star = task["rank"]
     grid = list(range(max(1, r_star - 3), min(limit, r_star + 3) + 1))
-    est = AttentionRankEstimator(attention=kind, ranks=grid, random_state=seed)
+    est = AttentionRankEstimator(attention=kind, ranks=grid, random_state=seed, device=device)
     return est.fit(X, Y), r_star
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of every fit, e.g. cpu or cuda (default cpu)")
+    args = parser.parse_args(argv)
     hits = 0
     for kind, task, seed in CASES:
         start = time.perf_counter()
-        est, r_star = run_case(kind, task, seed)
+        est, r_star = run_case(kind, task, seed, args.device)
         hits += est.rank_ == r_star
         excess = " ".join(f"{rec['rank']}:{rec['excess_risk']:.3g}" for rec in est.sweep_)
         print(f"{kind:7s} {task} seed={seed}: r*={r_star} estimated={est.rank_} "

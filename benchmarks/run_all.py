@@ -10,6 +10,7 @@ Usage::
     python benchmarks/run_all.py            # every benchmark at its default size
     python benchmarks/run_all.py --quick    # the smaller settings (a few minutes)
     python benchmarks/run_all.py --only bench_reach bench_data_only
+    python benchmarks/run_all.py --device cuda   # every benchmark's fits on a GPU
 
 Run it on an otherwise idle machine: with two threads per process on two shared
 cores, timings degrade by an order of magnitude.
@@ -77,10 +78,13 @@ def parse_metrics(text):
     return metrics
 
 
-def run_benchmark(name, quick, threads):
-    """Run one benchmark script in a subprocess; return its metrics, time and status."""
+def run_benchmark(name, quick, threads, device="cpu"):
+    """Run one benchmark script in a subprocess; return its metrics, time and status.
+
+    Every benchmark takes ``--device``, which is forwarded as given.
+    """
     extra = BENCHMARKS[name][1] if quick else []
-    command = [sys.executable, os.path.join(HERE, f"{name}.py"), *extra]
+    command = [sys.executable, os.path.join(HERE, f"{name}.py"), *extra, "--device", device]
     if name not in ("defaults_accuracy", "bench_data_only"):
         command += ["--threads", str(threads)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
@@ -115,18 +119,21 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="smaller settings")
     parser.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), default=None)
     parser.add_argument("--threads", type=int, default=2, help="torch threads per benchmark")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device passed to every benchmark (default cpu)")
     parser.add_argument("--show-output", action="store_true",
                         help="print each benchmark's full output too")
     args = parser.parse_args(argv)
     names = args.only or [n for n, (_, quick_args) in BENCHMARKS.items()
                           if not (args.quick and quick_args is None)]
     print(f"load average before start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-          f"{os.cpu_count()} CPUs; {args.threads} threads per benchmark"
+          f"{os.cpu_count()} CPUs; {args.threads} threads per benchmark; "
+          f"device {args.device}"
           + (" (quick)" if args.quick else ""))
     runs = []
     for name in names:
         print(f"running {name}: {BENCHMARKS[name][0]} ...", flush=True)
-        run = run_benchmark(name, args.quick, args.threads)
+        run = run_benchmark(name, args.quick, args.threads, args.device)
         if args.show_output or run["returncode"] != 0:
             print(run["stdout"], run["stderr"], sep="\n")
         runs.append(run)

@@ -23,7 +23,7 @@ for m in (1, 2):
     accessibility = []
     for n in lengths:
         X = make_random_targets(8, n, vocab_size=64, random_state=n)
-        est = ReachabilityEstimator(n_memory=m, max_steps=300, patience=100,
+        est = ReachabilityEstimator(n_memory=m, max_epochs=300, patience=100,
                                     n_radius_prompts=32, random_state=0).fit(X)
         accessibility.append(est.accessibility_)
     print(f"m = {m}: accessibility by length {dict(zip(lengths, accessibility))}; "

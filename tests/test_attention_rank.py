@@ -320,3 +320,59 @@ def test_in_sample_sweep_with_no_held_out_part():
     assert est.rank_ == 2
     for rec in est.sweep_:
         assert rec["heldout_risk"] == rec["train_risk"]  # scored on the training data
+
+
+# -- predictions of every rank --------------------------------------------------------
+@pytest.mark.parametrize("target", ["sequence", "final_2d", "final_1d"])
+@pytest.mark.parametrize("ranks", [[1, 2, 3], None])
+def test_predict_per_rank_has_a_rank_axis_and_the_selected_slot_is_predict(target, ranks):
+    X, Y, _ = _teacher("linear", 2, d=5, seq_len=4, n=200, seed=15, d_out=2)
+    Y = {"sequence": Y, "final_2d": Y[:, -1], "final_1d": Y[:, -1, 0]}[target]
+    params = dict(ranks=ranks) if ranks is not None else dict(rank=2)
+    est = AttentionRankEstimator(attention="linear", max_epochs=3, random_state=0,
+                                 **params).fit(X, Y)
+    per_rank = est.predict_per_rank(X[:7])
+    R = len(est.ranks_)
+    assert R == (3 if ranks else 1)
+    assert per_rank.dtype == np.float64
+    assert per_rank.shape == (7, R) + Y.shape[1:]
+    slot = est.ranks_.tolist().index(est.rank_)
+    np.testing.assert_array_equal(per_rank[:, slot], est.predict(X[:7]))
+    if R > 1:  # the other slots are the other ranks' students
+        assert not np.allclose(per_rank[:, 0], per_rank[:, -1])
+
+
+def test_predict_per_rank_validates_like_predict():
+    X, Y, _ = _teacher("linear", 2, d=5, seq_len=4, n=100, seed=16)
+    with pytest.raises(NotFittedError):
+        AttentionRankEstimator().predict_per_rank(X)
+    est = AttentionRankEstimator(attention="linear", ranks=[1, 2], max_epochs=2,
+                                 random_state=0).fit(X, Y)
+    with pytest.raises(ValueError, match="sequences of length 3, but .* fitted on length 4"):
+        est.predict_per_rank(X[:, :3])
+    with pytest.raises(ValueError, match="tokens of dimension 4, but .* fitted on dimension 5"):
+        est.predict_per_rank(X[:, :, :4])
+    with pytest.raises(ValueError, match="X contains NaN"):
+        est.predict_per_rank(np.full_like(X, np.nan))
+
+
+def test_predict_per_rank_on_scalar_tokens():
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(60, 5))
+    y = X.mean(axis=1)
+    est = AttentionRankEstimator(attention="fixed", ranks=[1, 2], max_epochs=2,
+                                 random_state=0).fit(X, y)
+    assert est.predict_per_rank(X).shape == (60, 2)
+
+
+# -- one dialect -------------------------------------------------------------------
+def test_parameters_are_keyword_only():
+    with pytest.raises(TypeError):
+        AttentionRankEstimator("linear", 2)
+
+
+@pytest.mark.parametrize("verbose", [-1, 0.5, "yes"])
+def test_verbose_is_checked(verbose):
+    X, Y, _ = _teacher("linear", 2, n=50, seed=0)
+    with pytest.raises(ValueError, match="verbose must be"):
+        AttentionRankEstimator(max_epochs=1, verbose=verbose).fit(X, Y)

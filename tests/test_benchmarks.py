@@ -51,3 +51,29 @@ def test_summary_table_marks_missed_targets_and_failures():
 def test_every_listed_benchmark_exists_and_prints_a_target_line(name):
     source = (PATH.parent / f"{name}.py").read_text()
     assert "(target " in source
+
+
+@pytest.mark.parametrize("name", sorted(run_all.BENCHMARKS))
+def test_every_benchmark_takes_a_device(name):
+    source = (PATH.parent / f"{name}.py").read_text()
+    assert 'add_argument("--device", default="cpu"' in source
+    assert "args.device" in source
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_run_all_forwards_the_device(monkeypatch, quick):
+    import subprocess
+
+    commands = []
+
+    def fake_run(command, **kwargs):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0, stdout="x: 1 (target >= 0)", stderr="")
+
+    monkeypatch.setattr(run_all.subprocess, "run", fake_run)
+    run = run_all.run_benchmark("bench_reach", quick, threads=1, device="cuda:1")
+    assert run["returncode"] == 0 and run["metrics"][0]["met"] is True
+    command = commands[0]
+    assert command[command.index("--device") + 1] == "cuda:1"
+    run_all.run_benchmark("bench_sweep", quick, threads=1)
+    assert commands[1][commands[1].index("--device") + 1] == "cpu"

@@ -23,10 +23,13 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.base import BaseEstimator
 
 import intrinsic_rank.estimators as estimators_module
+from intrinsic_rank import AttentionRankEstimator
 from intrinsic_rank.datasets import make_attention_task
 from intrinsic_rank.estimators._base import SequenceRegressorMixin
 
 CHEAP = dict(max_epochs=3, batch_size=64, random_state=0)
+# EnergyEffectiveRank's recovery student is a parameter with its own settings
+CHEAP_STUDENT = dict(max_epochs=3, batch_size=64)
 
 CHEAP_SETTINGS = {
     "AttentionRankEstimator": [
@@ -36,8 +39,10 @@ CHEAP_SETTINGS = {
         dict(attention="fixed", ranks=[1, 2], **CHEAP),
     ],
     "EnergyEffectiveRank": [
-        dict(method="recovery", attention="softmax", **CHEAP),
-        dict(method="recovery", attention="fixed", **CHEAP),
+        dict(method="recovery", attention="softmax", random_state=0,
+             student=AttentionRankEstimator(attention="softmax", **CHEAP_STUDENT)),
+        dict(method="recovery", attention="fixed", random_state=0,
+             student=AttentionRankEstimator(attention="fixed", **CHEAP_STUDENT)),
     ],
 }
 
@@ -58,9 +63,9 @@ SEQUENCE_ONLY_SETTINGS = {
 # only because two pickles of equal torch modules differ byte for byte.
 TINY_LM = os.path.join(os.path.dirname(__file__), "data", "tiny_lm.pt")
 CHEAP_SETTINGS["ReachabilityEstimator"] = [
-    dict(model=TINY_LM, n_memory=1, max_steps=4, patience=4, n_radius_prompts=8,
+    dict(model=TINY_LM, n_memory=1, max_epochs=4, patience=4, n_radius_prompts=8,
          random_state=0),
-    dict(model=TINY_LM, n_memory=2, max_steps=3, batch_size=4, n_radius_prompts=8,
+    dict(model=TINY_LM, n_memory=2, max_epochs=3, chunk_size=4, n_radius_prompts=8,
          random_state=0),
 ]
 

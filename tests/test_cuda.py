@@ -57,9 +57,12 @@ def test_attention_rank_estimator_on_cuda_matches_cpu():
 @needs_cuda
 def test_energy_effective_rank_recovery_on_cuda_matches_cpu():
     X, Y = linear_task()
-    params = dict(method="recovery", attention="linear", max_epochs=20, random_state=0)
-    cpu = EnergyEffectiveRank(**params).fit(X, Y)
-    gpu = EnergyEffectiveRank(**params, device="cuda").fit(X, Y)
+    def student(device):
+        return AttentionRankEstimator(attention="linear", max_epochs=20, device=device)
+
+    params = dict(method="recovery", attention="linear", random_state=0)
+    cpu = EnergyEffectiveRank(**params, student=student("cpu")).fit(X, Y)
+    gpu = EnergyEffectiveRank(**params, student=student("cuda")).fit(X, Y)
     assert on_cuda(gpu.net_.module_)
     assert gpu.effective_rank_ == pytest.approx(cpu.effective_rank_, rel=1e-3)
     assert gpu.mixer_energy_rank_ == pytest.approx(cpu.mixer_energy_rank_, rel=1e-3)
@@ -69,7 +72,7 @@ def test_energy_effective_rank_recovery_on_cuda_matches_cpu():
 @needs_cuda
 def test_reachability_estimator_on_cuda_matches_cpu():
     X = targets()
-    params = dict(n_memory=2, max_steps=150, patience=50, n_radius_prompts=16,
+    params = dict(n_memory=2, max_epochs=150, patience=50, n_radius_prompts=16,
                   random_state=0)
     cpu = ReachabilityEstimator(**params).fit(X)
     gpu = ReachabilityEstimator(**params, device="cuda").fit(X)
@@ -95,9 +98,10 @@ def fit_calls():
         "AttentionRankEstimator": lambda device: AttentionRankEstimator(
             attention="linear", rank=1, max_epochs=1, device=device).fit(X, Y),
         "EnergyEffectiveRank": lambda device: EnergyEffectiveRank(
-            method="recovery", max_epochs=1, device=device).fit(X, Y),
+            method="recovery", student=AttentionRankEstimator(
+                attention="linear", max_epochs=1, device=device)).fit(X, Y),
         "ReachabilityEstimator": lambda device: ReachabilityEstimator(
-            max_steps=1, n_radius_prompts=1, device=device).fit(ids),
+            max_epochs=1, n_radius_prompts=1, device=device).fit(ids),
     }
 
 
@@ -117,5 +121,6 @@ def test_data_method_also_rejects_an_unknown_device():
     from intrinsic_rank.datasets import make_attention_task
 
     X, Y = make_attention_task("linear", n_samples=64, seq_len=4, d=3, rank=1, random_state=0)
-    with pytest.raises(ValueError, match="unknown device"):
+    # device is the student's since 0.2; the deprecated setting is still checked
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="unknown device"):
         EnergyEffectiveRank(method="data", device="tpu9").fit(X, Y)

@@ -153,7 +153,7 @@ def test_data_fit_is_deterministic_and_unfitted_error():
         (dict(method="data", value_map=np.ones((3, 3))), r"value_map must have shape \(d, d_out\) = \(6, 6\); got \(3, 3\)"),
         (dict(method="recovery", value_map=np.ones((6, 6))), "value_map is used by method='data' only"),
         (dict(method="data", attention="softmax"), "needs value_map"),
-        (dict(method="data", ridge=-1.0), "ridge must be in"),
+        (dict(method="data", ridge=-1.0), "ridge must be a finite real number in"),
     ],
 )
 def test_bad_parameters(params, match):
@@ -173,3 +173,113 @@ def test_data_method_needs_per_token_targets():
     X, Y, _ = _task("linear", 2, d=6, seq_len=6, n=100, seed=8)
     with pytest.raises(ValueError, match="per-token targets: Y must be 3-D"):
         EnergyEffectiveRank(method="data").fit(X, Y[:, -1, 0])
+
+
+# -- the recovery student is a parameter ---------------------------------------------
+def _small_task():
+    return _task("linear", 2, d=5, seq_len=4, n=200, seed=20)
+
+
+def test_default_student_is_the_estimators_default_and_is_exposed():
+    from intrinsic_rank import AttentionRankEstimator
+
+    X, Y, _ = _small_task()
+    est = EnergyEffectiveRank(random_state=0).fit(X, Y)
+    student = AttentionRankEstimator(attention="linear", rank=None, random_state=0).fit(X, Y)
+    assert isinstance(est.student_, AttentionRankEstimator)
+    assert est.student_.get_params() == student.get_params()
+    np.testing.assert_array_equal(est.matrix_, student.kernel_)
+    np.testing.assert_array_equal(est.predict(X), student.predict(X))
+    assert est.net_ is est.student_.net_
+    assert (est.n_features_in_, est.seq_len_, est.token_dim_, est.d_out_, est.target_) == (
+        student.n_features_in_, student.seq_len_, student.token_dim_, student.d_out_,
+        student.target_)
+
+
+def test_given_student_is_cloned_and_seeded_by_random_state():
+    from intrinsic_rank import AttentionRankEstimator
+
+    X, Y, _ = _small_task()
+    student = AttentionRankEstimator(attention="linear", max_epochs=4, random_state=3)
+    est = EnergyEffectiveRank(student=student).fit(X, Y)
+    assert not hasattr(student, "net_")  # the given student stays unfitted
+    assert est.student_ is not student and est.student_.random_state == 3
+    reference = clone(student).fit(X, Y)
+    np.testing.assert_array_equal(est.matrix_, reference.kernel_)
+    seeded = EnergyEffectiveRank(student=student, random_state=0).fit(X, Y)
+    assert seeded.student_.random_state == 0 and student.random_state == 3
+    np.testing.assert_array_equal(
+        seeded.matrix_, clone(student).set_params(random_state=0).fit(X, Y).kernel_)
+    # nested parameters reach the student, scikit-learn style
+    assert est.get_params()["student__max_epochs"] == 4
+    tuned = clone(est).set_params(student__max_epochs=2).fit(X, Y)
+    assert tuned.student_.max_epochs == 2 and len(tuned.student_.history_) == 2
+
+
+@pytest.mark.parametrize("name, value", [
+    ("max_epochs", 4), ("lr", 0.01), ("batch_size", 16), ("init_scale", 0.05),
+    ("device", "cpu"), ("verbose", 1),
+])
+def test_deprecated_student_settings_warn_and_give_the_same_result(name, value):
+    from intrinsic_rank import AttentionRankEstimator
+
+    X, Y, _ = _small_task()
+    base = dict(attention="linear", max_epochs=3)
+    with pytest.warns(FutureWarning, match=f"`{name}` of EnergyEffectiveRank moved to its "
+                                           r"student in 0\.2 and will be removed in 0\.3"):
+        old = EnergyEffectiveRank(student=AttentionRankEstimator(**base), random_state=0,
+                                  **{name: value}).fit(X, Y)
+    new = EnergyEffectiveRank(student=AttentionRankEstimator(**{**base, name: value}),
+                              random_state=0).fit(X, Y)
+    assert getattr(old.student_, name) == value
+    np.testing.assert_array_equal(old.matrix_, new.matrix_)
+    np.testing.assert_array_equal(old.predict(X), new.predict(X))
+    assert EnergyEffectiveRank().get_params()[name] == "deprecated"
+
+
+def test_deprecated_settings_reach_the_default_student():
+    X, Y, _ = _small_task()
+    with pytest.warns(FutureWarning, match="`max_epochs` of EnergyEffectiveRank moved"):
+        est = EnergyEffectiveRank(max_epochs=2, random_state=0).fit(X, Y)
+    assert est.student_.max_epochs == 2 and est.student_.attention == "linear"
+
+
+def test_no_future_warning_by_default():
+    import warnings
+
+    X, Y, _ = _small_task()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        EnergyEffectiveRank(method="data").fit(X, Y)
+
+
+def test_parameters_are_keyword_only():
+    with pytest.raises(TypeError):
+        EnergyEffectiveRank("data")
+
+
+@pytest.mark.parametrize("method, student, match", [
+    ("data", dict(attention="linear"), "student is used by method='recovery' only"),
+    ("recovery", "an estimator", "student must be an AttentionRankEstimator or None"),
+    ("recovery", dict(attention="softmax"),
+     "the student's attention='softmax' differs from attention='linear'"),
+    ("recovery", dict(attention="linear", ranks=[1, 2]), r"one rank \(ranks=None\)"),
+])
+def test_bad_student(method, student, match):
+    from intrinsic_rank import AttentionRankEstimator
+
+    if isinstance(student, dict):
+        student = AttentionRankEstimator(**student)
+    X, Y, _ = _small_task()
+    with pytest.raises(ValueError, match=match):
+        EnergyEffectiveRank(method=method, student=student).fit(X, Y)
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(verbose=-1), "verbose must be an integer >= 0"),
+    (dict(device="tpu9"), "unknown device"),
+])
+def test_deprecated_settings_are_still_checked(params, match):
+    X, Y, _ = _small_task()
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match=match):
+        EnergyEffectiveRank(method="data", **params).fit(X, Y)

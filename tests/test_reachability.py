@@ -13,7 +13,7 @@ from intrinsic_rank import ReachabilityEstimator
 from intrinsic_rank.datasets import make_random_targets
 from intrinsic_rank.nn import TinyCausalLM, as_causal_lm, load_default_model
 
-SHORT = dict(max_steps=300, patience=100, n_radius_prompts=32)
+SHORT = dict(max_epochs=300, patience=100, n_radius_prompts=32)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_reached_targets_are_reproduced_by_greedy_decoding(fitted):
     assert est.reached_.sum() >= 6  # length 6 with 2 vectors is mostly reachable
     assert np.all(est.token_accuracy_[est.reached_] == 1.0)
     # a target is stopped at its first exact match
-    assert est.n_steps_[est.reached_].max() < SHORT["max_steps"]
+    assert est.n_steps_[est.reached_].max() < SHORT["max_epochs"]
     assert est.accessibility_ == pytest.approx(est.reached_.mean())
     assert est.score(X) == pytest.approx(est.accessibility_)
 
@@ -66,10 +66,10 @@ def test_fitted_attributes_and_bounds(fitted):
 
 def test_precision_options():
     X = make_random_targets(2, 3, 64, random_state=0)
-    fp16 = ReachabilityEstimator(precision="float16", max_steps=2, n_radius_prompts=4,
+    fp16 = ReachabilityEstimator(precision="float16", max_epochs=2, n_radius_prompts=4,
                                  random_state=0).fit(X)
     assert fp16.precision_ == 2.0 ** -10
-    given = ReachabilityEstimator(precision=1e-3, max_steps=2, n_radius_prompts=4,
+    given = ReachabilityEstimator(precision=1e-3, max_epochs=2, n_radius_prompts=4,
                                   random_state=0).fit(X)
     assert given.precision_ == 1e-3
     assert given.slope_bound_ < fp16.slope_bound_ or given.radius_ != fp16.radius_
@@ -125,7 +125,7 @@ def test_accepts_a_model_instance_without_modifying_it():
     lm = TinyCausalLM(vocab_size=16, d_model=16, n_layers=1, n_heads=2, max_length=16)
     before = {k: v.clone() for k, v in lm.state_dict().items()}
     X = make_random_targets(3, 4, 16, random_state=0)
-    est = ReachabilityEstimator(model=lm, max_steps=5, n_radius_prompts=4, random_state=0).fit(X)
+    est = ReachabilityEstimator(model=lm, max_epochs=5, n_radius_prompts=4, random_state=0).fit(X)
     assert est.vocab_size_ == 16 and est.width_ == 16
     assert all(p.requires_grad for p in lm.parameters())  # the caller's model untouched
     for key, value in lm.state_dict().items():
@@ -150,31 +150,31 @@ def test_as_causal_lm_shares_adapters():
 ])
 def test_bad_targets(X, match):
     with pytest.raises(ValueError, match=match):
-        ReachabilityEstimator(max_steps=2).fit(X)
+        ReachabilityEstimator(max_epochs=2).fit(X)
 
 
 @pytest.mark.parametrize("params, match", [
-    (dict(n_memory=0), r"n_memory must be >= 1; got 0"),
+    (dict(n_memory=0), r"n_memory must be an integer >= 1; got 0"),
     (dict(n_memory=1.5), r"n_memory must be an integer"),
-    (dict(max_steps=0), r"max_steps must be >= 1"),
-    (dict(lr=-1.0), r"lr must be in \(0"),
+    (dict(max_epochs=0), r"max_epochs must be an integer >= 1"),
+    (dict(lr=-1.0), r"lr must be a finite real number in \(0"),
     (dict(betas=(0.9, 1.2)), r"betas must be a pair of floats in \[0, 1\)"),
     (dict(precision="float8"), r"float8"),
-    (dict(precision=2.0), r"precision must be in \(0"),
+    (dict(precision=2.0), r"precision must be a finite real number in \(0"),
     (dict(model="no/such/folder"), r"neither 'default' nor an existing file or folder"),
     (dict(device="tpu9"), r"unknown device"),
 ])
 def test_bad_parameters(params, match):
     X = make_random_targets(2, 3, 64, random_state=0)
     with pytest.raises(ValueError, match=match):
-        ReachabilityEstimator(**{"max_steps": 2, **params}).fit(X)
+        ReachabilityEstimator(**{"max_epochs": 2, **params}).fit(X)
 
 
 def test_context_counts_the_memory():
     X = np.ones((1, 120), dtype=int)
-    ReachabilityEstimator(n_memory=9, max_steps=1, n_radius_prompts=2).fit(X)  # 128 fits
+    ReachabilityEstimator(n_memory=9, max_epochs=1, n_radius_prompts=2).fit(X)  # 128 fits
     with pytest.raises(ValueError, match=r"n_memory=10 need 129 positions"):
-        ReachabilityEstimator(n_memory=10, max_steps=1).fit(X)
+        ReachabilityEstimator(n_memory=10, max_epochs=1).fit(X)
 
 
 def test_non_causal_model_is_rejected():
@@ -182,7 +182,7 @@ def test_non_causal_model_is_rejected():
     encoder = TinyCausalLM(vocab_size=16, d_model=16, n_layers=1, n_heads=2, max_length=16,
                            causal=False)
     with pytest.raises(ValueError, match="is not causal"):
-        ReachabilityEstimator(model=encoder, max_steps=2).fit(np.array([[1, 2, 3]]))
+        ReachabilityEstimator(model=encoder, max_epochs=2).fit(np.array([[1, 2, 3]]))
 
 
 def test_predict_checks_length_and_fit():
@@ -190,7 +190,7 @@ def test_predict_checks_length_and_fit():
 
     with pytest.raises(NotFittedError):
         ReachabilityEstimator().predict(np.array([[1, 2, 3]]))
-    est = ReachabilityEstimator(max_steps=2, n_radius_prompts=2, random_state=0).fit(
+    est = ReachabilityEstimator(max_epochs=2, n_radius_prompts=2, random_state=0).fit(
         np.array([[1, 2, 3]]))
     with pytest.raises(ValueError, match="3 features"):
         est.predict(np.array([[1, 2, 3, 4]]))
@@ -205,7 +205,7 @@ def test_random_prompt_hidden_states_measure_the_radius():
     assert states.shape == (16, 7, 64)
     again = random_prompt_hidden_states(lm, 2, 5, n_prompts=16, batch_size=16, random_state=3)
     np.testing.assert_allclose(states, again, atol=1e-5)  # chunking does not change them
-    est = ReachabilityEstimator(n_memory=2, max_steps=1, n_radius_prompts=16, batch_size=5,
+    est = ReachabilityEstimator(n_memory=2, max_epochs=1, n_radius_prompts=16, chunk_size=5,
                                 random_state=0).fit(make_random_targets(2, 6, 64, random_state=0))
     assert est.radius_ == pytest.approx(
         hidden_state_geometry(random_prompt_hidden_states(
@@ -213,3 +213,75 @@ def test_random_prompt_hidden_states_measure_the_radius():
     assert random_prompt_hidden_states(lm, 0, 3, n_prompts=2).shape == (2, 3, 64)
     with pytest.raises(ValueError, match="exceed the model's context of 128"):
         random_prompt_hidden_states(lm, 8, 121)
+
+
+# -- one dialect: renamed parameters, keyword-only, one divergence error -------------
+@pytest.mark.parametrize("old, new, value", [
+    ("max_steps", "max_epochs", 7),
+    ("init_std", "init_scale", 0.5),
+    ("batch_size", "chunk_size", 2),
+])
+def test_renamed_parameter_warns_and_gives_the_same_result(old, new, value):
+    X = make_random_targets(4, 4, 64, random_state=2)
+    params = dict(n_memory=1, max_epochs=5, patience=5, n_radius_prompts=4, random_state=0)
+    with pytest.warns(FutureWarning, match=f"`{old}` was renamed `{new}` in 0.2 and will "
+                                           r"be removed in 0\.3"):
+        deprecated = ReachabilityEstimator(**params, **{old: value}).fit(X)
+    current = ReachabilityEstimator(**{**params, new: value}).fit(X)
+    np.testing.assert_array_equal(deprecated.memory_, current.memory_)
+    np.testing.assert_array_equal(deprecated.n_steps_, current.n_steps_)
+    assert deprecated.radius_ == current.radius_
+    np.testing.assert_array_equal(deprecated.predict(X), current.predict(X))
+    # the old name is a parameter like any other until it goes
+    assert clone(deprecated).get_params()[old] == value
+    assert ReachabilityEstimator().get_params()[old] == "deprecated"
+
+
+def test_renamed_parameters_are_still_checked_under_their_old_name():
+    X = make_random_targets(2, 3, 64, random_state=0)
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
+        ReachabilityEstimator(max_steps=0).fit(X)
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="batch_size must be an integer >= 1"):
+        ReachabilityEstimator(max_epochs=1, batch_size=0).fit(X)
+
+
+def test_no_warning_with_the_new_names():
+    import warnings
+
+    X = make_random_targets(2, 3, 64, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        ReachabilityEstimator(max_epochs=2, init_scale=0.1, chunk_size=1,
+                              n_radius_prompts=2, random_state=0).fit(X)
+
+
+def test_parameters_are_keyword_only():
+    with pytest.raises(TypeError):
+        ReachabilityEstimator("default", 2)
+
+
+@pytest.mark.parametrize("verbose", [-1, 1.5, True])
+def test_verbose_is_checked(verbose):
+    X = make_random_targets(2, 3, 64, random_state=0)
+    with pytest.raises(ValueError, match="verbose must be"):
+        ReachabilityEstimator(max_epochs=1, verbose=verbose).fit(X)
+
+
+def test_verbose_progress_bar_leaves_nothing_behind():
+    X = make_random_targets(2, 3, 64, random_state=0)
+    est = ReachabilityEstimator(max_epochs=2, n_radius_prompts=2, random_state=0,
+                                verbose=1).fit(X)
+    bars = [cb for name, cb in est.net_.callbacks_ if name == "progress"]
+    assert len(bars) == 1 and type(bars[0]).__name__ == "ProgressBar"
+    assert not hasattr(bars[0], "bar_")  # closed and dropped: it does not travel
+    pickle.loads(pickle.dumps(est))
+
+
+def test_divergence_raises_training_diverged_error():
+    from intrinsic_rank import TrainingDivergedError
+
+    X = make_random_targets(2, 3, 64, random_state=0)
+    with pytest.raises(TrainingDivergedError, match="cramming diverged at step .* lower lr "
+                                                    "or init_scale"):
+        ReachabilityEstimator(max_epochs=3, init_scale=float("1e300"), n_radius_prompts=2,
+                              random_state=0).fit(X)

@@ -7,18 +7,17 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
-from skorch.callbacks import Callback
 
 from .. import spectral
+from .._validation import check_device, check_int, check_real, draw_seed
 from ..nn import STUDENTS
 from ._base import (
+    ProgressBar,
     RankSweepNet,
     RankwiseMSELoss,
     SequenceRegressorMixin,
     TensorBatchIterator,
-    check_float_param,
-    check_int_param,
-    draw_seed,
+    check_verbose,
     select_rank,
     validate_sequences,
 )
@@ -45,16 +44,6 @@ def _resolve_optimizer(optimizer):
     raise ValueError(
         f"optimizer must be a name or a torch.optim.Optimizer subclass; got {optimizer!r}"
     )
-
-
-def _check_device(device):
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError) as error:
-        raise ValueError(f"unknown device {device!r}: {error}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was requested but no CUDA device is available")
-    return device
 
 
 class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
@@ -181,7 +170,9 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     -----
     Input shapes: ``X`` is ``(n, L, d)``, or ``(n, L)`` read as ``L`` scalar
     tokens. ``Y`` is ``(n, L, d_out)`` for per-token targets, or ``(n,)`` /
-    ``(n, k)`` for a target read at the final position.
+    ``(n, k)`` for a target read at the final position. ``predict`` returns
+    the selected rank's predictions shaped like ``Y``; :meth:`predict_per_rank`
+    returns every trained rank's, with a rank axis after the sample axis.
 
     Examples
     --------
@@ -197,6 +188,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
 
     def __init__(
         self,
+        *,
         attention="softmax",
         rank=None,
         ranks=None,
@@ -237,20 +229,19 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             raise ValueError(
                 f"unknown attention {self.attention!r}; use one of {sorted(STUDENTS)}"
             )
-        check_int_param(self.max_epochs, "max_epochs", minimum=1)
+        check_int(self.max_epochs, "max_epochs", 1)
         if not (isinstance(self.batch_size, str) and self.batch_size == "auto"):
-            check_int_param(self.batch_size, "batch_size", minimum=1)
-        check_float_param(self.lr, "lr")
-        check_float_param(self.init_scale, "init_scale")
-        check_float_param(self.weight_decay, "weight_decay", low_open=False)
-        check_float_param(self.tol, "tol", low_open=False)
-        check_float_param(
-            self.validation_fraction, "validation_fraction", high=0.9, low_open=False
-        )
+            check_int(self.batch_size, "batch_size", 1)
+        check_real(self.lr, "lr", 0.0, low_open=True)
+        check_real(self.init_scale, "init_scale", 0.0, low_open=True)
+        check_real(self.weight_decay, "weight_decay", 0.0)
+        check_real(self.tol, "tol", 0.0)
+        check_real(self.validation_fraction, "validation_fraction", 0.0, 0.9)
         if self.noise_floor is not None:
-            check_float_param(self.noise_floor, "noise_floor", low_open=False)
+            check_real(self.noise_floor, "noise_floor", 0.0)
+        check_verbose(self.verbose)
         _resolve_optimizer(self.optimizer)
-        return _check_device(self.device)
+        return check_device(self.device)
 
     def _max_rank(self):
         return STUDENTS[self.attention].rank_limit(self.token_dim_, self.seq_len_)
@@ -276,7 +267,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             grid = np.asarray(self.ranks)
             if grid.ndim != 1 or grid.size == 0:
                 raise ValueError(f"ranks must be a non-empty 1-D list; got {self.ranks!r}")
-            checked = [check_int_param(r, "every entry of ranks") for r in grid.tolist()]
+            checked = [check_int(r, "every entry of ranks") for r in grid.tolist()]
             if max(checked) > limit:
                 raise ValueError(f"rank {max(checked)} in ranks exceeds {what}")
             if len(set(checked)) != len(checked):
@@ -284,7 +275,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             return sorted(checked)
         if self.rank is None:
             return [limit]
-        rank = check_int_param(self.rank, "rank")
+        rank = check_int(self.rank, "rank")
         if rank > limit:
             raise ValueError(f"rank={rank} exceeds {what}")
         return [rank]
@@ -309,7 +300,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     def _build_net(self, ranks, seed, device, n_train):
         callbacks = []
         if self.verbose == 1:
-            callbacks.append(("progress", _EpochProgress()))
+            callbacks.append(("progress", ProgressBar(postfix={"summed_loss": "train_loss"})))
         return RankSweepNet(
             module=STUDENTS[self.attention],
             module__d=self.token_dim_,
@@ -526,9 +517,49 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             ``(n, L, d_out)`` for per-token targets, ``(n, k)`` or ``(n,)`` for a
             final-position target (shaped like the ``Y`` seen in ``fit``).
         """
-        Y_pred = self._outputs(self._tensor(X))[:, self.rank_index_]
+        return self.predict_per_rank(X)[:, self.rank_index_]
+
+    def predict_per_rank(self, X):
+        """Predictions of every trained rank, with a rank axis after the sample axis.
+
+        ``predict_per_rank(X)[:, i]`` is the prediction of the student of rank
+        ``ranks_[i]``; the slot of the selected rank ``rank_`` (index
+        ``ranks_.tolist().index(rank_)``) equals ``predict(X)``. A single-``rank``
+        fit has one slot (``R = 1``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, L, d) or (n, L)
+            Validated like ``predict`` (the fitted sequence length and token
+            dimension).
+
+        Returns
+        -------
+        Y_pred : ndarray of float64, of shape (n, R, ...)
+            ``R = len(ranks_)``, and the rest shaped like the ``Y`` seen in
+            ``fit``: ``(n, R, L, d_out)`` for per-token targets, ``(n, R, k)``
+            for a final-position target ``(n, k)``, and ``(n, R)`` for a
+            final-position target ``(n,)`` (the raw output of each rank at the
+            final position).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from intrinsic_rank import AttentionRankEstimator
+        >>> from intrinsic_rank.datasets import make_attention_task
+        >>> X, Y = make_attention_task("linear", n_samples=64, seq_len=4, d=3,
+        ...                            rank=1, random_state=0)
+        >>> est = AttentionRankEstimator(attention="linear", ranks=[1, 3],
+        ...                              max_epochs=2, random_state=0).fit(X, Y[:, -1, 0])
+        >>> est.predict_per_rank(X).shape
+        (64, 2)
+        >>> i = est.ranks_.tolist().index(est.rank_)
+        >>> bool(np.array_equal(est.predict_per_rank(X)[:, i], est.predict(X)))
+        True
+        """
+        Y_pred = self._outputs(self._tensor(X))
         if self.y_ndim_ == 1:
-            Y_pred = Y_pred[:, 0]
+            Y_pred = Y_pred[:, :, 0]
         return Y_pred
 
     def realized_mixer(self, X):
@@ -551,20 +582,3 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             mixers = self.net_.module_.mixer(X_t)[:, self.rank_index_]
         return mixers.cpu().double().numpy()
 
-
-class _EpochProgress(Callback):
-    """skorch callback drawing a tqdm progress bar over epochs (``verbose=1``)."""
-
-    def on_train_begin(self, net, **kwargs):
-        from tqdm.auto import tqdm
-
-        # disable=None: no bar when stderr is not a terminal (CI logs, pipes)
-        self.bar_ = tqdm(total=net.max_epochs, desc="epochs", leave=False, disable=None)
-
-    def on_epoch_end(self, net, **kwargs):
-        self.bar_.update(1)
-        self.bar_.set_postfix(summed_loss=f"{net.history[-1, 'train_loss']:.4g}", refresh=False)
-
-    def on_train_end(self, net, **kwargs):
-        self.bar_.close()
-        del self.bar_  # a closed bar need not travel with a pickled estimator

@@ -1,4 +1,4 @@
-"""Pieces shared by the estimators: input validation, seeding and the skorch net.
+"""Pieces shared by the estimators: input and parameter checks, deprecations, the skorch net.
 
 Input convention (SPEC sections 1 and 6)
 ----------------------------------------
@@ -15,51 +15,156 @@ columns: the token dimension ``d`` for 3-D input, the number of scalar tokens
 the token dimension as ``token_dim_``.
 """
 
-import numbers
+import warnings
 
 import numpy as np
 import torch
 from sklearn.base import RegressorMixin
 from sklearn.metrics import r2_score
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, validate_data
 from skorch import NeuralNet
+from skorch.callbacks import Callback
 
-__all__ = ["TrainingDivergedError"]
+from .._validation import check_int
 
-_MAX_SEED = np.iinfo(np.int32).max
+__all__ = ["ProgressBar", "TrainingDivergedError"]
 
 
 class TrainingDivergedError(FloatingPointError):
-    """Training produced a non-finite loss (lower ``lr`` or ``init_scale``)."""
+    """Training produced a non-finite loss (lower ``lr`` or ``init_scale``).
+
+    Raised by all three estimators (:class:`~intrinsic_rank.AttentionRankEstimator`,
+    :class:`~intrinsic_rank.EnergyEffectiveRank` through its student, and
+    :class:`~intrinsic_rank.ReachabilityEstimator`); a subclass of
+    :class:`FloatingPointError`, so code that caught that keeps working.
+
+    Examples
+    --------
+    >>> issubclass(TrainingDivergedError, FloatingPointError)
+    True
+    """
 
 
-def draw_seed(random_state):
-    """One integer seed from ``random_state`` (None, int or ``RandomState``)."""
-    return int(check_random_state(random_state).randint(_MAX_SEED))
+def check_verbose(verbose):
+    """The estimators' one check of ``verbose``: an integer ``>= 0``.
+
+    ``0`` is silent, ``1`` draws a progress bar (on a terminal only), ``2`` and
+    more print skorch's per-epoch table instead.
+
+    Parameters
+    ----------
+    verbose : int
+
+    Returns
+    -------
+    verbose : int
+    """
+    return check_int(verbose, "verbose", 0)
 
 
-def check_int_param(value, name, minimum=1, maximum=None):
-    """Validate an integer hyper-parameter, naming it in the error."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer; got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        upper = "" if maximum is None else f" and <= {maximum}"
-        raise ValueError(f"{name} must be >= {minimum}{upper}; got {value}")
-    return int(value)
+def is_set(value):
+    """Whether a deprecated parameter was given: its value is not ``"deprecated"``.
+
+    Parameters
+    ----------
+    value : object
+
+    Returns
+    -------
+    given : bool
+
+    Examples
+    --------
+    >>> is_set("deprecated"), is_set(None), is_set(300)
+    (False, True, True)
+    """
+    return not (isinstance(value, str) and value == "deprecated")
 
 
-def check_float_param(value, name, low=0.0, high=None, low_open=True):
-    """Validate a real hyper-parameter in ``(low, high]`` (or ``[low, high]``)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number; got {value!r}")
-    value = float(value)
-    too_low = value <= low if low_open else value < low
-    if not np.isfinite(value) or too_low or (high is not None and value > high):
-        bracket = "(" if low_open else "["
-        upper = "inf)" if high is None else f"{high}]"
-        raise ValueError(f"{name} must be in {bracket}{low}, {upper}; got {value}")
-    return value
+def renamed(estimator, old, new):
+    """The value of a parameter renamed in 0.2, warning if the old name was used.
+
+    scikit-learn's deprecation pattern: the old parameter stays in ``__init__``
+    with the default ``"deprecated"``; when it is set, ``fit`` warns with a
+    :class:`FutureWarning` and uses its value (it wins over the new name).
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+    old, new : str
+        The parameter's old and new names.
+
+    Returns
+    -------
+    value : object
+        ``getattr(estimator, old)`` if it was set, else ``getattr(estimator, new)``.
+    name : str
+        The name the value was given under (``old`` or ``new``), for error messages.
+    """
+    value = getattr(estimator, old)
+    if not is_set(value):
+        return getattr(estimator, new), new
+    warnings.warn(
+        f"`{old}` was renamed `{new}` in 0.2 and will be removed in 0.3; "
+        f"use {new}={value!r}",
+        FutureWarning,
+        stacklevel=4,
+    )
+    return value, old
+
+
+class ProgressBar(Callback):
+    """skorch callback: a tqdm bar over epochs, used by every estimator at ``verbose=1``.
+
+    The bar is drawn only on a terminal (tqdm's ``disable=None``), so logs,
+    pipes and CI stay clean; it is dropped when training ends, so it never
+    travels with a pickled estimator.
+
+    Parameters
+    ----------
+    desc : str, default="epochs"
+        Label of the bar.
+    unit : str, default="epoch"
+    postfix : dict or None, default=None
+        ``{label: history key}``: values of the last history row shown after
+        the bar (floats with four significant digits).
+    total : int or None, default=None
+        Length of the bar; ``None`` takes the net's ``max_epochs``.
+
+    Examples
+    --------
+    >>> bar = ProgressBar(desc="cramming", unit="step", postfix={"active": "n_active"})
+    >>> bar.get_params()["unit"]
+    'step'
+    """
+
+    def __init__(self, desc="epochs", unit="epoch", postfix=None, total=None):
+        self.desc = desc
+        self.unit = unit
+        self.postfix = postfix
+        self.total = total
+
+    def on_train_begin(self, net, **kwargs):
+        from tqdm.auto import tqdm
+
+        total = net.max_epochs if self.total is None else self.total
+        # disable=None: no bar when stderr is not a terminal (CI logs, pipes)
+        self.bar_ = tqdm(total=total, desc=self.desc, unit=self.unit, leave=False,
+                         disable=None)
+
+    def on_epoch_end(self, net, **kwargs):
+        self.bar_.update(1)
+        if self.postfix:
+            row = net.history[-1]
+            values = {label: row.get(key) for label, key in self.postfix.items()}
+            self.bar_.set_postfix(
+                {label: f"{v:.4g}" if isinstance(v, float) else v for label, v in values.items()},
+                refresh=False,
+            )
+
+    def on_train_end(self, net, **kwargs):
+        self.bar_.close()
+        del self.bar_  # a closed bar need not travel with a pickled estimator
 
 
 def _finite_float_array(array, name, ndims):

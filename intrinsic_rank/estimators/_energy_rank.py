@@ -1,14 +1,22 @@
 """EnergyEffectiveRank: the rank a task needs, read off a spectrum."""
 
+import warnings
+
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
 from .. import spectral
+from .._validation import check_device, check_real
 from ..datasets import attention_mixer
-from . import _operator_fit as fits
-from ._attention_rank import AttentionRankEstimator, _check_device
-from ._base import SequenceRegressorMixin, check_float_param, validate_sequences
+from .. import operator_fit as fits
+from ._attention_rank import AttentionRankEstimator
+from ._base import (
+    SequenceRegressorMixin,
+    check_verbose,
+    is_set,
+    validate_sequences,
+)
 
 __all__ = ["EnergyEffectiveRank"]
 
@@ -16,6 +24,8 @@ _METHODS = ("recovery", "data")
 _ATTENTIONS = ("fixed", "linear", "softmax", "block")
 _DATA_ATTENTIONS = ("fixed", "linear", "softmax")
 _MIXER_SAMPLE = 512
+_STUDENT_SETTINGS = ("max_epochs", "lr", "batch_size", "init_scale", "device", "verbose")
+"""The student's settings that ``EnergyEffectiveRank`` re-declared until 0.2."""
 
 
 def _mixer_sample(X):
@@ -31,11 +41,12 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     Two ways to get the spectrum (SPEC section 2):
 
     * ``method="recovery"`` trains an over-parameterised student (full rank,
-      small initialisation) through skorch -- an
+      small initialisation) through skorch -- the ``student``, by default an
       :class:`~intrinsic_rank.AttentionRankEstimator` with ``rank=None`` -- and
       measures the energy effective rank of the kernel (or operator) it learned.
       Gradient descent from a small initialisation concentrates the spectrum on
-      ``r*`` (the recovery principle). ``predict`` uses the trained student.
+      ``r*`` (the recovery principle). ``predict`` uses the trained student,
+      ``student_``.
     * ``method="data"`` is training-free: it fits the task's operator by (ridge)
       least squares on normal equations and reads its spectrum.
 
@@ -65,9 +76,29 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     ridge : float, default=1e-8
         Relative ridge of the least-squares fits: ``ridge * trace(G) / p`` is
         added to the diagonal of the ``p x p`` normal matrix ``G``.
-    max_epochs, lr, batch_size, init_scale, random_state, device, verbose
-        Training settings of the recovery student (see
-        :class:`~intrinsic_rank.AttentionRankEstimator`).
+    student : AttentionRankEstimator or None, default=None
+        The recovery student (``method="recovery"`` only), unfitted: it is
+        cloned at ``fit`` and the fitted clone is ``student_``. Its
+        ``attention`` must equal ``attention``, and it trains one rank
+        (``ranks=None``; ``rank=None``, full rank, is the recovery
+        principle's over-parameterised student). ``None``
+        trains ``AttentionRankEstimator(attention=attention, rank=None,
+        random_state=random_state)``, the student's defaults otherwise
+        (``max_epochs=200``, ``lr=3e-3``, ``batch_size="auto"``,
+        ``init_scale=0.1``, ``device="cpu"``, ``verbose=0``). Training settings,
+        the device and progress output are the student's parameters:
+        ``student=AttentionRankEstimator(attention="linear", max_epochs=50,
+        device="cuda")``.
+    random_state : None, int or numpy.random.RandomState, default=None
+        Seeds the recovery student: it replaces the student's own
+        ``random_state`` unless it is None. The data fits are deterministic.
+    max_epochs, lr, batch_size, init_scale, device, verbose : default="deprecated"
+        The student's settings, re-declared here until 0.2.
+
+        .. deprecated:: 0.2
+           Give them to the ``student`` instead; they will be removed in 0.3.
+           A value given here still reaches the student (the default one, or
+           the clone of ``student``), with a :class:`FutureWarning`.
 
     Attributes
     ----------
@@ -97,7 +128,9 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     n_equations_, n_unknowns_ : int
         Size of the least-squares system (``method="data"``).
     student_ : AttentionRankEstimator
-        The trained student (``method="recovery"``); ``net_`` is its skorch net.
+        The trained student (``method="recovery"``): the fitted clone of
+        ``student``. ``matrix_`` is its selected kernel (or operator) and
+        ``net_`` is its skorch net, ``student_.net_``.
     n_features_in_, seq_len_, token_dim_, d_out_, target_
         As for :class:`~intrinsic_rank.AttentionRankEstimator`.
 
@@ -110,26 +143,37 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     >>> est = EnergyEffectiveRank(method="data", value_map=info.value_map).fit(X, Y)
     >>> est.rank_, est.numerical_rank_
     (3, 3)
+
+    The recovery student is a parameter; its training settings are its own:
+
+    >>> from intrinsic_rank import AttentionRankEstimator
+    >>> student = AttentionRankEstimator(attention="linear", max_epochs=5)
+    >>> rec = EnergyEffectiveRank(student=student, random_state=0).fit(X, Y)
+    >>> rec.student_.max_epochs, rec.student_.random_state, student.random_state
+    (5, 0, None)
     """
 
     def __init__(
         self,
+        *,
         method="recovery",
         attention="linear",
         value_map=None,
         ridge=1e-8,
-        max_epochs=200,
-        lr=3e-3,
-        batch_size="auto",
-        init_scale=0.1,
+        student=None,
         random_state=None,
-        device="cpu",
-        verbose=0,
+        max_epochs="deprecated",
+        lr="deprecated",
+        batch_size="deprecated",
+        init_scale="deprecated",
+        device="deprecated",
+        verbose="deprecated",
     ):
         self.method = method
         self.attention = attention
         self.value_map = value_map
         self.ridge = ridge
+        self.student = student
         self.max_epochs = max_epochs
         self.lr = lr
         self.batch_size = batch_size
@@ -147,14 +191,60 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
                 f"unknown attention {self.attention!r} for method={self.method!r}; "
                 f"use one of {allowed}"
             )
-        check_float_param(self.ridge, "ridge", low_open=False)
-        # the data fit runs in numpy, but a device that does not exist is still
-        # an error rather than a silently ignored setting
-        _check_device(self.device)
+        check_real(self.ridge, "ridge", 0.0)
         if self.value_map is not None and self.method == "recovery":
             raise ValueError(
                 "value_map is used by method='data' only; the recovery student learns V"
             )
+        if self.student is not None:
+            if self.method != "recovery":
+                raise ValueError(
+                    "student is used by method='recovery' only; method='data' trains "
+                    "nothing"
+                )
+            if not isinstance(self.student, AttentionRankEstimator):
+                raise ValueError(
+                    "student must be an AttentionRankEstimator or None; got "
+                    f"{type(self.student).__name__}"
+                )
+            if self.student.attention != self.attention:
+                raise ValueError(
+                    f"the student's attention={self.student.attention!r} differs from "
+                    f"attention={self.attention!r}; give both the same operator family"
+                )
+            if self.student.ranks is not None:
+                raise ValueError(
+                    "the student must train one rank (ranks=None), not a sweep; its "
+                    "spectrum is the estimate"
+                )
+        # the student's settings under their deprecated names: warned about, and
+        # checked as before (a device that does not exist is an error even for
+        # the numpy data fit, not a silently ignored setting)
+        settings = {name: getattr(self, name) for name in _STUDENT_SETTINGS
+                    if is_set(getattr(self, name))}
+        for name, value in settings.items():
+            warnings.warn(
+                f"`{name}` of {type(self).__name__} moved to its student in 0.2 and will "
+                f"be removed in 0.3; use student=AttentionRankEstimator("
+                f"attention={self.attention!r}, {name}={value!r})",
+                FutureWarning,
+                stacklevel=3,
+            )
+        if "device" in settings:
+            check_device(settings["device"])
+        if "verbose" in settings:
+            check_verbose(settings["verbose"])
+        return settings
+
+    def _make_student(self, settings):
+        """The student to train: a clone of ``student`` or the default one."""
+        if self.student is None:
+            student = AttentionRankEstimator(attention=self.attention, rank=None)
+        else:
+            student = clone(self.student)
+        if self.student is None or self.random_state is not None:
+            student.set_params(random_state=self.random_state)
+        return student.set_params(**settings)
 
     def _checked_value_map(self):
         if self.value_map is None:
@@ -182,13 +272,18 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         -------
         self : EnergyEffectiveRank
         """
-        self._check_params()
+        settings = self._check_params()
         if Y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None"
             )
         if self.method == "recovery":
-            return self._fit_recovery(X, Y)
+            student = self._make_student(settings)
+            # the shapes seen in fit are this estimator's own (the student checks
+            # the same data again, the same way)
+            validate_sequences(self, X, Y, reset=True)
+            self.student_ = student.fit(X, Y)
+            return self._fit_recovery(X)
         X, Y = validate_sequences(self, X, Y, reset=True)
         if self.target_ != "sequence":
             raise ValueError(
@@ -199,19 +294,11 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         return self._fit_data(X, Y)
 
     # -- recovery -----------------------------------------------------------------
-    def _fit_recovery(self, X, Y):
-        self.student_ = AttentionRankEstimator(
-            attention=self.attention, rank=None, max_epochs=self.max_epochs, lr=self.lr,
-            batch_size=self.batch_size, init_scale=self.init_scale,
-            random_state=self.random_state, device=self.device, verbose=self.verbose,
-        ).fit(X, Y)
+    def _fit_recovery(self, X):
         student = self.student_
-        for name in ("n_features_in_", "seq_len_", "token_dim_", "d_out_", "target_", "y_ndim_"):
-            setattr(self, name, getattr(student, name))
-        if hasattr(student, "feature_names_in_"):
-            self.feature_names_in_ = student.feature_names_in_
         self.net_ = student.net_
-        self.matrix_ = student.kernels_[0]
+        # the kernel (operator for "fixed") of the trained rank
+        self.matrix_ = student.kernels_[student.rank_index_]
         self.noise_threshold_ = None
         self.n_equations_ = self.n_unknowns_ = None
         self._store_spectrum(numerical_rank=int(spectral.numerical_rank(self.matrix_)))

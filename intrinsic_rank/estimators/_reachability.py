@@ -7,21 +7,23 @@ random targets reached, as a function of target length and ``m``, is compared
 with a bound computed from the geometry of the model's final hidden states.
 """
 
-import numbers
-
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 from skorch import NeuralNet
-from skorch.callbacks import Callback
 from skorch.dataset import unpack_data
 from torch.nn import functional as F
 
 from .. import bounds
+from .._validation import check_device, check_int, check_real, draw_seed
 from ..nn import PromptedLM, as_causal_lm, random_prompt_hidden_states
-from ._attention_rank import _check_device
-from ._base import check_float_param, check_int_param, draw_seed
+from ._base import (
+    ProgressBar,
+    TrainingDivergedError,
+    check_verbose,
+    renamed,
+)
 
 __all__ = ["ReachabilityEstimator"]
 
@@ -56,7 +58,8 @@ class CrammingNet(NeuralNet):
     Per target it keeps the memory with the best teacher-forced token accuracy
     (ties broken by lower loss), stops the target at exact match or after
     ``patience`` steps without a better accuracy, and stops training when no
-    target is active.
+    target is active. A non-finite loss stops training with
+    :class:`~intrinsic_rank.TrainingDivergedError`.
 
     Parameters
     ----------
@@ -119,9 +122,9 @@ class CrammingNet(NeuralNet):
         loss = loss.cpu()
         index_cpu = index.cpu()
         if not torch.isfinite(loss).all():
-            raise FloatingPointError(
+            raise TrainingDivergedError(
                 f"cramming diverged at step {len(self.history)}: a target's loss is not "
-                "finite; lower lr or init_std"
+                "finite; lower lr or init_scale"
             )
         best_acc = self.best_accuracy_[index_cpu]
         improved = accuracy > best_acc
@@ -157,6 +160,10 @@ def _check_betas(betas):
     return b1, b2
 
 
+_RENAMED = {"max_steps": "max_epochs", "init_std": "init_scale", "batch_size": "chunk_size"}
+"""Parameters renamed in 0.2 (old name: new name); the old ones go in 0.3."""
+
+
 class ReachabilityEstimator(BaseEstimator):
     """Cram target sequences into prompt vectors of a frozen causal LM (seed 004).
 
@@ -185,20 +192,24 @@ class ReachabilityEstimator(BaseEstimator):
         A given instance is copied, never modified.
     n_memory : int, default=1
         Prompt vectors per target, ``m >= 1``.
-    max_steps : int, default=3000
-        Most optimisation steps per target.
+    max_epochs : int, default=3000
+        Most optimisation steps per target. One skorch epoch is one optimiser
+        step over all still-active targets (their gradients accumulated over
+        chunks of ``chunk_size``), so epochs and steps are the same count.
     patience : int, default=500
         A target stops after this many steps without a better token accuracy.
     lr : float, default=1e-2
     betas : tuple of float, default=(0.9, 0.9)
     weight_decay : float, default=0.01
         AdamW's settings.
-    init_std : float or None, default=None
-        Memory starts ``randn(m, d) * init_std``; None uses the standard
+    init_scale : float or None, default=None
+        Memory starts ``randn(m, d) * init_scale``; None uses the standard
         deviation of the model's input embedding matrix.
-    batch_size : int or None, default=256
-        Targets per forward pass (gradients of all active targets are
-        accumulated into one step); None puts all of them in one pass.
+    chunk_size : int or None, default=256
+        Targets per forward pass: gradients of all active targets are
+        accumulated over chunks of this size into one step (so it changes the
+        memory needed, not the optimisation); None puts all of them in one pass.
+        Decoding and the radius prompts are chunked the same way.
     precision : float, str or None, default=None
         The precision ``eps`` of the bound, an absolute cell size in
         hidden-state units: a number, a dtype name (``"float16"`` gives
@@ -213,7 +224,24 @@ class ReachabilityEstimator(BaseEstimator):
         which other targets share the batch.
     device : str or torch.device, default="cpu"
     verbose : int, default=0
-        1 shows a progress bar over steps.
+        0 silent; 1 a progress bar over steps (on a terminal only); 2 skorch's
+        per-step table.
+    max_steps : int, default="deprecated"
+        Old name of ``max_epochs``.
+
+        .. deprecated:: 0.2
+           ``max_steps`` was renamed ``max_epochs`` in 0.2 and will be removed
+           in 0.3; a value given here is used, with a :class:`FutureWarning`.
+    init_std : float or None, default="deprecated"
+        Old name of ``init_scale``.
+
+        .. deprecated:: 0.2
+           Renamed ``init_scale``; removed in 0.3.
+    batch_size : int or None, default="deprecated"
+        Old name of ``chunk_size`` (it never was a mini-batch size).
+
+        .. deprecated:: 0.2
+           Renamed ``chunk_size``; removed in 0.3.
 
     Attributes
     ----------
@@ -267,7 +295,7 @@ class ReachabilityEstimator(BaseEstimator):
     >>> from intrinsic_rank import ReachabilityEstimator
     >>> from intrinsic_rank.datasets import make_random_targets
     >>> X = make_random_targets(8, 4, vocab_size=64, random_state=0)
-    >>> est = ReachabilityEstimator(n_memory=2, max_steps=300, random_state=0).fit(X)
+    >>> est = ReachabilityEstimator(n_memory=2, max_epochs=300, random_state=0).fit(X)
     >>> bool(est.accessibility_ > 0.5)
     True
     >>> bool((est.predict(X)[est.reached_] == X[est.reached_]).all())
@@ -276,35 +304,42 @@ class ReachabilityEstimator(BaseEstimator):
 
     def __init__(
         self,
+        *,
         model="default",
         n_memory=1,
-        max_steps=3000,
+        max_epochs=3000,
         patience=500,
         lr=1e-2,
         betas=(0.9, 0.9),
         weight_decay=0.01,
-        init_std=None,
-        batch_size=256,
+        init_scale=None,
+        chunk_size=256,
         precision=None,
         n_radius_prompts=256,
         random_state=None,
         device="cpu",
         verbose=0,
+        max_steps="deprecated",
+        init_std="deprecated",
+        batch_size="deprecated",
     ):
         self.model = model
         self.n_memory = n_memory
-        self.max_steps = max_steps
+        self.max_epochs = max_epochs
         self.patience = patience
         self.lr = lr
         self.betas = betas
         self.weight_decay = weight_decay
-        self.init_std = init_std
-        self.batch_size = batch_size
+        self.init_scale = init_scale
+        self.chunk_size = chunk_size
         self.precision = precision
         self.n_radius_prompts = n_radius_prompts
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
+        self.max_steps = max_steps
+        self.init_std = init_std
+        self.batch_size = batch_size
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -316,26 +351,34 @@ class ReachabilityEstimator(BaseEstimator):
 
     # -- validation ---------------------------------------------------------------
     def _check_params(self):
-        check_int_param(self.n_memory, "n_memory", minimum=1)
-        check_int_param(self.max_steps, "max_steps", minimum=1)
-        check_int_param(self.patience, "patience", minimum=1)
-        check_float_param(self.lr, "lr")
+        """Check the parameters; return the device and the training settings.
+
+        The settings (``max_epochs``, ``init_scale``, ``chunk_size``) are read
+        through their deprecated old names when those are set.
+        """
+        settings, names = {}, {}
+        for old, new in _RENAMED.items():  # a loop, so the warning points at fit's caller
+            settings[new], names[new] = renamed(self, old, new)
+        check_int(self.n_memory, "n_memory", 1)
+        check_int(settings["max_epochs"], names["max_epochs"], 1)
+        check_int(self.patience, "patience", 1)
+        check_real(self.lr, "lr", 0.0, low_open=True)
         _check_betas(self.betas)
-        check_float_param(self.weight_decay, "weight_decay", low=0.0, low_open=False)
-        if self.init_std is not None:
-            check_float_param(self.init_std, "init_std")
-        if self.batch_size is not None:
-            check_int_param(self.batch_size, "batch_size", minimum=1)
-        check_int_param(self.n_radius_prompts, "n_radius_prompts", minimum=1)
-        check_int_param(self.verbose, "verbose", minimum=0)
-        return _check_device(self.device)
+        check_real(self.weight_decay, "weight_decay", 0.0)
+        if settings["init_scale"] is not None:
+            check_real(settings["init_scale"], names["init_scale"], 0.0, low_open=True)
+        if settings["chunk_size"] is not None:
+            check_int(settings["chunk_size"], names["chunk_size"], 1)
+        check_int(self.n_radius_prompts, "n_radius_prompts", 1)
+        check_verbose(self.verbose)
+        return check_device(self.device), settings
 
     def _precision(self, lm):
         if self.precision is None:
             return bounds.precision_from_dtype(str(lm.dtype))
         if isinstance(self.precision, str):
             return bounds.precision_from_dtype(self.precision)
-        return check_float_param(self.precision, "precision", high=1.0)
+        return check_real(self.precision, "precision", 0.0, 1.0, low_open=True)
 
     def _validate_targets(self, X, reset):
         # "numeric" keeps integer arrays as they are and converts object arrays
@@ -387,7 +430,7 @@ class ReachabilityEstimator(BaseEstimator):
         -------
         self : ReachabilityEstimator
         """
-        device = self._check_params()
+        device, self._settings = self._check_params()
         lm = as_causal_lm(self.model).to(device)
         self.width_ = int(lm.width)
         self.vocab_size_ = int(lm.vocab_size)
@@ -417,27 +460,32 @@ class ReachabilityEstimator(BaseEstimator):
         return self
 
     def _build_net(self, lm, X, seed, device):
+        callbacks = None
+        if self.verbose == 1:
+            callbacks = [("progress", ProgressBar(desc="cramming", unit="step",
+                                                  postfix={"active": "n_active"}))]
+        # skorch's log table is built every epoch even when silent; a cramming
+        # step is a few milliseconds, so it is switched off unless verbose >= 2
+        print_log = {} if self.verbose >= 2 else {"callbacks__print_log": None}
         return CrammingNet(
             module=PromptedLM,
             module__lm=lm,
             module__targets=X,
             module__n_memory=self.n_memory,
-            module__init_std=self.init_std,
+            module__init_std=self._settings["init_scale"],
             module__random_state=seed,
             criterion=torch.nn.CrossEntropyLoss,
             optimizer=torch.optim.AdamW,
             optimizer__betas=_check_betas(self.betas),
             optimizer__weight_decay=self.weight_decay,
             lr=self.lr,
-            max_epochs=self.max_steps,
+            max_epochs=self._settings["max_epochs"],
             patience=self.patience,
-            chunk_size=self.batch_size,
+            chunk_size=self._settings["chunk_size"],
             train_split=None,
-            callbacks=[("progress", _StepProgress())] if self.verbose else None,
-            # skorch's log table is built every epoch even when silent; a
-            # cramming step is a few milliseconds, so it is switched off
-            callbacks__print_log=None,
-            verbose=0,
+            callbacks=callbacks,
+            **print_log,
+            verbose=int(self.verbose >= 2),
             device=device,
         )
 
@@ -450,7 +498,8 @@ class ReachabilityEstimator(BaseEstimator):
 
     def _decode(self, module, X):
         device = module.memory.device
-        chunk = len(X) if self.batch_size is None else self.batch_size
+        chunk_size = self._settings["chunk_size"]
+        chunk = len(X) if chunk_size is None else chunk_size
         out = []
         for start in range(0, len(X), chunk):
             ids = torch.as_tensor(X[start:start + chunk], device=device)
@@ -461,7 +510,8 @@ class ReachabilityEstimator(BaseEstimator):
     def _measure_geometry(self, lm, X, seed):
         states = random_prompt_hidden_states(
             lm, self.n_memory, self.seq_len_ - 1, n_prompts=self.n_radius_prompts,
-            init_std=self.init_std, batch_size=self.batch_size, random_state=seed)
+            init_std=self._settings["init_scale"], batch_size=self._settings["chunk_size"],
+            random_state=seed)
         with torch.no_grad():
             device = self.net_.module_.memory.device
             learned = self.net_.module_.final_hidden(
@@ -535,20 +585,3 @@ class ReachabilityEstimator(BaseEstimator):
         X_checked = self._validate_targets(X, reset=False) if hasattr(self, "net_") else X
         return float(np.mean(np.all(self.predict(X) == X_checked, axis=1)))
 
-
-class _StepProgress(Callback):
-    """skorch callback drawing a tqdm bar over cramming steps (``verbose=1``)."""
-
-    def on_train_begin(self, net, **kwargs):
-        from tqdm.auto import tqdm
-
-        self.bar_ = tqdm(total=net.max_epochs, desc="cramming", unit="step",
-                         leave=False, disable=None)
-
-    def on_epoch_end(self, net, **kwargs):
-        self.bar_.update(1)
-        self.bar_.set_postfix(active=net.history[-1, "n_active"], refresh=False)
-
-    def on_train_end(self, net, **kwargs):
-        self.bar_.close()
-        del self.bar_
