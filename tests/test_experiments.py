@@ -39,3 +39,18 @@ def test_ladder_command(tmp_path, capsys):
     saved = json.loads((tmp_path / "ladder.json").read_text())
     assert [rec["attention"] for rec in saved["records"]] == ["fixed", "linear", "softmax", "block"]
     assert (tmp_path / "ladder.png").stat().st_size > 10_000
+
+
+def test_verbose_is_deprecated_for_progress():
+    from intrinsic_rank.experiments import rank_sweep
+
+    tiny = dict(n_samples=200, n_test=100, seq_len=4, d=4, r_star=2, rungs=("fixed",),
+                max_epochs=5)
+    with pytest.warns(FutureWarning, match="`verbose` was renamed `progress`"):
+        old = interpolation_ladder(verbose=0, **tiny)
+    assert old.records == interpolation_ladder(progress=False, **tiny).records
+    sweep = dict(teacher="linear", r_star=1, d=4, seq_len=4, n_samples=200, ranks=[1],
+                 max_epochs=5)
+    with pytest.warns(FutureWarning, match="`verbose` was renamed `progress`"):
+        old = rank_sweep(verbose=0, **sweep)
+    assert old.records == rank_sweep(**sweep).records

@@ -34,7 +34,7 @@ from intrinsic_rank.nn import (
     packaged_model_path,
     random_prompt_hidden_states,
 )
-from intrinsic_rank.nn._pretrained import PackagedModel
+from intrinsic_rank.nn import PackagedModel
 
 transformers = pytest.importorskip("transformers")
 
@@ -208,7 +208,7 @@ def test_encoder_adapter_geometry_and_what_does_not_apply(minilm_path):
     with pytest.raises(ValueError, match="bidirectional encoder"):
         as_causal_lm(minilm_path)
     with pytest.raises(ValueError, match="reachability_geometry"):
-        ReachabilityEstimator(model=MINILM, max_steps=2).fit(np.array([[1, 2, 3]]))
+        ReachabilityEstimator(model=MINILM, max_epochs=2).fit(np.array([[1, 2, 3]]))
 
 
 def test_causal_geometry_has_the_slope_bound():

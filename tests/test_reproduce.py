@@ -34,9 +34,9 @@ def tiny_pieces(monkeypatch):
     for name, settings in TINY.items():
         piece = PIECES[name]
 
-        def counted(settings, random_state, progress, _run=piece.run, _name=name):
+        def counted(settings, *, random_state, progress, device, _run=piece.run, _name=name):
             calls[_name] += 1
-            return _run(settings, random_state, progress)
+            return _run(settings, random_state=random_state, progress=progress, device=device)
 
         monkeypatch.setitem(PIECES, name, dataclasses.replace(
             piece, quick=settings, full=dict(settings, n_eval=4) if name == "copy"

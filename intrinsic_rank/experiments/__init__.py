@@ -1,5 +1,29 @@
-"""Reproductions of the papers: pure functions returning records, plus plots."""
+"""Reproductions of the papers: pure functions returning records, plus plots.
 
+Each experiment is one module that ends by registering one
+:class:`Experiment` (its run, tables, plots, verdicts, quick and full
+settings, command-line options); the command line and :func:`reproduce` read
+them from :data:`EXPERIMENTS`. The seven experiments are imported below in
+report order (entropic, ladder, frontier, min-ip, reach, copy, profile); any
+other module of this package is imported after them, so a new experiment
+module registers itself without a change here.
+"""
+
+import importlib as _importlib
+import pkgutil as _pkgutil
+
+# The experiments, in registration order = report order (not sorted).
+from ._sweep import plot_sweep, rank_sweep
+from ._ladder import RUNGS, interpolation_ladder, plot_ladder
+from ._frontier import FRONTIER_TEACHERS, plot_frontier, predictability_frontier
+from ._min_ip import (
+    OOD_SETTINGS,
+    min_ip_ood_scaling,
+    min_ip_phase_transition,
+    plot_min_ip,
+    summarize_min_ip,
+)
+from ._reach import AUTO_LENGTHS, accessibility_curves, plot_accessibility, reachability_geometry
 from ._copy import (
     COPY_SETTINGS,
     copy_length_cliff,
@@ -8,17 +32,6 @@ from ._copy import (
     plot_copy_cliff,
     score_copies,
 )
-from ._curves import fit_cliff, fit_logistic_midpoint, fit_n50, fit_slope
-from ._frontier import FRONTIER_TEACHERS, plot_frontier, predictability_frontier
-from ._ladder import RUNGS, interpolation_ladder, plot_ladder
-from ._min_ip import (
-    OOD_SETTINGS,
-    min_ip_ood_scaling,
-    min_ip_phase_transition,
-    plot_min_ip,
-    summarize_min_ip,
-)
-from ._parallel import SWEEP_GRID_KEYS, run_parallel, sweep_grid
 from ._profile import (
     PROFILE_COLUMNS,
     kernel_rank_trajectory,
@@ -27,11 +40,29 @@ from ._profile import (
     profile_heads,
     save_profile_csv,
 )
-from ._reach import AUTO_LENGTHS, accessibility_curves, plot_accessibility, reachability_geometry
+from ._arguments import parse_ranks
+from ._curves import fit_cliff, fit_logistic_midpoint, fit_n50, fit_slope
+from ._output import format_table, save_records, write_json
+from ._parallel import SWEEP_GRID_KEYS, run_parallel, sweep_grid
+from ._registry import EXPERIMENTS, Experiment, register
 from ._reproduce import PIECES, VERDICTS, ReproductionPiece, Verdict, reproduce, write_report
-from ._sweep import format_table, plot_sweep, rank_sweep, save_records
+
+
+def _import_every_module():
+    """Import the package's other modules, so that each experiment registers itself."""
+    for info in _pkgutil.iter_modules(__path__):
+        if info.name.startswith("_") and not info.name.startswith("__"):
+            _importlib.import_module(f"{__name__}.{info.name}")
+
+
+_import_every_module()
 
 __all__ = [
+    "EXPERIMENTS",
+    "Experiment",
+    "register",
+    "parse_ranks",
+    "write_json",
     "SWEEP_GRID_KEYS",
     "run_parallel",
     "sweep_grid",

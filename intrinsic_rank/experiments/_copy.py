@@ -59,14 +59,16 @@ import numpy as np
 import torch
 from sklearn.utils import Bunch
 
-from ..datasets import make_copy_task
-from ..datasets._tokens import COPY_SPECIAL_TOKENS
-from ..estimators._base import check_float_param, check_int_param
+from .._validation import check_device, check_int, check_real, torch_rng
+from ..datasets import COPY_SPECIAL_TOKENS, make_copy_task
 from ..nn import TinyCausalLM, train_causal_lm
 from ._curves import fit_cliff
-from ._plotting import pyplot, save_figure
+from ._output import jsonable, pyplot, save_figure
+from ._registry import Experiment, Verdict, grade, number_text, one_plot, register
 
 __all__ = [
+    "CLIFF_COLUMNS",
+    "COPY_COLUMNS",
     "COPY_SETTINGS",
     "copy_length_cliff",
     "default_copy_lengths",
@@ -94,8 +96,8 @@ def _check_train_lengths(train_lengths):
         raise ValueError(
             f"train_lengths must be a pair (min, max) of string lengths; got {train_lengths!r}"
         ) from None
-    low = check_int_param(low, "train_lengths[0] (the shortest training length)")
-    high = check_int_param(high, "train_lengths[1] (the longest training length)")
+    low = check_int(low, "train_lengths[0] (the shortest training length)")
+    high = check_int(high, "train_lengths[1] (the longest training length)")
     if low > high:
         raise ValueError(
             f"train_lengths must have min <= max; got train_lengths=({low}, {high})"
@@ -130,7 +132,7 @@ def default_copy_lengths(train_min, train_max, eval_max=None):
     [5, 7, 9, 11, 14, 16, 18, 20, 21, 22, 23, 24, 28, 33, 38, 42, 46, 51, 56, 60]
     """
     train_min, train_max = _check_train_lengths((train_min, train_max))
-    eval_max = 3 * train_max if eval_max is None else check_int_param(eval_max, "eval_max")
+    eval_max = 3 * train_max if eval_max is None else check_int(eval_max, "eval_max")
     if eval_max < train_max:
         raise ValueError(
             f"eval_max must be >= the longest training length {train_max}; got {eval_max}"
@@ -149,7 +151,7 @@ def _check_eval_lengths(eval_lengths):
         raise ValueError(
             f"eval_lengths must be a sequence of string lengths; got {eval_lengths!r}"
         ) from None
-    lengths = [check_int_param(n, "every entry of eval_lengths") for n in lengths]
+    lengths = [check_int(n, "every entry of eval_lengths") for n in lengths]
     if len(set(lengths)) < 2:
         raise ValueError(
             f"eval_lengths must hold at least 2 distinct lengths; got {eval_lengths!r}"
@@ -258,7 +260,7 @@ def greedy_copy(model, strings, n_tokens=None):
             f"strings must be 2-D (n_strings, n >= 1); got shape {tuple(strings.shape)}"
         )
     n_strings, n = strings.shape
-    n_tokens = n + 1 if n_tokens is None else check_int_param(n_tokens, "n_tokens")
+    n_tokens = n + 1 if n_tokens is None else check_int(n_tokens, "n_tokens")
     tok = COPY_SPECIAL_TOKENS
     device = _model_device(model)
     ids = torch.cat([
@@ -309,6 +311,7 @@ def copy_length_cliff(
     quick=False,
     random_state=0,
     progress=False,
+    device="cpu",
 ):
     """Train a small causal LM to copy, then measure exact match against string length.
 
@@ -356,6 +359,9 @@ def copy_length_cliff(
         stream per length, disjoint from training's).
     progress : bool, default=False
         Show a training progress bar.
+    device : str or torch.device, default="cpu"
+        Where the model trains and is scored (initialised on the CPU first, so
+        a seed gives the same initial weights on every device).
 
     Returns
     -------
@@ -391,23 +397,24 @@ def copy_length_cliff(
         raise ValueError("give eval_lengths or eval_max, not both")
     else:
         lengths = _check_eval_lengths(eval_lengths)
-    vocab_size = check_int_param(vocab_size, "vocab_size", minimum=len(COPY_SPECIAL_TOKENS) + 2)
-    d_model = check_int_param(pick(d_model, "d_model"), "d_model")
-    n_layers = check_int_param(n_layers, "n_layers")
-    n_heads = check_int_param(n_heads, "n_heads")
+    vocab_size = check_int(vocab_size, "vocab_size", minimum=len(COPY_SPECIAL_TOKENS) + 2)
+    d_model = check_int(pick(d_model, "d_model"), "d_model")
+    n_layers = check_int(n_layers, "n_layers")
+    n_heads = check_int(n_heads, "n_heads")
     if d_model % n_heads:
         raise ValueError(f"n_heads={n_heads} must divide d_model={d_model}")
-    n_steps = check_int_param(pick(n_steps, "n_steps"), "n_steps")
-    batch_size = check_int_param(pick(batch_size, "batch_size"), "batch_size")
-    lr = check_float_param(pick(lr, "lr"), "lr")
-    n_eval = check_int_param(pick(n_eval, "n_eval"), "n_eval")
-    random_state = check_int_param(random_state, "random_state", minimum=0)
+    n_steps = check_int(pick(n_steps, "n_steps"), "n_steps")
+    batch_size = check_int(pick(batch_size, "batch_size"), "batch_size")
+    lr = check_real(pick(lr, "lr"), "lr", 0.0, low_open=True)
+    n_eval = check_int(pick(n_eval, "n_eval"), "n_eval")
+    random_state = check_int(random_state, "random_state", minimum=0)
+    device = check_device(device)
 
     max_length = 2 * max(max(lengths), train_max) + 2
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(random_state)
+    with torch_rng(random_state):
         model = TinyCausalLM(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers,
                              n_heads=n_heads, max_length=max_length)
+    model = model.to(device)
 
     def sample_batch(size, rng):
         X, Y, info = make_copy_task(size, train_min, train_max, vocab_size, random_state=rng,
@@ -515,3 +522,139 @@ def plot_copy_cliff(result, path=None):
     ax_loss.set_title("training loss")
     ax_loss.grid(alpha=0.3, which="both")
     return save_figure(fig, path)
+
+
+# -- the experiment: ``copy`` (the same name as piece and command) ---------------------
+
+COPY_COLUMNS = ["length", "in_training_range", "exact_match", "token_accuracy",
+                "correct_prefix"]
+"""Columns of the copy table, printed by the command and shown in the reproduce report."""
+
+CLIFF_COLUMNS = ["midpoint", "scale", "sharpness", "last_high_length", "first_low_length",
+                 "r2", "bracketed"]
+"""Columns of the fitted-cliff table (one row: the dict of :func:`fit_cliff`)."""
+
+
+def _run(settings, *, random_state, progress, device):
+    """One :func:`copy_length_cliff`; the trained model is left out of the result."""
+    result = copy_length_cliff(random_state=random_state, progress=progress, device=device,
+                               **settings)
+    result.pop("model")
+    return jsonable(dict(result))
+
+
+def _tables(result):
+    low, high = result["config"]["train_lengths"]
+    return [(f"greedy copy of {result['config']['n_eval']} fresh strings per length "
+             f"(trained on lengths {low}-{high})", result["records"], COPY_COLUMNS),
+            ("the fitted cliff (logistic in length)", [result["cliff"]], CLIFF_COLUMNS)]
+
+
+def _verdicts(result, trained=0.9, abrupt=0.05):
+    """Copies inside the trained range; fails abruptly past it."""
+    low, high = result["config"]["train_lengths"]
+    inside = [rec["exact_match"] for rec in result["records"] if rec["in_training_range"]]
+    verdicts = []
+    if inside:
+        worst = min(inside)
+        verdicts.append(Verdict(
+            f"a model trained to copy strings up to length {high} copies them",
+            f"exact match >= {number_text(worst)} at every trained length ({low}-{high})",
+            "agrees" if worst >= trained else ("partly" if worst >= 0.5 else "does not agree"),
+            f">= {trained:g} at every trained length agrees, >= 0.5 partly",
+        ))
+    cliff = result["cliff"]
+    if not cliff["bracketed"]:
+        verdicts.append(Verdict(
+            "copying fails abruptly past the training length, not gradually",
+            "exact match never falls through 1/2 over the lengths tried",
+            "does not agree", "no cliff to fit",
+        ))
+        return verdicts
+    sharp = cliff["sharpness"] <= abrupt
+    past = cliff["midpoint"] >= high - 0.5
+    verdicts.append(Verdict(
+        "copying fails abruptly past the training length, not gradually",
+        f"exact match falls through 1/2 at length {number_text(cliff['midpoint'])} (width "
+        f"{number_text(cliff['scale'])} tokens, sharpness {number_text(cliff['sharpness'])}); "
+        f"last length >= 0.95: {number_text(cliff['last_high_length'])}, first <= 0.05: "
+        f"{number_text(cliff['first_low_length'])}",
+        grade(sharp + past, 2),
+        f"abrupt: width / midpoint <= {abrupt:g} ({'yes' if sharp else 'no'}); past the "
+        f"training length {high} ({'yes' if past else 'no'})",
+    ))
+    return verdicts
+
+
+def _add_arguments(parser):
+    parser.add_argument("--quick", action="store_true",
+                        help="the quick version (train lengths 5-20, d = 48, 1000 steps)")
+    parser.add_argument("--train-min", type=int, default=None,
+                        help="shortest training string (default 5)")
+    parser.add_argument("--train-max", type=int, default=None,
+                        help="longest training string (default 50, quick 20)")
+    parser.add_argument("--eval-max", type=int, default=None,
+                        help="longest evaluated string (default 3 x train max)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="training steps (default 5000, quick 1000)")
+
+
+def _settings(args):
+    train_lengths = None
+    if args.train_min is not None or args.train_max is not None:
+        preset = COPY_SETTINGS["quick" if args.quick else "full"]["train_lengths"]
+        train_lengths = [preset[0] if args.train_min is None else args.train_min,
+                         preset[1] if args.train_max is None else args.train_max]
+    return dict(train_lengths=train_lengths, eval_max=args.eval_max, n_steps=args.steps,
+                quick=args.quick)
+
+
+def _summary(result):
+    cfg, cliff, training = result["config"], result["cliff"], result["training"]
+    low, high = cfg["train_lengths"]
+    lines = [
+        f"Copy task: a causal Transformer (d = {cfg['d_model']}, {cfg['n_layers']} layers, "
+        f"{cfg['n_heads']} heads, learned absolute positions) trained for {cfg['n_steps']} "
+        f"steps of {cfg['batch_size']} (lr {cfg['lr']:g}) to copy random strings of "
+        f"{low}-{high} tokens (vocabulary of {cfg['vocab_size']} ids, "
+        f"{len(COPY_SPECIAL_TOKENS)} of them special; loss {training['initial']:.3g} -> "
+        f"{training['final']:.3g}); then {cfg['n_eval']} fresh strings per length are copied "
+        f"greedily. Exact match: all tokens right (<eos> not required); token accuracy: "
+        f"teacher-forced. Seed {cfg['random_state']}."
+    ]
+    if cliff["bracketed"]:
+        lines.append(
+            f"Exact match falls through 1/2 at length {cliff['midpoint']:.1f} (logistic "
+            f"width {cliff['scale']:.2g} tokens, sharpness width/midpoint "
+            f"{cliff['sharpness']:.2g}); the last length with exact match >= 0.95 is "
+            f"{cliff['last_high_length']:g} and the first with <= 0.05 is "
+            f"{cliff['first_low_length']:g}."
+        )
+    else:
+        lines.append("Exact match never falls through 1/2 over these lengths: no cliff fitted.")
+    lines.append(f"{result['seconds']:.1f} s (training {training['seconds']:.1f} s)")
+    return lines
+
+
+def _saved(result):
+    """The command's ``copy.json``: records, config, cliff, training summary and time."""
+    return {key: result[key] for key in ("records", "config", "cliff", "training", "seconds")}
+
+
+EXPERIMENT = register(Experiment(
+    name="copy",
+    command="copy",
+    title="The copy task: abrupt failure past the training length",
+    paper="seed 004 (How many different outputs can a Transformer generate?)",
+    help="copy-task length cliff of a small causal Transformer (seed 004)",
+    description="Train a small causal Transformer (learned absolute positions) to copy "
+    "random strings with lengths in a training range, then measure greedy exact-match "
+    "copying inside and beyond that range and fit where it collapses. Prints the table "
+    "and the fitted cliff, saves copy.png and copy.json.",
+    quick=dict(jsonable(COPY_SETTINGS["quick"]), quick=True),
+    full=jsonable(COPY_SETTINGS["full"]),
+    run=_run, tables=_tables, plot=one_plot(plot_copy_cliff, "copy.png"), verdicts=_verdicts,
+    add_arguments=_add_arguments, settings=_settings, summary=_summary, saved=_saved,
+    floatfmt="{:.3f}",
+))
+"""The copy task as a registered experiment (piece and command ``copy``)."""

@@ -17,6 +17,7 @@ __all__ = [
     "format_table",
     "jsonable",
     "markdown_table",
+    "markdown_text",
     "pyplot",
     "read_json",
     "save_figure",
@@ -161,8 +162,23 @@ def format_table(records, columns=None, floatfmt="{:.4g}"):
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _markdown_text(text):
-    """Plain text safe inside a Markdown table or emphasis ("r*" stays an asterisk)."""
+def markdown_text(text):
+    """Plain text safe inside a Markdown table or emphasis ("r*" stays an asterisk).
+
+    Parameters
+    ----------
+    text : object
+        Shown as ``str(text)``.
+
+    Returns
+    -------
+    text : str
+
+    Examples
+    --------
+    >>> print(markdown_text("r* | n_50"))
+    r\\* \\| n\\_50
+    """
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace(
         "*", "\\*").replace("_", "\\_").replace("\n", " ")
 
@@ -178,7 +194,7 @@ def _markdown_cell(value, floatfmt):
         text = ", ".join(str(v) for v in value)
     else:
         text = str(value)
-    return _markdown_text(text)
+    return markdown_text(text)
 
 
 def markdown_table(records, columns, floatfmt="{:.4g}"):
@@ -201,7 +217,7 @@ def markdown_table(records, columns, floatfmt="{:.4g}"):
     |---|---|
     | 1 | 0.5 |
     """
-    lines = ["| " + " | ".join(_markdown_text(c) for c in columns) + " |",
+    lines = ["| " + " | ".join(markdown_text(c) for c in columns) + " |",
              "|" + "---|" * len(columns)]
     for rec in records:
         lines.append("| " + " | ".join(

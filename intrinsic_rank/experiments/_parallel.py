@@ -32,7 +32,7 @@ import joblib
 import torch
 from sklearn.model_selection import ParameterGrid
 
-from ..estimators._base import check_int_param
+from .._validation import check_int
 from ._sweep import rank_sweep
 
 __all__ = ["run_parallel", "sweep_grid", "SWEEP_GRID_KEYS"]
@@ -181,7 +181,7 @@ def run_parallel(function, kwargs_list, n_jobs=None, threads_per_job=None, progr
     if not callable(function):
         raise ValueError(f"function must be callable; got {function!r}")
     if threads_per_job is not None:
-        threads_per_job = check_int_param(threads_per_job, "threads_per_job", minimum=1)
+        threads_per_job = check_int(threads_per_job, "threads_per_job", minimum=1)
     kwargs_list = [dict(kwargs) for kwargs in kwargs_list]
     rule = _ThreadRule(
         threads_per_job=threads_per_job,
@@ -225,19 +225,26 @@ def _check_grid(settings):
     return grid
 
 
+def _check_seed(seed):
+    seed = check_int(seed, "every seed", minimum=None)
+    if seed < 0:
+        raise ValueError(f"every seed must be >= 0; got {seed}")
+    return seed
+
+
 def _check_seeds(seeds):
     if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
         raise ValueError(f"seeds must be a sequence of integers; got {seeds!r}")
-    seeds = [check_int_param(seed, "every seed", minimum=0) for seed in seeds]
+    seeds = [_check_seed(seed) for seed in seeds]
     if not seeds:
         raise ValueError("seeds is empty: give at least one seed")
     return seeds
 
 
-def _sweep_record(setting, seed):
+def _sweep_record(setting, seed, device="cpu"):
     """One :func:`rank_sweep` as a flat record (the task of :func:`sweep_grid`)."""
     start = time.perf_counter()
-    result = rank_sweep(**setting, random_state=seed)
+    result = rank_sweep(**setting, random_state=seed, device=device)
     seconds = time.perf_counter() - start
     config = result.config
     record = {key: config[key] for key in SWEEP_GRID_KEYS}
@@ -255,7 +262,8 @@ def _sweep_record(setting, seed):
     return record
 
 
-def sweep_grid(settings, seeds=(0,), n_jobs=None, threads_per_job=None, progress=False):
+def sweep_grid(settings, seeds=(0,), n_jobs=None, threads_per_job=None, progress=False,
+               device="cpu"):
     """Run :func:`rank_sweep` on every task setting and seed, through joblib.
 
     Each combination of a setting and a seed is one task of
@@ -282,6 +290,9 @@ def sweep_grid(settings, seeds=(0,), n_jobs=None, threads_per_job=None, progress
         Torch threads of each task; see :func:`run_parallel`.
     progress : bool, default=False
         Progress bar over finished tasks.
+    device : str or torch.device, default="cpu"
+        Where every task trains (passed to :func:`rank_sweep`); with several
+        tasks sharing one GPU, they share its memory.
 
     Returns
     -------
@@ -305,7 +316,8 @@ def sweep_grid(settings, seeds=(0,), n_jobs=None, threads_per_job=None, progress
     """
     grid = _check_grid(settings)
     seeds = _check_seeds(seeds)
-    tasks = [dict(setting=setting, seed=seed) for setting in grid for seed in seeds]
+    tasks = [dict(setting=setting, seed=seed, device=device)
+             for setting in grid for seed in seeds]
     return run_parallel(
         _sweep_record, tasks, n_jobs=n_jobs, threads_per_job=threads_per_job,
         progress=progress,

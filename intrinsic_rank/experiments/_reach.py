@@ -5,14 +5,32 @@ import time
 import numpy as np
 from sklearn.utils import Bunch
 
+from .._validation import check_int, keyed_seed
 from ..datasets import make_random_targets
-from ..datasets._min_ip import _check_int
 from ..estimators import ReachabilityEstimator
 from ..nn import as_causal_lm
+from ._arguments import parse_precision, parse_ranks
 from ._curves import fit_n50, fit_slope
-from ._plotting import pyplot, save_figure
+from ._output import jsonable, pyplot, save_figure
+from ._registry import (
+    Experiment,
+    Verdict,
+    grade,
+    is_finite,
+    number_text,
+    one_plot,
+    register,
+)
 
-__all__ = ["AUTO_LENGTHS", "accessibility_curves", "plot_accessibility", "reachability_geometry"]
+__all__ = [
+    "AUTO_LENGTHS",
+    "BOUND_COLUMNS",
+    "N50_COLUMNS",
+    "REACH_COLUMNS",
+    "accessibility_curves",
+    "plot_accessibility",
+    "reachability_geometry",
+]
 
 #: lengths tried, in order, by ``lengths="auto"`` until accessibility stays at zero
 AUTO_LENGTHS = (2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64,
@@ -21,7 +39,7 @@ AUTO_LENGTHS = (2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56,
 
 def _length_seed(random_state, length):
     """Seed of the targets of one length: the same targets for every ``m``."""
-    return int(np.random.SeedSequence([int(random_state), int(length)]).generate_state(1)[0])
+    return keyed_seed(random_state, length)
 
 
 def accessibility_curves(
@@ -36,6 +54,7 @@ def accessibility_curves(
     quick=False,
     random_state=0,
     progress=False,
+    device="cpu",
 ):
     """Accessibility against target length for each number of prompt vectors.
 
@@ -70,6 +89,8 @@ def accessibility_curves(
     random_state : int, default=0
     progress : bool, default=False
         Print one line per point.
+    device : str or torch.device, default="cpu"
+        Where the prompt vectors are crammed (the estimators' ``device``).
 
     Returns
     -------
@@ -107,8 +128,8 @@ def accessibility_curves(
                                     random_state=_length_seed(random_state, n))
             tic = time.perf_counter()
             est = ReachabilityEstimator(
-                model=lm, n_memory=m, max_steps=max_steps, patience=patience, lr=lr,
-                precision=precision, random_state=random_state,
+                model=lm, n_memory=m, max_epochs=max_steps, patience=patience, lr=lr,
+                precision=precision, random_state=random_state, device=device,
             ).fit(X)
             rec = dict(n_memory=m, length=n, accessibility=est.accessibility_,
                        token_accuracy=float(est.token_accuracy_.mean()),
@@ -274,7 +295,7 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
 
     for value, name, low in ((n_memory, "n_memory", 1), (n_tokens, "n_tokens", 0),
                              (n_prompts, "n_prompts", 1)):
-        _check_int(value, name, low)
+        check_int(value, name, low)
     lm = as_model_adapter(model)
     if precision is None:
         eps = bounds.precision_from_dtype(str(lm.dtype))
@@ -312,3 +333,151 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
         result.slope_bound = bounds.reachable_slope_bound(d, lm.vocab_size, geo["radius"], eps)
         result.box_slope_bound = bounds.box_slope_bound(geo["widths"], lm.vocab_size, eps)
     return result
+
+
+# -- the experiment: ``reach`` (the same name as piece and command) --------------------
+
+REACH_COLUMNS = ["n_memory", "length", "accessibility", "token_accuracy", "mean_steps"]
+"""Columns of the accessibility table (one row per ``(m, length)``)."""
+
+N50_COLUMNS = ["n_memory", "n50", "scale", "r2", "bracketed"]
+"""Columns of the ``n50`` table (one row per ``m``)."""
+
+BOUND_COLUMNS = ["width", "vocab_size", "radius", "precision", "slope_bound",
+                 "box_slope_bound", "ratio", "box_ratio"]
+"""Columns of the slope-bound table (one row)."""
+
+
+def _run(settings, *, random_state, progress, device):
+    """One :func:`accessibility_curves`; its result is already plain data."""
+    result = accessibility_curves(random_state=random_state, progress=progress,
+                                  device=device, **settings)
+    return jsonable(dict(result))
+
+
+def _tables(result):
+    slope = result["slope"]
+    return [
+        ("accessibility per (m, length)", result["records"], REACH_COLUMNS),
+        (f"n50 per m; n50 = {number_text(slope['slope'])} m + {number_text(slope['intercept'])} "
+         f"(R² = {number_text(slope['r2'], '{:.4f}')})", result["n50"], N50_COLUMNS),
+        ("the slope bound C = d ln(1 + 2r/eps) / ln|V| and theory / experiment",
+         [result["bound"]], BOUND_COLUMNS),
+    ]
+
+
+def _verdicts(result, paper_r2=0.99, paper_ratio=(4.5, 20.4)):
+    """Linear growth of n50, the slope under its bound, and the size of the gap."""
+    slope, bound = result["slope"], result["bound"]
+    s, r2 = slope["slope"], slope["r2"]
+    verdicts = []
+    fits = result["n50"]
+    bracketed = [f for f in fits if f["bracketed"]]
+    verdicts.append(Verdict(
+        "only finitely many outputs are reachable: for every m, accessibility falls "
+        "through 1/2 at a finite length",
+        f"{len(bracketed)} of {len(fits)} values of m bracketed, n50 = "
+        + ", ".join(number_text(f["n50"]) for f in fits),
+        grade(len(bracketed), len(fits)),
+        "a logistic midpoint inside the lengths tried counts as bracketed",
+    ))
+    growing = is_finite(s) and s > 0
+    verdicts.append(Verdict(
+        f"n50 grows linearly with m (R² > {paper_r2:g} in the paper)",
+        f"n50 = {number_text(s)} m + {number_text(slope['intercept'])}, R² = "
+        f"{number_text(r2, '{:.4f}')} over {slope['n_points']} values of m",
+        "agrees" if growing and r2 > paper_r2 else
+        ("partly" if growing and is_finite(r2) and r2 > 0.9 else "does not agree"),
+        f"positive slope with R² > {paper_r2:g} agrees, R² > 0.9 partly",
+    ))
+    below = growing and s < bound["slope_bound"]
+    below_box = growing and s < bound["box_slope_bound"]
+    verdicts.append(Verdict(
+        "the measured slope stays below the bound C = d ln(1 + 2r/eps) / ln|V|",
+        f"slope {number_text(s)} tokens per vector; C = {number_text(bound['slope_bound'])} (box "
+        f"{number_text(bound['box_slope_bound'])}), eps = {number_text(bound['precision'])}",
+        grade(below + below_box, 2),
+        f"below C ({'yes' if below else 'no'}) and below its box refinement "
+        f"({'yes' if below_box else 'no'})",
+    ))
+    ratio, box = bound["ratio"], bound["box_ratio"]
+    low, high = paper_ratio
+    verdicts.append(Verdict(
+        f"theory / experiment ratio of {low:g}-{high:g} (the paper's pretrained models)",
+        f"ratio {number_text(ratio)} (box refinement {number_text(box)})",
+        "agrees" if is_finite(ratio) and low <= ratio <= high else
+        ("partly" if is_finite(box) and low <= box <= high else "does not agree"),
+        "the ball bound's ratio in the range agrees, only the box's partly"
+        + ("" if not (is_finite(ratio) and ratio > high) else
+           "; ours is looser: the embedded 2-layer induction model uses little of its "
+           "hidden-state volume" if result.get("config", {}).get("model") == "default"
+           else "; ours is looser"),
+    ))
+    return verdicts
+
+
+def _lengths(text):
+    """``--lengths``: ``"auto"`` or a grid such as ``2-16`` or ``2,4,8``."""
+    return "auto" if text == "auto" else parse_ranks(text)
+
+
+def _add_arguments(parser):
+    parser.add_argument("--model", default="default",
+                        help="'default', a Hugging Face model folder, or a saved "
+                        "TinyCausalLM .pt")
+    parser.add_argument("--memory", type=parse_ranks, default=[1, 2, 3, 4],
+                        help="numbers of prompt vectors m, e.g. 1-4 or 1,2,4,8")
+    parser.add_argument("--lengths", type=_lengths, default="auto",
+                        help="target lengths, e.g. 2-16 or 2,4,8 (default: auto, until "
+                        "nobody is reached twice in a row)")
+    parser.add_argument("--targets", type=int, default=16, help="random targets per point")
+    parser.add_argument("--max-steps", type=int, default=3000)
+    parser.add_argument("--patience", type=int, default=500)
+    parser.add_argument("--precision", type=parse_precision, default=None,
+                        help="eps of the bound: a number or a dtype name such as float16 "
+                        "(default: the model's own dtype)")
+    parser.add_argument("--quick", action="store_true",
+                        help="600 steps, patience 200: seconds per point")
+
+
+def _settings(args):
+    return dict(model=args.model, n_memory=args.memory, lengths=args.lengths,
+                n_targets=args.targets, max_steps=args.max_steps, patience=args.patience,
+                precision=args.precision, quick=args.quick)
+
+
+def _summary(result):
+    cfg, b, s = result["config"], result["bound"], result["slope"]
+    return [
+        f"Cramming {cfg['n_targets']} random targets per point into m prompt vectors of "
+        f"the frozen model {cfg['model']!r} (d = {b['width']}, |V| = {b['vocab_size']}); "
+        f"AdamW lr {cfg['lr']:g}, at most {cfg['max_steps']} steps, patience "
+        f"{cfg['patience']}, seed {cfg['random_state']}",
+        f"n50 = {s['slope']:.3g}·m + {s['intercept']:.3g} (R² = {s['r2']:.3f}, "
+        f"{s['n_points']} points)",
+        f"slope bound C = d ln(1 + 2r/eps) / ln|V| = {b['slope_bound']:.4g} tokens per "
+        f"vector (box refinement {b['box_slope_bound']:.4g}) with r = {b['radius']:.3g}, "
+        f"eps = {b['precision']:.3g}; theory / experiment = {b['ratio']:.3g} "
+        f"(box {b['box_ratio']:.3g}); {result['seconds']:.1f} s",
+    ]
+
+
+EXPERIMENT = register(Experiment(
+    name="reach",
+    command="reach",
+    title="Reachable outputs: accessibility, n50 against m, and the slope bound",
+    paper="seed 004 (How many different outputs can a Transformer generate?)",
+    help="accessibility of random targets by cramming prompt vectors (seed 004)",
+    description="Cram random target sequences into m prompt vectors of a frozen causal LM "
+    "(the embedded default model unless --model is given), for a grid of m and target "
+    "lengths; fit n50 per m, the slope of n50 against m, and compare it with the slope "
+    "bound d ln(1 + 2r/eps) / ln|V|. Prints the tables, saves reach.png and reach.json.",
+    quick=dict(model="default", n_memory=[1, 2, 3, 4], lengths="auto", n_targets=16,
+               max_steps=600, patience=200, precision="float16", quick=True),
+    full=dict(model="default", n_memory=[1, 2, 3, 4, 6, 8], lengths="auto", n_targets=20,
+              max_steps=3000, patience=500, precision="float16"),
+    run=_run, tables=_tables, plot=one_plot(plot_accessibility, "reach.png"),
+    verdicts=_verdicts, add_arguments=_add_arguments, settings=_settings, summary=_summary,
+    floatfmt="{:.3g}",
+))
+"""Cramming and the slope bound as a registered experiment (piece and command ``reach``)."""

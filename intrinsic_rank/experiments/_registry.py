@@ -93,6 +93,22 @@ class Experiment:
         other than the JSON and the PNGs (for example a CSV); ``None``: none.
     in_reproduce : bool, default=True
         Whether ``reproduce("all")`` runs it.
+    json_name : str or None, default=None
+        Stem of the JSON file the command writes, ``<out>/<json_name>.json``;
+        ``None`` means the command with ``-`` read as ``_`` (``min-ip`` ->
+        ``min_ip.json``).
+    saved : callable or None, default=None
+        ``saved(result)`` -> the JSON-able payload of that file; ``None``
+        writes ``result`` itself.
+    floatfmt : str, default="{:.4g}"
+        Format of floats in the tables the command prints (a table given as
+        ``(caption, records, columns, floatfmt)`` overrides it).
+
+    Examples
+    --------
+    >>> from intrinsic_rank.experiments import EXPERIMENTS
+    >>> EXPERIMENTS["entropic"].command, EXPERIMENTS["entropic"].file_stem
+    ('sweep', 'sweep')
     """
 
     name: str
@@ -112,6 +128,14 @@ class Experiment:
     summary: Callable
     extra_files: Optional[Callable] = None
     in_reproduce: bool = field(default=True)
+    json_name: Optional[str] = None
+    saved: Optional[Callable] = None
+    floatfmt: str = "{:.4g}"
+
+    @property
+    def file_stem(self):
+        """Stem of the command's JSON file: ``json_name`` or the command with ``_`` for ``-``."""
+        return self.json_name or self.command.replace("-", "_")
 
 
 EXPERIMENTS = {}
@@ -137,7 +161,13 @@ def register(experiment):
     for other in EXPERIMENTS.values():
         if other.name != experiment.name and other.command == experiment.command:
             raise ValueError(f"command {experiment.command!r} is already taken by {other.name!r}")
-    if experiment.name in EXPERIMENTS and EXPERIMENTS[experiment.name] is not experiment:
+    known = EXPERIMENTS.get(experiment.name)
+    # The same module imported a second time (pytest's importlib mode does this when it
+    # collects doctests) re-registers its own experiment: that replaces, it is no clash.
+    reimported = known is not None and known.run is not experiment.run and (
+        (known.run.__module__, known.run.__qualname__)
+        == (experiment.run.__module__, experiment.run.__qualname__))
+    if known is not None and known is not experiment and not reimported:
         raise ValueError(f"an experiment named {experiment.name!r} is already registered")
     EXPERIMENTS[experiment.name] = experiment
     return experiment

@@ -1,16 +1,22 @@
-"""The rank sweep on a teacher task: deficiency, achievability and recovery at once."""
+"""The rank sweep on a teacher task: deficiency, achievability and recovery at once.
 
-import json
-import os
+Registered as the experiment ``entropic`` (CLI command ``sweep``): the command
+sweeps one teacher, the reproduce piece a linear and a softmax teacher.
+"""
+
+import math
+import time
 
 import numpy as np
 from sklearn.utils import Bunch
 
 from ..datasets import make_attention_task, make_fixed_operator_task
 from ..estimators import AttentionRankEstimator
-from ._plotting import pyplot, save_figure
+from ._arguments import parse_ranks, verbose_level
+from ._output import jsonable, pyplot, save_figure
+from ._registry import Experiment, Verdict, grade, is_finite, number_text, register, save_plot
 
-__all__ = ["rank_sweep", "plot_sweep", "format_table", "save_records"]
+__all__ = ["rank_sweep", "plot_sweep"]
 
 TEACHERS = ("linear", "softmax", "fixed")
 
@@ -27,7 +33,9 @@ def rank_sweep(
     kernel_scale=2.0,
     max_epochs=200,
     random_state=0,
-    verbose=0,
+    progress=False,
+    device="cpu",
+    verbose="deprecated",
 ):
     """Sweep student ranks on a teacher of known ``r*`` and estimate ``r*`` back.
 
@@ -52,8 +60,13 @@ def rank_sweep(
         Training epochs of the batched sweep.
     random_state : int, default=0
         Seed of the task and of the sweep.
-    verbose : int, default=0
-        Passed to the estimator (1 draws a progress bar).
+    progress : bool, default=False
+        Draw the estimator's progress bar (its ``verbose=1``).
+    device : str or torch.device, default="cpu"
+        Where the students train (the estimator's ``device``).
+    verbose : int, optional
+        Deprecated since 0.2 (removed in 0.3): use ``progress``. When given, it
+        is passed to the estimator as before, with a ``FutureWarning``.
 
     Returns
     -------
@@ -70,6 +83,7 @@ def rank_sweep(
     >>> result.rank_, result.r_star
     (2, 2)
     """
+    verbose = verbose_level(progress, verbose)
     if teacher not in TEACHERS:
         raise ValueError(f"unknown teacher {teacher!r}; use one of {TEACHERS}")
     if teacher == "fixed":
@@ -89,7 +103,7 @@ def rank_sweep(
     attention = attention or teacher
     est = AttentionRankEstimator(
         attention=attention, ranks=list(ranks), max_epochs=max_epochs,
-        random_state=random_state, verbose=verbose,
+        random_state=random_state, device=device, verbose=verbose,
     ).fit(X, Y)
     config = dict(
         teacher=teacher, attention=attention, r_star=r_star, d=d, seq_len=seq_len,
@@ -106,74 +120,6 @@ def rank_sweep(
         config=config,
         estimator=est,
     )
-
-
-def format_table(records, columns=None, floatfmt="{:.4g}"):
-    """Render records (a list of dicts) as a fixed-width text table.
-
-    Parameters
-    ----------
-    records : list of dict
-    columns : list of str or None
-        Columns to show, in order; ``None`` shows the keys of the first record.
-    floatfmt : str, default="{:.4g}"
-        Format of floats.
-
-    Returns
-    -------
-    table : str
-
-    Examples
-    --------
-    >>> print(format_table([{"rank": 1, "risk": 0.5}, {"rank": 2, "risk": 0.01}]))
-    rank  risk
-       1   0.5
-       2  0.01
-    """
-    columns = list(records[0]) if columns is None else list(columns)
-
-    def cell(value):
-        if isinstance(value, (bool, np.bool_)):
-            return "yes" if value else "no"
-        if isinstance(value, (float, np.floating)):
-            return floatfmt.format(value)
-        return str(value)
-
-    rows = [[cell(rec[c]) for c in columns] for rec in records]
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
-    # text columns read best left-aligned, numbers right-aligned
-    left = [isinstance(records[0][c], str) for c in columns]
-
-    def line(values):
-        return "  ".join(
-            v.ljust(w) if is_left else v.rjust(w) for v, w, is_left in zip(values, widths, left)
-        )
-
-    lines = [line(columns)] + [line(row) for row in rows]
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def save_records(path, records, **metadata):
-    """Write ``{"records": records, **metadata}`` as JSON (numpy values converted).
-
-    Parameters
-    ----------
-    path : str or path-like
-    records : list of dict
-    **metadata
-        Extra top-level keys (configuration, estimates).
-    """
-
-    def default(value):
-        if isinstance(value, np.generic):
-            return value.item()
-        if isinstance(value, np.ndarray):
-            return value.tolist()
-        raise TypeError(f"cannot write {type(value).__name__} to JSON")
-
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as handle:
-        json.dump({"records": records, **metadata}, handle, indent=2, default=default)
 
 
 def plot_sweep(result, path=None):
@@ -230,3 +176,161 @@ def plot_sweep(result, path=None):
         fontsize=10,
     )
     return save_figure(fig, path)
+
+
+# -- the experiment: ``entropic`` (command ``sweep``) ----------------------------------
+
+SWEEP_COLUMNS = ["rank", "train_risk", "heldout_risk", "excess_risk", "reached",
+                 "energy_effective_rank", "numerical_rank"]
+"""Columns of the rank sweep's table (the CLI's and the reproduce report's)."""
+
+
+def _run(settings, *, random_state, progress, device):
+    """One :func:`rank_sweep` per teacher of ``settings["teachers"]``."""
+    kwargs = {k: v for k, v in settings.items() if k != "teachers"}
+    sweeps = {}
+    tic = time.perf_counter()
+    for teacher in settings["teachers"]:
+        result = rank_sweep(teacher=teacher, random_state=random_state, progress=progress,
+                            device=device, **kwargs)
+        result.pop("estimator")
+        sweeps[teacher] = dict(result)
+    return jsonable({"sweeps": sweeps, "seconds": time.perf_counter() - tic})
+
+
+def _plot(result, folder):
+    sweeps = result["sweeps"]
+    # the command (one teacher) writes sweep.png; the reproduce piece sweep_<teacher>.png
+    names = (["sweep.png"] if len(sweeps) == 1
+             else [f"sweep_{teacher}.png" for teacher in sweeps])
+    return [save_plot(plot_sweep(Bunch(**sweep)), folder, name)
+            for name, sweep in zip(names, sweeps.values())]
+
+
+def _tables(result):
+    return [(f"{teacher} teacher, r* = {sweep['r_star']} (noise floor "
+             f"{number_text(sweep['noise_floor'])}; a rank reaches it when its excess risk "
+             f"is below {number_text(sweep['excess_tol'])})", sweep["records"], SWEEP_COLUMNS)
+            for teacher, sweep in result["sweeps"].items()]
+
+
+def _verdicts(result, recovery_tol=0.5):
+    """Deficiency, achievability, recovery and ``r*`` itself, per teacher."""
+    verdicts = []
+    for teacher, sweep in result["sweeps"].items():
+        r_star, estimate, tol = sweep["r_star"], sweep["rank_"], sweep["excess_tol"]
+        floor = sweep["noise_floor"]
+        records = sweep["records"]
+        off = abs(estimate - r_star) if estimate is not None else math.inf
+        verdicts.append(Verdict(
+            f"{teacher} teacher: the smallest rank reaching the noise floor is the true r*",
+            f"estimated r* = {estimate}, true r* = {r_star}",
+            "agrees" if off == 0 else ("partly" if off == 1 else "does not agree"),
+            "equal" if off == 0 else f"off by {off} (one rank off counts as partly)",
+        ))
+        below = [rec for rec in records if rec["rank"] < r_star]
+        if below:
+            failing = [rec for rec in below if rec["excess_risk"] > tol]
+            smallest = min(rec["excess_risk"] for rec in below)
+            verdicts.append(Verdict(
+                f"{teacher} teacher, deficiency: every rank r < r* keeps an excess risk "
+                "bounded away from zero",
+                f"ranks {below[0]['rank']}-{below[-1]['rank']}: excess risk >= "
+                f"{number_text(smallest)} ({number_text(smallest / floor)}x the noise floor)",
+                grade(len(failing), len(below)),
+                f"{len(failing)} of {len(below)} ranks below r* stay above the reach "
+                f"tolerance {number_text(tol)}",
+            ))
+        above = [rec for rec in records if rec["rank"] >= r_star]
+        if above:
+            reaching = [rec for rec in above if rec["excess_risk"] <= tol]
+            largest = max(rec["excess_risk"] for rec in above)
+            verdicts.append(Verdict(
+                f"{teacher} teacher, achievability: every rank r >= r* reaches the noise "
+                "floor",
+                f"ranks {above[0]['rank']}-{above[-1]['rank']}: excess risk <= "
+                f"{number_text(largest)}",
+                grade(len(reaching), len(above)),
+                f"{len(reaching)} of {len(above)} ranks from r* on are within the reach "
+                f"tolerance {number_text(tol)}",
+            ))
+        widest = max(records, key=lambda rec: rec["rank"])
+        if widest["rank"] > r_star:
+            energy = widest["energy_effective_rank"]
+            gap = abs(energy - r_star) if is_finite(energy) else math.inf
+            verdicts.append(Verdict(
+                f"{teacher} teacher, recovery: an over-parameterised student ends with an "
+                "effective rank concentrated at r*",
+                f"rank-{widest['rank']} student: learned kernel of energy effective rank "
+                f"{number_text(energy)} (numerical rank {widest['numerical_rank']})",
+                "agrees" if gap <= recovery_tol else
+                ("partly" if gap <= 2 * recovery_tol else "does not agree"),
+                f"|energy rank - r*| = {number_text(gap)}; within {recovery_tol} agrees, "
+                f"within {2 * recovery_tol} partly",
+            ))
+    return verdicts
+
+
+def _add_arguments(parser):
+    parser.add_argument("--teacher", choices=["linear", "softmax", "fixed"], default="softmax")
+    parser.add_argument("--attention", choices=["fixed", "linear", "softmax", "block"],
+                        default=None, help="student rung (default: match the teacher)")
+    parser.add_argument("--r-star", type=int, default=4, help="true rank of the teacher")
+    parser.add_argument("--d", type=int, default=16, help="token dimension")
+    parser.add_argument("--seq-len", type=int, default=8, help="sequence length L")
+    parser.add_argument("--n-samples", type=int, default=2048)
+    parser.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
+    parser.add_argument("--ranks", type=parse_ranks, default=None,
+                        help="rank grid, e.g. 1-8 or 1,2,4,8 (default 1..2r*)")
+    parser.add_argument("--epochs", type=int, default=200)
+
+
+def _settings(args):
+    return dict(teachers=[args.teacher], attention=args.attention, r_star=args.r_star,
+                d=args.d, seq_len=args.seq_len, n_samples=args.n_samples, noise=args.noise,
+                ranks=args.ranks, max_epochs=args.epochs)
+
+
+def _summary(result):
+    heads, tails = [], []
+    for sweep in result["sweeps"].values():
+        cfg = sweep["config"]
+        heads.append(
+            f"Rank sweep: {cfg['attention']} students on a {cfg['teacher']} teacher "
+            f"(r* = {cfg['r_star']}, d = {cfg['d']}, L = {cfg['seq_len']}, "
+            f"n = {cfg['n_samples']}, noise floor = {sweep['noise_floor']:.4g}), "
+            f"{cfg['max_epochs']} epochs, seed {cfg['random_state']}"
+        )
+        tails.append(f"estimated r* = {sweep['rank_']} (true r* = {sweep['r_star']}); "
+                     f"estimated noise floor = {sweep['noise_floor_']:.4g}")
+    tails[-1] += f"; {result['seconds']:.1f} s"
+    return ["\n".join(heads), *tails]
+
+
+def _saved(result):
+    """The command's ``sweep.json``: the one sweep's records and estimates."""
+    if len(result["sweeps"]) != 1:
+        return result
+    (sweep,) = result["sweeps"].values()
+    return dict(records=sweep["records"], config=sweep["config"], rank_=sweep["rank_"],
+                noise_floor=sweep["noise_floor"], noise_floor_=sweep["noise_floor_"],
+                seconds=result["seconds"])
+
+
+EXPERIMENT = register(Experiment(
+    name="entropic",
+    command="sweep",
+    title="The Entropic Bound: deficiency, achievability and recovery of r*",
+    paper="seeds 000-002 (The Entropic Bound)",
+    help="rank sweep on a teacher task with known r*",
+    description="Train a grid of student ranks at once on a teacher task and "
+    "estimate r* (the smallest rank reaching the noise floor).",
+    quick=dict(teachers=["linear", "softmax"], r_star=4, d=16, seq_len=8,
+               n_samples=1536, noise=0.1, max_epochs=150),
+    full=dict(teachers=["linear", "softmax"], r_star=4, d=16, seq_len=8,
+              n_samples=2048, noise=0.1, max_epochs=200),
+    run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,
+    add_arguments=_add_arguments, settings=_settings, summary=_summary,
+    json_name="sweep", saved=_saved,
+))
+"""The rank sweep as a registered experiment (piece ``entropic``, command ``sweep``)."""

@@ -1,0 +1,186 @@
+"""The experiment registry: what the CLI and ``reproduce`` are built from.
+
+The fake experiment below lives only in this file: registering it is enough for the
+command line to grow a command (with the shared options) and for ``reproduce`` to run it
+as a piece -- the proof that a new experiment touches one module.
+"""
+
+import dataclasses
+import json
+import pathlib
+
+import pytest
+
+from intrinsic_rank.cli import _build_parser, main
+from intrinsic_rank.experiments import EXPERIMENTS, PIECES, Experiment, register, reproduce
+from intrinsic_rank.experiments._reproduce import _resolve_pieces
+
+ORDER = ["entropic", "ladder", "frontier", "min-ip", "reach", "copy", "profile"]
+CALLABLES = ["run", "tables", "plot", "verdicts", "add_arguments", "settings", "summary"]
+
+
+def test_every_registered_experiment_is_complete_and_commands_are_unique():
+    assert list(EXPERIMENTS)[:len(ORDER)] == ORDER  # registration order = report order
+    assert PIECES is EXPERIMENTS
+    commands = [e.command for e in EXPERIMENTS.values()]
+    assert len(set(commands)) == len(commands)
+    assert "reproduce" not in commands
+    assert EXPERIMENTS["entropic"].command == "sweep"
+    for name, experiment in EXPERIMENTS.items():
+        assert experiment.name == name
+        for field in CALLABLES:
+            assert callable(getattr(experiment, field)), (name, field)
+        assert experiment.extra_files is None or callable(experiment.extra_files), name
+        assert experiment.saved is None or callable(experiment.saved), name
+        for text in (experiment.title, experiment.paper, experiment.help,
+                     experiment.description):
+            assert isinstance(text, str) and text, name
+        assert json.loads(json.dumps(experiment.quick)) == experiment.quick, name
+    stems = {e.command: e.file_stem for e in EXPERIMENTS.values()}
+    assert {k: stems[k] for k in ("sweep", "ladder", "frontier", "min-ip", "reach", "copy")} \
+        == {"sweep": "sweep", "ladder": "ladder", "frontier": "frontier",
+            "min-ip": "min_ip", "reach": "reach", "copy": "copy"}
+
+
+def test_register_refuses_a_taken_name_or_command():
+    ladder = EXPERIMENTS["ladder"]
+    with pytest.raises(ValueError, match="command 'ladder' is already taken by 'ladder'"):
+        register(dataclasses.replace(ladder, name="ladder2"))
+    with pytest.raises(ValueError, match="an experiment named 'ladder' is already registered"):
+        register(dataclasses.replace(ladder, command="ladder2"))
+    assert register(ladder) is ladder  # registering the same object again is harmless
+
+
+# -- a fake experiment, registered here only -------------------------------------------
+
+
+def _toy(calls, plot=None):
+    def run(settings, *, random_state, progress, device):
+        calls.append(dict(settings=settings, random_state=random_state, progress=progress,
+                          device=device))
+        records = [dict(size=i, value=0.5 * i) for i in range(1, settings["size"] + 1)]
+        return dict(records=records, device=device)
+
+    def default_plot(result, folder):
+        (pathlib.Path(folder) / "toy.png").write_bytes(b"not really a PNG")
+        return ["toy.png"]
+
+    return Experiment(
+        name="toy", command="toy-run", title="A toy", paper="none", help="a toy experiment",
+        description="Counts to --size.", quick=dict(size=2), full=dict(size=3),
+        run=run, tables=lambda result: [("the toy's table", result["records"],
+                                         ["size", "value"])],
+        plot=plot or default_plot,
+        verdicts=lambda result: [("the toy counts", f"{len(result['records'])} rows",
+                                  "agrees", "it does")],
+        add_arguments=lambda parser: parser.add_argument("--size", type=int, default=2),
+        settings=lambda args: dict(size=args.size),
+        summary=lambda result: ["Toy: counting", f"counted to {len(result['records'])}"],
+        in_reproduce=False,
+    )
+
+
+@pytest.fixture
+def toy(request):
+    """Register the toy (optionally with another plot) and unregister it afterwards."""
+    calls = []
+    experiment = register(_toy(calls, getattr(request, "param", None)))
+    yield experiment, calls
+    EXPERIMENTS.pop(experiment.name)
+
+
+def test_a_registered_experiment_becomes_a_command(toy, tmp_path, capsys):
+    _, calls = toy
+    out = tmp_path / "toy"
+    assert main(["toy-run", "--size", "3", "--seed", "5", "--device", "meta",
+                 "--out", str(out)]) == 0
+    assert calls == [dict(settings={"size": 3}, random_state=5, progress=True,
+                          device="meta")]
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert lines[0] == "Toy: counting"  # summary[0], the table, summary[1:], saved ...
+    assert lines[1].split() == ["size", "value"] and lines[2].split() == ["1", "0.5"]
+    assert lines[5] == "counted to 3"
+    assert lines[6] == f"saved {out / 'toy.png'} and {out / 'toy_run.json'}"
+    saved = json.loads((out / "toy_run.json").read_text())
+    assert saved["device"] == "meta" and len(saved["records"]) == 3
+    # the default output folder is runs/<command>
+    assert _build_parser().parse_args(["toy-run"]).out == "runs/toy_run"
+
+
+def test_every_command_takes_the_shared_options():
+    parser = _build_parser()
+    for command in [e.command for e in EXPERIMENTS.values()] + ["reproduce"]:
+        args = parser.parse_args([command, "--device", "cuda:1", "--seed", "3", "--quiet",
+                                  "--out", "somewhere"])
+        assert (args.device, args.seed, args.quiet, args.out) == ("cuda:1", 3, True,
+                                                                  "somewhere"), command
+        defaults = parser.parse_args([command])
+        assert (defaults.device, defaults.seed, defaults.quiet) == ("cpu", 0, False), command
+        assert defaults.out.startswith("runs"), command
+
+
+def test_the_device_reaches_a_registered_experiments_run(tmp_path, monkeypatch, capsys):
+    seen = []
+    ladder = EXPERIMENTS["ladder"]
+
+    def run(settings, *, random_state, progress, device):
+        seen.append(device)
+        return ladder.run(dict(settings, rungs=["fixed"]), random_state=random_state,
+                          progress=progress, device="cpu")
+
+    monkeypatch.setitem(EXPERIMENTS, "ladder", dataclasses.replace(ladder, run=run))
+    assert main(["ladder", "--d", "4", "--seq-len", "4", "--r-star", "2", "--n-samples",
+                 "100", "--epochs", "2", "--device", "meta", "--out", str(tmp_path),
+                 "--quiet"]) == 0
+    assert seen == ["meta"]
+    assert "B0 fixed operator" in capsys.readouterr().out
+
+
+def test_a_bad_device_is_one_line_on_stderr(tmp_path, capsys):
+    assert main(["ladder", "--device", "nonsense", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("intrinsic-rank ladder: error: unknown device 'nonsense'")
+    assert not list(tmp_path.iterdir())
+
+
+def _failing_plot(result, folder):
+    raise RuntimeError("the plot broke")
+
+
+@pytest.mark.parametrize("toy", [_failing_plot], indirect=True)
+def test_the_json_is_written_before_the_plot(toy, tmp_path):
+    with pytest.raises(RuntimeError, match="the plot broke"):
+        main(["toy-run", "--out", str(tmp_path), "--quiet"])
+    saved = json.loads((tmp_path / "toy_run.json").read_text())
+    assert [rec["size"] for rec in saved["records"]] == [1, 2]
+
+
+def test_reproduce_runs_a_registered_experiment_and_passes_the_device(toy, tmp_path):
+    _, calls = toy
+    run = reproduce("toy", out=tmp_path, progress=False)
+    assert calls[-1]["device"] == "cpu" and run.pieces["toy"].verdicts[0].verdict == "agrees"
+    stored = json.loads((tmp_path / "toy" / "result.json").read_text())
+    assert stored["device"] == "cpu" and "device" not in stored["key"]
+    # another device is another cache key, recorded with the result and in the report
+    run = reproduce("toy", out=tmp_path, progress=False, device="meta")
+    assert calls[-1]["device"] == "meta" and not run.pieces["toy"].cached
+    stored = json.loads((tmp_path / "toy" / "result.json").read_text())
+    assert stored["device"] == "meta" and stored["key"]["device"] == "meta"
+    assert stored["computed_with"]["device"] == "meta"
+    assert "torch device meta" in open(run.report).read()
+    assert run.summary == [dict(piece="toy", seconds=run.pieces["toy"].seconds, cached=False,
+                                agrees=1, partly=0, does_not_agree=0)]
+    # "all" leaves out an experiment registered with in_reproduce=False
+    assert "toy" not in _resolve_pieces("all") and _resolve_pieces(["toy"]) == ["toy"]
+
+
+def test_reproduce_command_passes_the_device(toy, tmp_path, capsys):
+    _, calls = toy
+    assert main(["reproduce", "toy", "--device", "meta", "--out", str(tmp_path),
+                 "--quiet"]) == 0
+    assert calls[-1]["device"] == "meta"
+    text = capsys.readouterr().out
+    assert "piece  seconds  cached  agrees  partly  does_not_agree" in text
+    report = (tmp_path / "report.md").read_text()
+    assert "intrinsic-rank reproduce toy --quick --out" in report and "--device meta" in report
