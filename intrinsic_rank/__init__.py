@@ -11,20 +11,32 @@ The public API is the estimators and the sub-modules:
 * :mod:`intrinsic_rank.datasets` -- seeded teacher tasks with known ground truth;
 * :mod:`intrinsic_rank.spectral` -- rank measures (numpy only);
 * :mod:`intrinsic_rank.bounds` -- closed-form theory (numpy only);
+* :mod:`intrinsic_rank.operator_fit` -- training-free least-squares fits of the
+  teachers' token mixers (numpy only);
 * :mod:`intrinsic_rank.metrics` -- the exact-sequence error and its scorer;
 * :mod:`intrinsic_rank.nn` -- the torch students;
 * :mod:`intrinsic_rank.experiments` -- reproductions returning records and plots.
+
+Only the numpy parts are imported with the package: the estimators,
+:mod:`~intrinsic_rank.nn` and :mod:`~intrinsic_rank.experiments` (which need
+torch) load on first use, so ``import intrinsic_rank.spectral`` works in an
+environment with numpy and scipy only.
 """
 
-from . import bounds, datasets, metrics, spectral
-from .estimators import (
-    AttentionRankEstimator,
-    EnergyEffectiveRank,
-    ReachabilityEstimator,
-    TrainingDivergedError,
-)
+import importlib
 
 __version__ = "0.1.0"
+
+# torch-free sub-modules, imported eagerly
+from . import bounds, datasets, metrics, spectral  # noqa: E402
+
+_LAZY_ESTIMATORS = (
+    "AttentionRankEstimator",
+    "EnergyEffectiveRank",
+    "ReachabilityEstimator",
+    "TrainingDivergedError",
+)
+_LAZY_MODULES = ("estimators", "experiments", "nn", "operator_fit", "cli")
 
 __all__ = [
     "AttentionRankEstimator",
@@ -37,3 +49,19 @@ __all__ = [
     "spectral",
     "__version__",
 ]
+
+
+def __getattr__(name):
+    """Load the torch parts on first use (PEP 562)."""
+    if name in _LAZY_ESTIMATORS:
+        value = getattr(importlib.import_module(".estimators", __name__), name)
+    elif name in _LAZY_MODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | set(_LAZY_MODULES))
