@@ -14,12 +14,13 @@ Conventions
   ``low_open`` / ``high_open`` say otherwise; the error names the interval in
   the usual notation, e.g. ``(0, 1]``.
 * Seeds: a ``random_state`` (``None``, an integer or a ``RandomState``) becomes
-  integer seeds in ``[0, 2**31 - 1)`` in exactly one of four documented ways:
+  integer seeds in ``[0, 2**31 - 1)`` in exactly one of these documented ways:
   :func:`child_seeds` (independent draws, scikit-learn style),
   :func:`draw_seed` (the first of them), :func:`keyed_seed` (a seed tied to a
-  tuple of integers, stable whatever else is drawn) and
-  :func:`consecutive_seeds` (``seed, seed + 1, ...``, kept where documented
-  results were measured with them).
+  tuple of integers, stable whatever else is drawn; :func:`keyed_rng` is the
+  same stream as a numpy ``Generator``) and :func:`consecutive_seeds`
+  (``seed, seed + 1, ...``, kept where documented results were measured with
+  them).
 """
 
 import contextlib
@@ -37,6 +38,7 @@ __all__ = [
     "child_seeds",
     "consecutive_seeds",
     "draw_seed",
+    "keyed_rng",
     "keyed_seed",
     "torch_rng",
 ]
@@ -229,6 +231,33 @@ def keyed_seed(seed, *keys):
     """
     words = [int(seed), *(int(k) for k in keys)]
     return int(np.random.SeedSequence(words).generate_state(1)[0])
+
+
+def keyed_rng(seed, *keys):
+    """A numpy ``Generator`` tied to ``(seed, *keys)``, for a draw per item.
+
+    The same stream as :func:`keyed_seed`'s ``SeedSequence``, handed to
+    :func:`numpy.random.default_rng` whole (all its entropy, not one word).
+
+    Parameters
+    ----------
+    seed : int
+    *keys : int
+        E.g. the token ids of one target, so that each target's draw depends
+        on the seed and the target alone.
+
+    Returns
+    -------
+    rng : numpy.random.Generator
+
+    Examples
+    --------
+    >>> a = keyed_rng(0, 3, 1).standard_normal()
+    >>> b = keyed_rng(0, 3, 1).standard_normal()
+    >>> a == b
+    True
+    """
+    return np.random.default_rng(np.random.SeedSequence([int(seed), *(int(k) for k in keys)]))
 
 
 def consecutive_seeds(seed, count):

@@ -118,7 +118,7 @@ def accessibility_curves(
         if not grid or grid[0] < 2:
             raise ValueError(f"lengths must be integers >= 2; got {list(lengths)}")
     lm = as_causal_lm(model)
-    records, fits, radius, widths = [], [], 0.0, None
+    records, fits, radius = [], [], 0.0
     for m in n_memory:
         zeros = 0
         for n in grid:
@@ -137,7 +137,7 @@ def accessibility_curves(
                        seconds=time.perf_counter() - tic)
             records.append(rec)
             if est.radius_ >= radius:
-                radius, widths, fitted = est.radius_, est.hidden_widths_, est
+                radius, fitted = est.radius_, est
             if progress:
                 print(f"m = {m}, n = {n}: accessibility {rec['accessibility']:.2f}, "
                       f"token accuracy {rec['token_accuracy']:.3f} ({rec['seconds']:.1f} s)",

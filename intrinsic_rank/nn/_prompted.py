@@ -9,15 +9,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._validation import check_int
+from .._validation import check_int, keyed_rng
 from ._causal_lm import CausalLMAdapter
 
 __all__ = ["PromptedLM", "random_prompt_hidden_states"]
-
-
-def _target_seed(base_seed, ids):
-    """Seed of one target's memory: a function of the seed and the target alone."""
-    return np.random.SeedSequence([int(base_seed), *map(int, ids)])
 
 
 class PromptedLM(nn.Module):
@@ -58,7 +53,7 @@ class PromptedLM(nn.Module):
         std = float(E.float().std()) if init_std is None else float(init_std)
         targets = np.asarray(targets)
         init = np.stack([
-            np.random.default_rng(_target_seed(random_state, row)).standard_normal(
+            keyed_rng(random_state, *row).standard_normal(
                 (self.n_memory, lm.width))
             for row in targets
         ]) if len(targets) else np.zeros((0, self.n_memory, lm.width))
