@@ -30,3 +30,53 @@ def test_readme_python_blocks_run():
     namespace = {}
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)
+
+
+def _requirement_names(requirements):
+    import re
+
+    return {re.split(r"[\s<>=!~\[;]", req, maxsplit=1)[0].lower().replace("_", "-")
+            for req in requirements}
+
+
+def test_readme_python_blocks_need_only_what_the_readme_installed_before_them():
+    """Each block imports only the package's dependencies plus the extras that the README's
+    ``pip install -e ".[...]"`` commands above it installed (the main command's ``plot``
+    first; the test and docs commands do not count): a newcomer who runs the main command
+    and then the README's Python blocks never hits a missing module."""
+    import ast
+    import importlib.metadata as metadata
+    import re
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        tomllib = __import__("pytest").importorskip("tomli")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    installed = _requirement_names(project["dependencies"]) | {"intrinsic-rank"}
+    providers = metadata.packages_distributions()
+    text = (ROOT / "README.md").read_text()
+    missing = []
+    for part in re.split(r"(```python\n.*?```)", text, flags=re.S):
+        for line in ([] if part.startswith("```python") else part.splitlines()):
+            if "pytest" in line or "sphinx" in line:
+                continue  # the test and docs commands are not what a user's code runs in
+            for extra_list in re.findall(r'pip install -e "\.\[([\w,]+)\]"', line):
+                for extra in extra_list.split(","):
+                    installed |= _requirement_names(extras[extra])
+        if not part.startswith("```python"):
+            continue
+        for node in ast.walk(ast.parse(part[len("```python\n"):-3])):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0
+                     else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top == "intrinsic_rank":
+                    continue
+                dists = {d.lower().replace("_", "-") for d in providers.get(top, [top])}
+                if not dists & installed:
+                    missing.append(f"{name} (from {sorted(dists)})")
+    assert not missing, f"README blocks import what the README did not install: {missing}"
