@@ -27,12 +27,13 @@ import contextlib
 import numbers
 
 import numpy as np
-from sklearn.utils import check_random_state
+from sklearn.utils import check_random_state as _sklearn_check_random_state
 
 __all__ = [
     "MAX_SEED",
     "check_device",
     "check_int",
+    "check_random_state",
     "check_real",
     "check_seed",
     "child_seeds",
@@ -140,7 +141,13 @@ def check_real(value, name, low=None, high=None, *, low_open=False, high_open=Fa
                 + (")" if high_open or high is None else "]"))
     if _is_bool(value) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a finite real number in {interval}; got {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int or Fraction beyond float64's range
+        raise ValueError(
+            f"{name} must be a finite real number in {interval}; got {value!r}, "
+            "which overflows float64"
+        ) from None
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and (value >= high if high_open else value > high)
     if not np.isfinite(value) or too_low or too_high:
@@ -160,12 +167,66 @@ def check_seed(value, name="random_state"):
     -------
     seed : int
 
+    Raises
+    ------
+    ValueError
+        If ``value`` is not an integer (``bool`` included) or lies outside
+        ``[0, 2**32 - 1]``; the message names ``name``.
+
     Examples
     --------
     >>> check_seed(7)
     7
+    >>> check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: random_state must be an integer in [0, 4294967295]; got -1
     """
     return check_int(value, name, minimum=0, maximum=2**32 - 1)
+
+
+def check_random_state(random_state):
+    """A ``numpy.random.RandomState`` from ``random_state``, with the seed checked first.
+
+    Exactly :func:`sklearn.utils.check_random_state` for every valid
+    ``random_state`` (so no drawn value changes), but an integer seed outside
+    numpy's range, or anything that is not a seed, gets a ``ValueError`` that
+    names ``random_state`` rather than numpy's own message.
+
+    Parameters
+    ----------
+    random_state : None, int or numpy.random.RandomState
+        ``None`` is numpy's global generator, an integer in ``[0, 2**32 - 1]``
+        seeds a new one, a ``RandomState`` is returned as is.
+
+    Returns
+    -------
+    rng : numpy.random.RandomState
+
+    Raises
+    ------
+    ValueError
+        If ``random_state`` is an integer outside ``[0, 2**32 - 1]`` or not a
+        seed at all.
+
+    Examples
+    --------
+    >>> check_random_state(0).randint(10)
+    5
+    >>> check_random_state(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: random_state must be an integer in [0, 4294967295]; got -1
+    """
+    if isinstance(random_state, numbers.Integral) and not _is_bool(random_state):
+        check_seed(random_state, "random_state")
+    try:
+        return _sklearn_check_random_state(random_state)
+    except ValueError:
+        raise ValueError(
+            "random_state must be None, an integer in [0, 2**32 - 1] or a "
+            f"numpy.random.RandomState; got {random_state!r}"
+        ) from None
 
 
 def child_seeds(random_state, count):
@@ -181,6 +242,12 @@ def child_seeds(random_state, count):
     seeds : ndarray of shape (count,)
         Integers in ``[0, MAX_SEED)``; the same ``random_state`` gives the same
         seeds.
+
+    Raises
+    ------
+    ValueError
+        If ``random_state`` is an integer outside ``[0, 2**32 - 1]`` or not a
+        seed at all, or ``count`` is not an integer ``>= 0``.
 
     Examples
     --------
@@ -200,6 +267,12 @@ def draw_seed(random_state):
     Returns
     -------
     seed : int
+
+    Raises
+    ------
+    ValueError
+        If ``random_state`` is an integer outside ``[0, 2**32 - 1]`` or not a
+        seed at all.
 
     Examples
     --------
@@ -295,12 +368,20 @@ def check_device(device):
     Raises
     ------
     ValueError
-        If torch does not know the device, or CUDA is asked for and absent.
+        If torch does not know the device; if it is ``"meta"`` (tensors without
+        data, nothing can be trained there); if CUDA is asked for and absent, or
+        ``"cuda:N"`` names a GPU beyond ``torch.cuda.device_count()``; or if
+        ``"mps"`` is asked for where ``torch.backends.mps.is_available()`` is
+        False.
 
     Examples
     --------
     >>> check_device("cpu").type
     'cpu'
+    >>> check_device("meta")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: device='meta': cannot train on the meta device (it holds no data); use 'cpu'...
     """
     import torch
 
@@ -308,8 +389,27 @@ def check_device(device):
         device = torch.device(device)
     except (RuntimeError, TypeError) as error:
         raise ValueError(f"unknown device {device!r}: {error}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was requested but no CUDA device is available")
+    if device.type == "meta":
+        raise ValueError(
+            "device='meta': cannot train on the meta device (it holds no data); "
+            "use 'cpu' or 'cuda'"
+        )
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("device='cuda' was requested but no CUDA device is available")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise ValueError(
+                f"device='{device}' names CUDA device {device.index}, but only {count} "
+                f"CUDA device(s) are available (indices 0 to {count - 1})"
+            )
+    if device.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ValueError(
+                f"device='{device}' was requested but the MPS backend is not available "
+                "here (torch.backends.mps.is_available() is False); use 'cpu'"
+            )
     return device
 
 

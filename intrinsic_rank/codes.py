@@ -30,7 +30,8 @@ import itertools
 import math
 
 import numpy as np
-from sklearn.utils import check_random_state
+
+from ._validation import check_random_state
 
 __all__ = [
     "random_constant_weight_code",

@@ -15,6 +15,15 @@ single matrix or spectrum the measures are Python scalars (``float``, or
 An all-zero spectrum (the zero matrix) has rank 0, so every measure returns
 ``0`` for it rather than the ``nan`` that ``0 / 0`` would give.
 
+The measures hold at the float limits: a matrix (or spectrum) whose largest
+entry lies outside ``[2**-400, 2**400]`` (``[2**-50, 2**50]`` in single
+precision) is divided by a power of two before the SVD, exactly, so
+``numerical_rank(np.eye(3) * 1e308)`` is 3 and subnormal inputs such as
+``np.eye(3) * 1e-310`` lose no digits in the SVD. Inside that range nothing is
+rescaled, so the numbers at ordinary scales are those of a plain SVD.
+:func:`singular_values` scales the values back and raises a ``ValueError``
+where they exceed float64's range.
+
 Choosing a measure
 ------------------
 :func:`numerical_rank`
@@ -79,22 +88,61 @@ _SVD_DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 
 
 class _Spectrum:
-    """Validated singular values plus what the default rank threshold needs.
+    """Validated singular values, kept at a safe scale, plus the rank threshold's needs.
 
     Attributes
     ----------
     s : ndarray, shape (..., k)
-        Singular values, sorted descending, float64.
+        Singular values sorted descending, float64, divided by ``2**exponent``
+        (see :func:`_safe_exponents`); every rank measure is scale-free, so
+        they are computed from ``s`` directly.
+    exponent : ndarray of int, shape (...)
+        The true singular values are ``ldexp(s, exponent)``; 0 unless the
+        input's largest entry lies outside the safe range.
     size : int
         ``max(m, n)`` for matrices, ``k`` for 1-D input.
     eps : float
         Machine epsilon of the dtype the singular values were computed in.
     """
 
-    def __init__(self, s, size, eps):
+    def __init__(self, s, exponent, size, eps):
         self.s = s
+        self.exponent = np.asarray(exponent)
         self.size = size
         self.eps = eps
+
+    def values(self):
+        """The singular values at their true scale; ValueError if they overflow."""
+        if not np.any(self.exponent):
+            return self.s
+        with np.errstate(over="ignore", under="ignore"):
+            s = np.ldexp(self.s, self.exponent[..., None])
+        if not np.all(np.isfinite(s)):
+            with np.errstate(divide="ignore"):  # log2(0) of an all-zero matrix in a stack
+                top = float(np.max(np.log2(self.s[..., 0]) + self.exponent))
+            raise ValueError(
+                f"the singular values of a overflow float64 (the largest is about "
+                f"2**{top:.1f}); rescale a, or use a rank measure, which is scale-free"
+            )
+        return s
+
+
+# Inputs whose largest absolute entry lies outside [2**-limit, 2**limit] are
+# divided by a power of two before the SVD (exactly, so nothing is lost), which
+# keeps the SVD, the squares and the default threshold from overflowing or
+# losing digits in the subnormal range. Inside the range nothing is rescaled,
+# so the numbers at ordinary scales are those of a plain SVD.
+_SAFE_LIMIT = {np.float32: 50, np.complex64: 50, np.float64: 400, np.complex128: 400}
+
+
+def _safe_exponents(amax, limit):
+    """``e`` with ``amax / 2**e`` in ``[0.5, 1)`` where ``amax`` is outside the safe range.
+
+    0 inside ``[2**-limit, 2**limit]`` and for ``amax = 0``.
+    """
+    _, e = np.frexp(amax)
+    outside = (amax > 0) & ((amax < 2.0**-limit) | (amax > 2.0**limit))
+    return np.where(outside, e, 0)
 
 
 def _as_numeric_array(a):
@@ -126,17 +174,31 @@ def _spectrum(a):
         s = arr.astype(np.float64)
         if s.min() < 0:
             raise ValueError(f"singular values must be nonnegative; got min {s.min()}")
-        return _Spectrum(np.sort(s)[::-1], s.shape[0], np.finfo(np.float64).eps)
+        exponent = _safe_exponents(s.max(), _SAFE_LIMIT[np.float64])
+        if exponent:
+            s = np.ldexp(s, -exponent)
+        return _Spectrum(np.sort(s)[::-1], exponent, s.shape[0], np.finfo(np.float64).eps)
 
     if arr.dtype.type not in _SVD_DTYPES:
         # Integers and exotic floats: fall back to double precision, as
         # numpy.linalg.matrix_rank effectively does.
         arr = arr.astype(np.complex128 if np.iscomplexobj(arr) else np.float64)
+    magnitude = np.abs(arr.real)
+    if np.iscomplexobj(arr):  # |z| itself may overflow; max(|re|, |im|) cannot
+        magnitude = np.maximum(magnitude, np.abs(arr.imag))
+    exponent = _safe_exponents(magnitude.max(axis=(-2, -1)), _SAFE_LIMIT[arr.dtype.type])
+    if np.any(exponent):
+        # Exact: a power of two only moves the exponents (ldexp has no complex loop).
+        shift = -exponent[..., None, None]
+        scaled = np.ldexp(arr.real, shift)
+        if np.iscomplexobj(arr):
+            scaled = scaled + 1j * np.ldexp(arr.imag, shift)
+        arr = scaled.astype(arr.dtype, copy=False)
     s = np.linalg.svd(arr, compute_uv=False)  # already sorted descending
     # eps of the computation dtype (float32 for float32/complex64 input),
     # matching numpy.linalg.matrix_rank.
     eps = np.finfo(s.dtype).eps
-    return _Spectrum(s.astype(np.float64), max(arr.shape[-2:]), eps)
+    return _Spectrum(s.astype(np.float64), exponent, max(arr.shape[-2:]), eps)
 
 
 def _to_python(x):
@@ -175,9 +237,12 @@ def _exp_entropy(w):
 def _numerical_rank(spec, tol=None, rtol=None):
     if tol is not None and rtol is not None:
         raise ValueError("give at most one of tol and rtol, not both")
-    smax = spec.s[..., 0]
+    smax = spec.s[..., 0]  # at the safe scale, like spec.s
     if tol is not None:
         threshold = _nonnegative("tol", tol)
+        if np.any(spec.exponent):  # an absolute tol goes to the scale of spec.s
+            with np.errstate(over="ignore", under="ignore"):
+                threshold = np.ldexp(threshold, -spec.exponent)
     elif rtol is not None:
         threshold = _nonnegative("rtol", rtol) * smax
     else:
@@ -252,7 +317,10 @@ def singular_values(a):
     ------
     ValueError
         If `a` is empty, a scalar, non-numeric, contains NaN or inf, or
-        (for 1-D input) contains negative or complex values.
+        (for 1-D input) contains negative or complex values; or if the
+        singular values exceed float64's range (e.g. ``np.ones((3, 2)) *
+        1e308``, whose largest is about ``2.4e308``; the rank measures of such
+        a matrix are still computed, since they are scale-free).
 
     Notes
     -----
@@ -275,7 +343,7 @@ def singular_values(a):
     >>> singular_values(np.zeros((5, 3, 2))).shape
     (5, 2)
     """
-    return _spectrum(a).s
+    return _spectrum(a).values()
 
 
 def numerical_rank(a, tol=None, rtol=None):

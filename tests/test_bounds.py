@@ -62,3 +62,25 @@ def test_spectral_and_bounds_do_not_import_torch():
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     ) % str(pathlib.Path(bounds.__file__).parents[1])
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_entropic_and_min_ip_bounds_at_the_float_limits():
+    # a huge V* with a tiny tail (inf * 0 = nan before), and the reverse (a silent 0)
+    assert bounds.fixed_operator_deficiency([1.0, 1e-200], 1, np.eye(2) * 1e200) == pytest.approx(
+        0.5, rel=1e-14)
+    assert bounds.fixed_operator_deficiency([1.0, 1e150], 0, np.eye(2) * 1e-200) == pytest.approx(
+        5e-101, rel=1e-14)
+    with pytest.raises(ValueError, match="value_map must be finite"):
+        bounds.fixed_operator_deficiency([1.0], 0, [[np.inf]])
+    with pytest.raises(ValueError, match="the deficiency floor overflows float64"):
+        bounds.fixed_operator_deficiency([1e200], 0, [[1e200]])
+    with pytest.raises(ValueError, match="tail energy .* overflows float64"):
+        bounds.tail_energy([1e200, 1.0], 0)
+    # eps**2 overflowed into an OverflowError before
+    assert bounds.approximate_identity_rank_bound(4, 1e200) == 0.0
+    assert bounds.approximate_identity_rank_bound(1, 1e200) == 1.0
+    with pytest.raises(ValueError, match="n must be at most"):
+        bounds.approximate_identity_rank_bound(10**400, 0.5)
+    with pytest.raises(ValueError, match="alphabet_size must be at most"):
+        bounds.transcript_bound(3, 10**400)
+    assert bounds.transcript_bound(2, 2**64 - 1) == 128.0

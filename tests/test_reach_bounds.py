@@ -177,3 +177,22 @@ def test_bounds_module_does_not_import_torch():
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     ) % str(pathlib.Path(bounds.__file__).parents[1])
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_reach_bounds_at_the_float_limits():
+    # 2r/eps overflows, the bound itself does not: ln(2r/eps) computed in logs
+    expected = 4 * 2 * (math.log(2.0) + math.log(1e308) - math.log(1e-10))
+    assert bounds.reachable_log_count_bound(4, 2, radius=1e308, precision=1e-10) == pytest.approx(
+        expected, rel=1e-15)
+    assert bounds.box_log_count_bound([1e308, 0.0], 1, 1e-10) == pytest.approx(
+        math.log(1e308) - math.log(1e-10), rel=1e-15)
+    with pytest.raises(ValueError, match="width must be at most"):
+        bounds.reachable_log_count_bound(10**400, 1, 1.0, 0.5)
+    with pytest.raises(ValueError, match="vocab_size must be at most"):
+        bounds.reachable_slope_bound(4, 10**400, 1.0, 0.5)
+    with pytest.raises(ValueError, match="log count .* overflows float64"):
+        bounds.reachable_log_count_bound(10**300, 10**300, 1.0, 0.5)
+    g = bounds.hidden_state_geometry(np.array([[1e308, 1.0], [1e308, 3.0]]))
+    assert g.center.tolist() == [1e308, 2.0] and g.widths.tolist() == [0.0, 2.0]
+    with pytest.raises(ValueError, match="max - min overflows, first at index 0"):
+        bounds.hidden_state_geometry(np.array([[1e308], [-1e308]]))

@@ -465,3 +465,28 @@ def test_refinements_do_not_import_torch():
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     ) % str(pathlib.Path(bounds.__file__).parents[1])
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_refinements_at_the_float_limits():
+    # sin(theta)**2 underflows below theta ~ 1.5e-154: d = 2 is theta / pi exactly
+    assert bounds.cone_log_fraction(1e-300, 2) == pytest.approx(math.log(1e-300 / math.pi),
+                                                                rel=1e-14)
+    assert bounds.cone_log_fraction(5e-324, 5) > -math.inf
+    ball = bounds.reachable_log_count_bound(4, 2, 1e308, 1e-10)
+    assert 0.0 < bounds.cone_log_count_bound(4, 2, 1e308, 1e-10, 1e-300) < ball  # nan before
+    # logits that overflow (or underflow) float64 keep their argmax
+    w = np.array([[1.0, 0.0], [0.0, 1.0]])
+    for s in (1e200, 1e-200):
+        assert bounds.argmax_cells(np.array([[1.0, 2.0]]) * s, w * s).tolist() == [1]
+        assert bounds.nearest_row_cells(np.array([[1.0, 2.0]]) * s,
+                                        np.array([[1.0, 0.0], [0.0, 3.0]]) * s).tolist() == [1]
+    pts = bounds.sample_box([-1e308], [1e308], 100, random_state=0)
+    assert np.all(np.isfinite(pts)) and pts.min() < 0 < pts.max()
+    with pytest.raises(ValueError, match="beyond float64's range"):
+        bounds.sample_ball([1e308], 1e308, 1, 100, random_state=0)
+    with pytest.raises(ValueError, match="cell slope bound .* overflows float64"):
+        bounds.cell_slope_bound(1e308, 10, 1e-10)
+    with pytest.raises(ValueError, match="radius_inf must be at least 2\\*\\*-1011"):
+        bounds.precision_for("relative", radius_inf=1e-320)
+    with pytest.raises(ValueError, match="random_state must be an integer"):
+        bounds.sample_box([0.0], [1.0], 3, random_state=-1)

@@ -418,3 +418,20 @@ def test_doctests_pass():
     result = doctest.testmod(spectral, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+@pytest.mark.parametrize("scale", [1e308, 1e-310, 2.0**-1074])
+def test_measures_at_the_float_limits_equal_those_at_unit_scale(scale):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 4)) @ np.diag([1.0, 0.5, 0.25, 0.0])
+    a = a / np.max(np.abs(a))
+    if scale > 1:  # a scaling that overflows nothing but the SVD's own sums
+        expected, scaled = rank_profile(a), a * scale
+    else:  # a subnormal matrix: compare with the same stored values at unit scale
+        scaled = np.eye(3) * scale
+        expected = rank_profile(np.eye(3))
+    got = rank_profile(scaled)
+    assert got["numerical_rank"] == expected["numerical_rank"]
+    for name in ("energy_effective_rank", "participation_ratio", "entropy_effective_rank",
+                 "stable_rank"):
+        assert got[name] == pytest.approx(expected[name], rel=1e-12), name

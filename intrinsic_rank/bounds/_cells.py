@@ -14,10 +14,9 @@ on given arrays, the proportions and the decay ``c``.
 from collections.abc import Mapping
 
 import numpy as np
-from sklearn.utils import check_random_state
 
-from .._validation import check_int, check_real, child_seeds
-from ._common import Certificate
+from .._validation import check_int, check_random_state, check_real, child_seeds
+from ._common import Certificate, finite_result
 
 __all__ = [
     "sample_box",
@@ -77,7 +76,14 @@ def sample_box(low, high, n, random_state=None):
         )
     count = check_int(n, "n", 1)
     rng = check_random_state(random_state)
-    return lo + rng.random_sample((count, lo.size)) * (hi - lo)
+    u = rng.random_sample((count, lo.size))
+    with np.errstate(over="ignore"):
+        width = hi - lo
+    if np.all(np.isfinite(width)):
+        return lo + u * width
+    # A box wider than float64's range (low < 0 < high, both huge): the convex
+    # combination of opposite-signed corners cannot overflow.
+    return np.where(np.isfinite(width), lo + u * width, (1.0 - u) * lo + u * hi)
 
 
 def sample_ball(center, radius, d, n, random_state=None):
@@ -122,7 +128,14 @@ def sample_ball(center, radius, d, n, random_state=None):
     norms = np.linalg.norm(direction, axis=1, keepdims=True)
     direction /= np.where(norms > 0, norms, 1.0)
     scale = r * rng.random_sample((count, 1)) ** (1.0 / dim)
-    return c + direction * scale
+    with np.errstate(over="ignore"):
+        points = c + direction * scale
+    if not np.all(np.isfinite(points)):
+        raise ValueError(
+            "center and radius reach beyond float64's range (|center| + radius > "
+            f"{np.finfo(np.float64).max:.4g}); rescale them"
+        )
+    return points
 
 
 def _points_and_weight(points, weight, max_elements):
@@ -146,12 +159,44 @@ def _points_and_weight(points, weight, max_elements):
     return h, w, max(1, cap // w.shape[0])
 
 
-def _argmax_rows(h, w, b, rows):
+_SAFE_EXPONENT = 250  # |entries| in [2**-250, 2**250]: logits neither overflow nor underflow
+
+
+def _exponent(amax):
+    """``e`` with ``amax / 2**e`` in ``[0.5, 1)`` outside ``[2**-250, 2**250]``, else 0."""
+    _, e = np.frexp(amax)
+    outside = (amax > 0) & ((amax < 2.0**-_SAFE_EXPONENT) | (amax > 2.0**_SAFE_EXPONENT))
+    return np.where(outside, e, 0)
+
+
+def _argmax_rows(h, w, b, rows, *, scale_rows=True):
+    """``argmax(h @ w.T + b)`` per row, in chunks, safe at the float limits.
+
+    The argmax is unchanged when a row's logits are all multiplied by the same
+    power of two, so ``w`` (as a whole) and, with ``scale_rows``, each row of
+    ``h`` whose largest entry lies outside ``[2**-250, 2**250]`` are scaled by
+    one first (exactly), with ``b`` scaled to match; at ordinary scales nothing
+    is scaled and the logits are the plain ``h @ w.T + b``.
+    """
+    e_w = int(_exponent(np.max(np.abs(w))))
+    e_h = _exponent(np.max(np.abs(h), axis=1)) if scale_rows else np.zeros(h.shape[0], int)
+    if e_w:
+        w = np.ldexp(w, -e_w)
+    if np.any(e_h):
+        h = np.ldexp(h, -e_h[:, None])
+    elif e_w and b is not None:
+        with np.errstate(over="ignore", under="ignore"):
+            b = np.ldexp(b, -e_w)
+        e_w = 0
     out = np.empty(h.shape[0], dtype=np.intp)
     for start in range(0, h.shape[0], rows):
         logits = h[start:start + rows] @ w.T
         if b is not None:
-            logits += b
+            if np.any(e_h):
+                with np.errstate(over="ignore", under="ignore"):
+                    logits += np.ldexp(b[None, :], -(e_w + e_h[start:start + rows, None]))
+            else:
+                logits += b
         out[start:start + rows] = np.argmax(logits, axis=1)
     return out
 
@@ -225,7 +270,13 @@ def nearest_row_cells(points, weight, *, max_elements=_DEFAULT_MAX_ELEMENTS):
     [0, 0]
     """
     h, w, rows = _points_and_weight(points, weight, max_elements)
-    return _argmax_rows(h, w, -0.5 * np.einsum("ij,ij->i", w, w), rows)
+    # Distances scale together: one power of two for points and rows alike
+    # (exact), where their largest entry lies outside the safe range.
+    e = int(_exponent(max(np.max(np.abs(h)), np.max(np.abs(w)))))
+    if e:
+        h, w = np.ldexp(h, -e), np.ldexp(w, -e)
+    with np.errstate(under="ignore"):
+        return _argmax_rows(h, w, -0.5 * np.einsum("ij,ij->i", w, w), rows, scale_rows=False)
 
 
 def cell_proportions(assignments, vocab_size):
@@ -464,4 +515,4 @@ def cell_slope_bound(box_slope, vocab_size, decay, *, estimate="closed_form"):
             "whole region to one token)"
         )
     c = check_real(decay, "decay", 0.0, low_open=True)
-    return float(c_box * log_v / c)
+    return finite_result(lambda: c_box * log_v / c, "the cell slope bound C_box ln|V| / c")

@@ -10,6 +10,7 @@ import numpy as np
 from scipy.special import betainc, betaln
 
 from .._validation import check_int, check_real
+from ._common import check_size, log_int
 from ._reachability import reachable_log_count_bound, reachable_slope_bound
 
 __all__ = [
@@ -183,8 +184,16 @@ def _beta_continued_fraction(x, a, b):
     )
 
 
-def _log_betainc(a, b, x):
-    """``ln I_x(a, b)`` (regularised incomplete beta), finite where ``I_x`` underflows."""
+def _log_betainc(a, b, x, log_x=None):
+    """``ln I_x(a, b)`` (regularised incomplete beta), finite where ``I_x`` underflows.
+
+    ``log_x``, when given, is ``ln x`` computed without forming ``x``: for ``x``
+    below float64's smallest normal number (where ``x`` itself has lost digits
+    or is 0) the leading term ``x**a / (a B(a, b))`` is then evaluated in logs;
+    the continued fraction and ``(1 - x)**b`` are 1 to double precision there.
+    """
+    if log_x is not None and x < np.finfo(np.float64).tiny:
+        return float(a * log_x - np.log(a) - betaln(a, b))
     if x <= 0.0:
         return -np.inf
     if x >= 1.0:
@@ -246,13 +255,15 @@ def cone_log_fraction(theta, d):
     >>> round(cone_log_fraction(0.1, 4096))
     -9441
     """
-    dim = check_int(d, "d", 1)
+    dim = check_size(d, "d", 1)
     t = check_real(theta, "theta", 0.0, np.pi, low_open=True)
     if t == np.pi:
         return 0.0
     if dim == 1:
         return float(np.log(0.5))
-    log_i = _log_betainc((dim - 1) / 2.0, 0.5, float(np.sin(t) ** 2))
+    sin_t = float(np.sin(t))
+    # 2 ln sin(theta) stays finite where sin(theta)**2 underflows (theta < 1.5e-154).
+    log_i = _log_betainc((dim - 1) / 2.0, 0.5, sin_t**2, log_x=2.0 * np.log(sin_t))
     if t <= np.pi / 2:
         return float(np.log(0.5) + log_i)
     return float(np.log1p(-0.5 * np.exp(log_i)))
@@ -348,5 +359,5 @@ def cone_slope_bound(width, vocab_size, radius, precision, theta):
     126.84
     """
     ball = reachable_slope_bound(width, vocab_size, radius, precision)
-    log_v = float(np.log(check_int(vocab_size, "vocab_size", 2)))
+    log_v = float(log_int(check_size(vocab_size, "vocab_size", 2)))
     return float(max(ball + cone_log_fraction(theta, width) / log_v, 0.0))

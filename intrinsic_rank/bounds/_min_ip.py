@@ -17,7 +17,7 @@ from ..codes import (
     full_family_reach,
     restricted_reach,
 )
-from ._common import Certificate
+from ._common import Certificate, check_size, finite_result
 
 __all__ = [
     "transcript_bound",
@@ -54,9 +54,10 @@ def transcript_bound(n_answers, alphabet_size):
     >>> transcript_bound(5, 0)
     0.0
     """
-    q = check_int(n_answers, "n_answers", 1)
-    s = check_int(alphabet_size, "alphabet_size", 0)
-    return float(q * np.log2(s + 1))
+    q = check_size(n_answers, "n_answers", 1)
+    s = check_size(alphabet_size, "alphabet_size", 0)
+    log2_values = np.log2(s + 1) if s + 1 < 2**63 else np.log2(float(s + 1))
+    return finite_result(lambda: q * log2_values, "the transcript bound q * log2(s + 1)")
 
 
 def approximate_identity_rank_bound(n, eps):
@@ -90,9 +91,15 @@ def approximate_identity_rank_bound(n, eps):
     >>> approximate_identity_rank_bound(10, 1 / 3)
     5.0
     """
-    n = check_int(n, "n", 1)
+    n = check_size(n, "n", 1)
     eps = check_real(eps, "eps", 0.0)
-    return float(n / (1.0 + (n - 1) * eps**2))
+    if n == 1:  # a 1 x 1 matrix with unit diagonal has rank 1, whatever eps
+        return 1.0
+    try:
+        square = eps**2
+    except OverflowError:  # eps > 1.3e154: the bound underflows to 0
+        square = float("inf")
+    return float(n / (1.0 + (n - 1) * square))
 
 
 def witness_feature_rank_bound(

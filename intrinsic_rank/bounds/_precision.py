@@ -5,6 +5,8 @@ and its refinements is a modelling choice; :func:`precision_for` gives the three
 in use, by name, so that every printed ratio can say which one it used.
 """
 
+import sys
+
 from .._validation import check_real
 from ._reachability import precision_from_dtype
 
@@ -81,4 +83,10 @@ def precision_for(convention, dtype=None, radius_inf=None):
     if radius_inf is None:
         raise ValueError("radius_inf is required for convention='relative'; got None")
     r = check_real(radius_inf, "radius_inf", 0.0, low_open=True)
-    return float(r * 2.0**-_RELATIVE_EXPONENT)
+    epsilon = float(r * 2.0**-_RELATIVE_EXPONENT)
+    if epsilon < sys.float_info.min:  # below the normal range: digits lost, or 0
+        raise ValueError(
+            f"radius_inf must be at least 2**-1011 (about {2.0**-1011:.3g}) for "
+            f"convention='relative', so that r_inf / 2048 is a normal float64; got {r!r}"
+        )
+    return epsilon

@@ -8,7 +8,7 @@ hidden-state geometry (radius and box) they need.
 import numpy as np
 
 from .._validation import check_int, check_real
-from ._common import Certificate
+from ._common import Certificate, check_size, finite_result, log1p_ratio, log_int
 
 __all__ = [
     "precision_from_dtype",
@@ -96,7 +96,15 @@ def _check_precision(precision):
 
 
 def _log_vocab(vocab_size):
-    return float(np.log(check_int(vocab_size, "vocab_size", 2)))
+    return float(log_int(check_size(vocab_size, "vocab_size", 2)))
+
+
+def _log1p_two_r(r, eps):
+    """``ln(1 + 2r/eps)``, finite where ``2r/eps`` overflows (``r`` near float64's max)."""
+    q = 2.0 * r / eps
+    if q < float("inf"):
+        return np.log1p(q)
+    return np.log(2.0) + np.log(r) - np.log(eps)  # q > 1e308: log1p(q) = log(q)
 
 
 def _cells_per_memory_vector(widths, precision):
@@ -106,7 +114,7 @@ def _cells_per_memory_vector(widths, precision):
         raise ValueError(f"widths must be a non-empty 1-D array; got shape {w.shape}")
     if not np.all(np.isfinite(w)) or np.any(w < 0):
         raise ValueError("widths must be finite and nonnegative")
-    return float(np.sum(np.log1p(w / precision)))
+    return float(np.sum(log1p_ratio(w, precision)))
 
 
 def reachable_log_count_bound(width, n_memory, radius, precision):
@@ -158,11 +166,12 @@ def reachable_log_count_bound(width, n_memory, radius, precision):
     >>> round(reachable_log_count_bound(64, 4, radius=4.0, precision=2**-10), 1)
     2306.8
     """
-    d = check_int(width, "width", 1)
-    m = check_int(n_memory, "n_memory", 1)
+    d = check_size(width, "width", 1)
+    m = check_size(n_memory, "n_memory", 1)
     r = check_real(radius, "radius", 0.0)
     eps = _check_precision(precision)
-    return float(d * m * np.log1p(2.0 * r / eps))
+    return finite_result(lambda: d * m * _log1p_two_r(r, eps),
+                         "the log count d * m * ln(1 + 2r/eps)")
 
 
 def reachable_slope_bound(width, vocab_size, radius, precision):
@@ -198,11 +207,11 @@ def reachable_slope_bound(width, vocab_size, radius, precision):
     >>> round(reachable_slope_bound(64, 64, radius=4.0, precision=2**-10), 2)
     138.67
     """
-    d = check_int(width, "width", 1)
+    d = check_size(width, "width", 1)
     log_v = _log_vocab(vocab_size)
     r = check_real(radius, "radius", 0.0)
     eps = _check_precision(precision)
-    return float(d * np.log1p(2.0 * r / eps) / log_v)
+    return finite_result(lambda: d * _log1p_two_r(r, eps) / log_v, "the slope bound")
 
 
 def box_log_count_bound(widths, n_memory, precision):
@@ -241,9 +250,9 @@ def box_log_count_bound(widths, n_memory, precision):
     >>> round(math.exp(box_log_count_bound([2.0, 4.0], n_memory=2, precision=0.5)))
     2025
     """
-    m = check_int(n_memory, "n_memory", 1)
+    m = check_size(n_memory, "n_memory", 1)
     eps = _check_precision(precision)
-    return float(m * _cells_per_memory_vector(widths, eps))
+    return finite_result(lambda: m * _cells_per_memory_vector(widths, eps), "the log count")
 
 
 def box_slope_bound(widths, vocab_size, precision):
@@ -323,9 +332,20 @@ def hidden_state_geometry(hidden_states):
     if not np.all(np.isfinite(h)):
         raise ValueError("hidden_states must be finite (no NaN or inf)")
     low, high = h.min(axis=0), h.max(axis=0)
+    with np.errstate(over="ignore"):
+        widths, total = high - low, high + low
+    wide = np.flatnonzero(~np.isfinite(widths))
+    if wide.size:
+        raise ValueError(
+            f"hidden_states span more than float64's range in {wide.size} coordinate(s) "
+            f"(max - min overflows, first at index {int(wide[0])}); rescale the states"
+        )
+    # (high + low) / 2 where the sum is finite (bit for bit as before), else
+    # high / 2 + low / 2, which cannot overflow.
+    center = np.where(np.isfinite(total), total / 2.0, high / 2.0 + low / 2.0)
     return Certificate(
         radius=float(np.max(np.abs(h))),
-        widths=high - low,
-        center=(high + low) / 2.0,
+        widths=widths,
+        center=center,
         n_states=int(h.shape[0]),
     )

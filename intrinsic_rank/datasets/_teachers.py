@@ -30,9 +30,9 @@ batch come from separate child seeds, so with the same ``random_state`` a larger
 """
 
 import numpy as np
-from sklearn.utils import Bunch, check_random_state
+from sklearn.utils import Bunch
 
-from .._validation import check_int, check_real, child_seeds
+from .._validation import check_int, check_random_state, check_real, child_seeds
 
 __all__ = [
     "make_fixed_operator_task",

@@ -10,9 +10,9 @@
 """
 
 import numpy as np
-from sklearn.utils import Bunch, check_random_state
+from sklearn.utils import Bunch
 
-from .._validation import check_int
+from .._validation import check_int, check_random_state
 
 __all__ = [
     "COPY_SPECIAL_TOKENS",
