@@ -15,7 +15,7 @@ from intrinsic_rank.cli import _build_parser, main
 from intrinsic_rank.experiments import EXPERIMENTS, PIECES, Experiment, register, reproduce
 from intrinsic_rank.experiments._reproduce import _resolve_pieces
 
-ORDER = ["entropic", "ladder", "frontier", "min-ip", "reach", "copy", "profile"]
+ORDER = ["entropic", "ladder", "frontier", "min-ip", "min-ip-law", "reach", "copy", "profile"]
 CALLABLES = ["run", "tables", "plot", "verdicts", "add_arguments", "settings", "summary"]
 
 
@@ -92,10 +92,10 @@ def toy(request):
 def test_a_registered_experiment_becomes_a_command(toy, tmp_path, capsys):
     _, calls = toy
     out = tmp_path / "toy"
-    assert main(["toy-run", "--size", "3", "--seed", "5", "--device", "meta",
+    assert main(["toy-run", "--size", "3", "--seed", "5", "--device", "cpu:0",
                  "--out", str(out)]) == 0
     assert calls == [dict(settings={"size": 3}, random_state=5, progress=True,
-                          device="meta")]
+                          device="cpu:0")]
     text = capsys.readouterr().out
     lines = text.splitlines()
     assert lines[0] == "Toy: counting"  # summary[0], the table, summary[1:], saved ...
@@ -103,7 +103,7 @@ def test_a_registered_experiment_becomes_a_command(toy, tmp_path, capsys):
     assert lines[5] == "counted to 3"
     assert lines[6] == f"saved {out / 'toy.png'} and {out / 'toy_run.json'}"
     saved = json.loads((out / "toy_run.json").read_text())
-    assert saved["device"] == "meta" and len(saved["records"]) == 3
+    assert saved["device"] == "cpu:0" and len(saved["records"]) == 3
     # the default output folder is runs/<command>
     assert _build_parser().parse_args(["toy-run"]).out == "runs/toy_run"
 
@@ -131,9 +131,9 @@ def test_the_device_reaches_a_registered_experiments_run(tmp_path, monkeypatch, 
 
     monkeypatch.setitem(EXPERIMENTS, "ladder", dataclasses.replace(ladder, run=run))
     assert main(["ladder", "--d", "4", "--seq-len", "4", "--r-star", "2", "--n-samples",
-                 "100", "--epochs", "2", "--device", "meta", "--out", str(tmp_path),
+                 "100", "--epochs", "2", "--device", "cpu:0", "--out", str(tmp_path),
                  "--quiet"]) == 0
-    assert seen == ["meta"]
+    assert seen == ["cpu:0"]
     assert "B0 fixed operator" in capsys.readouterr().out
 
 
@@ -163,12 +163,12 @@ def test_reproduce_runs_a_registered_experiment_and_passes_the_device(toy, tmp_p
     stored = json.loads((tmp_path / "toy" / "result.json").read_text())
     assert stored["device"] == "cpu" and "device" not in stored["key"]
     # another device is another cache key, recorded with the result and in the report
-    run = reproduce("toy", out=tmp_path, progress=False, device="meta")
-    assert calls[-1]["device"] == "meta" and not run.pieces["toy"].cached
+    run = reproduce("toy", out=tmp_path, progress=False, device="cpu:0")
+    assert calls[-1]["device"] == "cpu:0" and not run.pieces["toy"].cached
     stored = json.loads((tmp_path / "toy" / "result.json").read_text())
-    assert stored["device"] == "meta" and stored["key"]["device"] == "meta"
-    assert stored["computed_with"]["device"] == "meta"
-    assert "torch device meta" in open(run.report).read()
+    assert stored["device"] == "cpu:0" and stored["key"]["device"] == "cpu:0"
+    assert stored["computed_with"]["device"] == "cpu:0"
+    assert "torch device cpu:0" in open(run.report).read()
     assert run.summary == [dict(piece="toy", seconds=run.pieces["toy"].seconds, cached=False,
                                 agrees=1, partly=0, does_not_agree=0)]
     # "all" leaves out an experiment registered with in_reproduce=False
@@ -177,10 +177,10 @@ def test_reproduce_runs_a_registered_experiment_and_passes_the_device(toy, tmp_p
 
 def test_reproduce_command_passes_the_device(toy, tmp_path, capsys):
     _, calls = toy
-    assert main(["reproduce", "toy", "--device", "meta", "--out", str(tmp_path),
+    assert main(["reproduce", "toy", "--device", "cpu:0", "--out", str(tmp_path),
                  "--quiet"]) == 0
-    assert calls[-1]["device"] == "meta"
+    assert calls[-1]["device"] == "cpu:0"
     text = capsys.readouterr().out
     assert "piece  seconds  cached  agrees  partly  does_not_agree" in text
     report = (tmp_path / "report.md").read_text()
-    assert "intrinsic-rank reproduce toy --quick --out" in report and "--device meta" in report
+    assert "intrinsic-rank reproduce toy --quick --out" in report and "--device cpu:0" in report

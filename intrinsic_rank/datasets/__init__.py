@@ -24,6 +24,8 @@ from ._min_ip import (
     make_min_ip_pools,
     make_min_ip_witness_family,
     make_min_ip_witness_suite,
+    exhaustive_triples_bytes,
+    min_ip_exhaustive_triples,
     min_ip_targets,
     witness_length2,
 )
@@ -43,6 +45,8 @@ __all__ = [
     "make_min_ip_pools",
     "make_min_ip_witness_family",
     "make_min_ip_witness_suite",
+    "exhaustive_triples_bytes",
+    "min_ip_exhaustive_triples",
     "min_ip_targets",
     "witness_length2",
 ]

@@ -3,8 +3,8 @@
 Each experiment is one module that ends by registering one
 :class:`Experiment` (its run, tables, plots, verdicts, quick and full
 settings, command-line options); the command line and :func:`reproduce` read
-them from :data:`EXPERIMENTS`. The seven experiments are imported below in
-report order (entropic, ladder, frontier, min-ip, reach, copy, profile); any
+them from :data:`EXPERIMENTS`. The experiments are imported below in
+report order (entropic, ladder, frontier, min-ip, min-ip-law, reach, copy, profile); any
 other module of this package is imported after them, so a new experiment
 module registers itself without a change here.
 """
@@ -23,6 +23,7 @@ from ._min_ip import (
     plot_min_ip,
     summarize_min_ip,
 )
+from ._min_ip_law import fit_rank_law, min_ip_rank_law, plot_min_ip_law
 from ._reach import AUTO_LENGTHS, accessibility_curves, plot_accessibility, reachability_geometry
 from ._copy import (
     COPY_SETTINGS,
@@ -58,6 +59,9 @@ def _import_every_module():
 _import_every_module()
 
 __all__ = [
+    "fit_rank_law",
+    "min_ip_rank_law",
+    "plot_min_ip_law",
     "EXPERIMENTS",
     "Experiment",
     "register",

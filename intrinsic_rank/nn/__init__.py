@@ -31,6 +31,11 @@ from ._hf import (
     load_hf_tokenizer,
 )
 from ._kernel_attention import (
+    FEATURE_MAPS,
+    TripleAttentionHead,
+    fit_triple_heads,
+    one_hot_min_ip_head,
+    tensor_product_min_ip_head,
     DenseAttentionStudent,
     DenseSoftmaxHead,
     KernelAttentionStudent,
@@ -108,6 +113,11 @@ __all__ = [
     "RankBatchedStudent",
     "SoftmaxAttentionStudent",
     "TransformerBlockStudent",
+    "FEATURE_MAPS",
+    "TripleAttentionHead",
+    "fit_triple_heads",
+    "one_hot_min_ip_head",
+    "tensor_product_min_ip_head",
     "dense_error_bound",
     "dense_min_ip_head",
     "make_student",
