@@ -3,6 +3,7 @@
 Build (offline, a few minutes on 2 cores; the gallery runs every script in examples/):
 
     python -m sphinx -b html -W --keep-going docs docs/_build/html
+    python scripts/check_docs_site.py docs/_build/html   # links, images, gallery figures
 
 Outputs that are generated, never edited: docs/_build/, docs/generated/ (autosummary
 stubs) and docs/auto_examples/ (the gallery). ``-D sphinx_gallery_conf.plot_gallery=0``
@@ -94,11 +95,22 @@ sphinx_gallery_conf = {
 html_theme = "pydata_sphinx_theme"
 html_title = "intrinsic_rank"
 html_static_path = ["_static"]
+html_css_files = ["intrinsic_rank.css"]
+# The navbar holds the root toctree of index.md: six short titles (Quick start, User guide,
+# Examples, API, Results, Architecture), one row at 1280 px. The guides sit under
+# user_guide.md and the API's module pages under api.rst, so each shows in the sidebar.
 html_theme_options = {
     "navigation_with_keys": False,
     "header_links_before_dropdown": 6,
+    "navbar_align": "left",
+    "show_nav_level": 1,
     "show_toc_level": 2,
-    "secondary_sidebar_items": ["page-toc"],
+    # Example pages give the page-toc's width to the code, its output and the figures
+    # (exact page names: the theme warns when two wildcard patterns match one page).
+    "secondary_sidebar_items": {
+        "**": ["page-toc"],
+        **{f"auto_examples/{script.stem}": [] for script in sorted(EXAMPLES.glob("*.py"))},
+    },
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
 }

@@ -18,9 +18,22 @@ real pretrained model the same way, for example ``profile_heads("all-MiniLM-L6-v
 with the ``pretrained`` extra installed (see the *Per-head rank profiles* guide).
 """
 
+# sphinx_gallery_thumbnail_number = 1
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
 import numpy as np
 
 from intrinsic_rank.experiments import kernel_rank_trajectory, plot_kernel_rank_trajectory
+
+# %%
+# Train and profile
+# -----------------
+# The model is profiled at steps 0, 100, 200, 400 and 800. Each line gives the
+# held-out loss, the static kernel's energy rank per layer (mean over its heads, of 8)
+# and the energy rank of the attention the heads realise (of 32 positions).
 
 trajectory = kernel_rank_trajectory(steps=(0, 100, 200, 400, 800), random_state=0)
 for step in trajectory.config["steps"]:
@@ -29,5 +42,29 @@ for step in trajectory.config["steps"]:
           f"by layer {np.round([r['kernel_energy_rank'] for r in rows], 2)} (of 8); "
           f"realised attention energy rank {np.round([r['attn_energy_rank'] for r in rows], 2)}"
           f" (of 32)")
-plot_kernel_rank_trajectory(trajectory, "head_profile_training.png")
+
+# %%
+# The static kernel's rank moves with training
+# --------------------------------------------
+# The energy rank of each layer's query-key kernel (mean over its four heads) at each
+# profiled step, from the records above.
+
+fig, ax = plt.subplots(figsize=(5, 3.5))
+for layer in sorted({r["layer"] for r in trajectory.records}):
+    rows = [r for r in trajectory.records if r["layer"] == layer]
+    ax.plot([r["step"] for r in rows], [r["kernel_energy_rank"] for r in rows], "o-",
+            label=f"layer {layer}")
+ax.set_xlabel("training steps")
+ax.set_ylabel("energy effective rank (of 8)")
+ax.set_title("Static QK kernel rank during training")
+ax.legend(frameon=False, loc="upper right")
+fig.tight_layout()
+
+# %%
+# The trajectory
+# --------------
+# Left, the static kernel's energy rank per layer; middle, the realised attention's;
+# right, the held-out loss, all against the training step.
+
+_ = plot_kernel_rank_trajectory(trajectory, "head_profile_training.png")
 print("saved head_profile_training.png")

@@ -1,11 +1,13 @@
 """The docs site: every public name has an API entry, and the site builds.
 
-The fast test reads ``docs/api.rst`` as text (no Sphinx needed), so a new public name
-without API docs fails the default test run. The slow one builds the whole site, gallery
+The fast test reads the API pages (``docs/api.rst`` and one page per sub-module in
+``docs/api/``) as text (no Sphinx needed), so a new public name without API docs fails the
+default test run. The slow one builds the whole site, gallery
 included, exactly as CI does.
 """
 
 import importlib
+import importlib.util
 import os
 import pathlib
 import pkgutil
@@ -20,7 +22,8 @@ import intrinsic_rank
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-API_PAGES = sorted(DOCS.glob("api*.rst"))
+# The landing page and one page per sub-module (docs/api/datasets.rst, ...).
+API_PAGES = sorted(DOCS.glob("api*.rst")) + sorted(DOCS.glob("api/*.rst"))
 # The command line is documented by its --help and the README, not the API pages.
 NOT_API = {"intrinsic_rank.cli"}
 
@@ -76,7 +79,7 @@ def test_every_public_name_is_in_the_api_pages(module_name):
     ``intrinsic_rank.estimators.AttentionRankEstimator``)."""
     listed, sections = api_entries()
     module = importlib.import_module(module_name)
-    assert module_name in sections, f"docs/api.rst has no section for {module_name}"
+    assert module_name in sections, f"docs/api/*.rst has no section for {module_name}"
     documented_objects = [
         getattr(importlib.import_module(mod), name)
         for mod, names in listed.items() for name in names
@@ -94,7 +97,25 @@ def test_every_public_name_is_in_the_api_pages(module_name):
         ):
             continue
         missing.append(name)
-    assert not missing, f"public names of {module_name} missing from docs/api.rst: {missing}"
+    assert not missing, f"public names of {module_name} missing from docs/api/*.rst: {missing}"
+
+
+def test_api_reference_is_one_page_per_module():
+    """The sidebar shows the modules, not every name: each public module has its section
+    on a page of ``docs/api/``, and the landing page's toctree lists every such page."""
+    _, sections = api_entries()
+    pages = {page.stem for page in DOCS.glob("api/*.rst")}
+    landing = (DOCS / "api.rst").read_text()
+    toctree = set(re.findall(r"^   (?:[^<\n]*<)?api/(\w+)>?$", landing, flags=re.M))
+    assert toctree == pages, f"docs/api.rst's toctree {sorted(toctree)} != pages {sorted(pages)}"
+    for module_name in public_modules():
+        homes = [page.stem for page in DOCS.glob("api/*.rst")
+                 if re.search(rf"^\.\. automodule:: {re.escape(module_name)}$",
+                              page.read_text(), flags=re.M)]
+        assert len(homes) == 1, f"{module_name} should have one page in docs/api/, has {homes}"
+        assert module_name in sections
+    assert not re.search(r"^\.\. (?:currentmodule|automodule|autosummary)::", landing,
+                         flags=re.M), "docs/api.rst is the landing page; names go in docs/api/"
 
 
 def test_api_pages_list_only_public_names():
@@ -139,3 +160,91 @@ def test_docs_site_builds(tmp_path):
     api = (out / "api.html").read_text()
     assert "generated/intrinsic_rank.AttentionRankEstimator.html" in api
     assert (out / "generated" / "intrinsic_rank.spectral.energy_effective_rank.html").exists()
+
+
+# -- scripts/check_docs_site.py: the check CI runs on the built site -----------------
+
+def _site_checker():
+    spec = importlib.util.spec_from_file_location(
+        "check_docs_site", ROOT / "scripts" / "check_docs_site.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tiny_site(root):
+    """A four-page site shaped like ours: a page, an anchor, a gallery with one figure."""
+    files = {
+        "index.html": '<link rel="stylesheet" href="_static/site.css"><a href="api.html#sec">'
+                      'API</a><a href="auto_examples/index.html">gallery</a>'
+                      '<a href="#top" id="top">top</a><a href="https://example.org/x">out</a>'
+                      '<img src="_images/logo.png">',
+        "api.html": '<section id="sec"><a href="index.html">home</a></section>',
+        "auto_examples/index.html": '<img src="../_images/sphx_glr_ex_thumb.png">'
+                                    '<a href="ex.html">ex</a>',
+        "auto_examples/ex.html": '<img class="sphx-glr-single-img" src="../_images/fig.png" '
+                                 'srcset="../_images/fig.png">'
+                                 '<div class="sphx-glr-script-out"><pre>r* = 3</pre></div>',
+        "_static/site.css": "body {}",
+        "_images/logo.png": "", "_images/fig.png": "", "_images/sphx_glr_ex_thumb.png": "",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_site_check_passes_a_sound_site(tmp_path):
+    check = _site_checker()
+    site = _tiny_site(tmp_path)
+    assert check.check_static(site, ["index.html", "api.html", "auto_examples/ex.html"]) == []
+    assert check.main([str(site), "--no-browser"]) == 0
+
+
+@pytest.mark.parametrize("breakage, expected", [
+    (lambda s: (s / "_images" / "fig.png").unlink(),
+     "auto_examples/ex.html: <img> points at a file that does not exist: ../_images/fig.png"),
+    (lambda s: (s / "api.html").write_text('<a href="index.html">home</a>'),
+     "index.html: link to a missing anchor: api.html#sec"),
+    (lambda s: (s / "_static" / "site.css").unlink(),
+     "index.html: <link> points at a file that does not exist: _static/site.css"),
+    (lambda s: (s / "auto_examples" / "ex.html").write_text('<pre>r* = 3</pre>'),
+     "auto_examples/ex.html: a gallery example without a figure"),
+    (lambda s: (s / "auto_examples" / "ex.html").write_text(
+        '<img class="sphx-glr-single-img" src="../_images/fig.png">'
+        '<pre>&lt;Figure size 640x480 with 1 Axes&gt;</pre>'),
+     "auto_examples/ex.html: a stray object repr in the page: "
+     "'&lt;Figure size 640x480 with 1 Axes&gt;'"),
+    (lambda s: (s / "auto_examples" / "index.html").write_text(
+        '<img src="../_static/no_image.png"><a href="ex.html">ex</a>'),
+     "auto_examples/index.html: a placeholder thumbnail"),
+    (lambda s: (s / "api.html").unlink(), "api.html: missing (the sources promise it)"),
+])
+def test_site_check_finds_each_breakage(tmp_path, breakage, expected):
+    check = _site_checker()
+    site = _tiny_site(tmp_path)
+    breakage(site)
+    problems = check.check_static(site, ["index.html", "api.html"])
+    assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_site_check_expects_a_page_per_source_and_example(tmp_path):
+    check = _site_checker()
+    (tmp_path / "docs" / "api").mkdir(parents=True)
+    for name in ("docs/index.md", "docs/api.rst", "docs/api/spectral.rst", "docs/conf.py",
+                 "examples/plot_a.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert check.expected_pages(tmp_path / "docs", tmp_path / "examples") == [
+        "api.html", "api/spectral.html", "auto_examples/index.html", "auto_examples/plot_a.html",
+        "genindex.html", "index.html", "search.html"]
+
+
+def test_built_site_passes_the_check():
+    """The site in docs/_build/html, when one was built here: links, images, gallery figures
+    (the pages' list is not compared with the sources: a build may be older than them)."""
+    site = DOCS / "_build" / "html"
+    if not (site / "index.html").is_file():
+        pytest.skip("no built site in docs/_build/html")
+    problems = _site_checker().check_static(site)
+    assert not problems, "\n".join(problems[:20])
