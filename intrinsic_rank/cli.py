@@ -5,8 +5,34 @@ Thin by design: one sub-command per registered experiment
 ``frontier``, ``min-ip``, ``reach``, ``copy``, ``profile``), built from the
 experiment's own options plus the options every command shares (``--seed``,
 ``--out``, ``--quiet``, ``--device``), and ``reproduce``. One runner serves every
-experiment: settings from the arguments, ``run``, the JSON written first, then
-the printed summary and tables, then the plots and other files.
+experiment: settings from the arguments, every check, ``run``, the JSON written
+first, then the printed summary and tables, then the plots and other files.
+
+What a command promises
+-----------------------
+* **Arguments are checked before any work.** A bad option (an ``--out`` that
+  is empty, a file or not writable, a ``--seed`` outside ``[0, 2**32 - 1]``, a
+  rank grid with an end below its start or more than
+  :func:`~intrinsic_rank.experiments.parse_ranks`'s 4096 entries, an unknown
+  or absent ``--device``, or a setting the experiment's ``check`` refuses)
+  exits with status 2 and one line on stderr naming it
+  (``intrinsic-rank sweep: error: argument --seed: ...``), no usage block.
+* **Results first, atomically.** The JSON is written (atomically: a temporary
+  file, then a rename) before anything is printed or plotted, and the PNGs are
+  written atomically too. Two commands writing the same ``--out`` leave whole
+  files, the last writer's (``reproduce`` instead takes a lock on the folder).
+  If printing or plotting then fails -- matplotlib missing, a plotting error
+  -- the command says so in one line, names the saved JSON and exits with
+  status 1. (Called from Python as ``main([...])`` an unexpected plotting
+  error propagates instead, after the JSON is written; a missing matplotlib
+  is the one line either way.)
+* **A closed pipe** (``intrinsic-rank sweep | head -1``) ends the printing
+  quietly: the plots are still saved, the exit status is 141 (128 + SIGPIPE).
+* **Ctrl-C** exits with status 130 and the one line
+  ``intrinsic-rank sweep: interrupted`` on stderr, no traceback, and writes
+  nothing for the interrupted run; ``reproduce`` keeps the pieces finished
+  before it (see :class:`~intrinsic_rank.experiments.Experiment`'s
+  ``execute`` for interrupts that a library swallows).
 """
 
 import argparse
@@ -14,10 +40,11 @@ import os
 import shlex
 import sys
 
-from ._validation import check_device
+from ._validation import check_device, check_seed
 from .experiments import (
     EXPERIMENTS,
     VERDICTS,
+    check_output_folder,
     format_table,
     parse_ranks,
     reproduce,
@@ -25,6 +52,47 @@ from .experiments import (
 )
 
 __all__ = ["main", "parse_ranks"]
+
+_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+_BROKEN_PIPE = 141  # 128 + SIGPIPE
+
+
+class _UsageError(Exception):
+    """A bad command line: one line for stderr, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with errors as one line (``prog: error: message``) and no usage block."""
+
+    def error(self, message):
+        raise _UsageError(f"{self.prog}: error: {message}")
+
+
+def _seed(text):
+    """``--seed``: an integer in ``[0, 2**32 - 1]``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}") from None
+    try:
+        return check_seed(value, "the seed")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).replace("the seed ", "")) from None
+
+
+def _out_folder(text):
+    """``--out``: a folder that exists or can be created, and can be written."""
+    try:
+        return check_output_folder(text, name="the folder")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).replace("the folder ", "", 1)) from None
+
+
+def _check_device(device):
+    """``--device``: one torch knows and this machine has (``_validation.check_device``:
+    unknown devices, ``meta``, CUDA or MPS asked for and absent are errors)."""
+    check_device(device)
+    return device
 
 
 def _shared_options(out):
@@ -34,9 +102,11 @@ def _shared_options(out):
     because argparse shares a parent's option objects (and their defaults) among
     the parsers built from it.
     """
-    shared = argparse.ArgumentParser(add_help=False)
-    shared.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    shared.add_argument("--out", default=out, help=f"output folder (default {out})")
+    shared = _Parser(add_help=False)
+    shared.add_argument("--seed", type=_seed, default=0,
+                        help="random seed, an integer in [0, 2**32 - 1] (default 0)")
+    shared.add_argument("--out", type=_out_folder, default=out,
+                        help=f"output folder (default {out})")
     shared.add_argument("--quiet", action="store_true", help="no progress output")
     shared.add_argument("--device", default="cpu",
                         help="a torch device such as cpu or cuda (default cpu)")
@@ -44,7 +114,7 @@ def _shared_options(out):
 
 
 def _build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="intrinsic-rank",
         description="Measure how much query-key rank an attention model needs for a task.",
     )
@@ -83,28 +153,60 @@ def _listed(paths):
     return paths[0] if len(paths) == 1 else ", ".join(paths[:-1]) + " and " + paths[-1]
 
 
+class _OutputFailed(Exception):
+    """Printing or plotting failed after the JSON was saved (``error`` is the cause)."""
+
+    def __init__(self, error, json_path):
+        super().__init__(str(error))
+        self.error = error
+        self.json_path = json_path
+
+
+def _silence_stdout():
+    """After a broken pipe: send what is still printed to devnull (the Python docs' recipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real stdout (tests capture it)
+        pass
+
+
 def _run_experiment(experiment, args):
-    """Settings -> run -> JSON (first) -> summary and tables -> plots and files."""
-    check_device(args.device)
+    """Checks -> run -> JSON (first) -> summary and tables -> plots and files."""
+    _check_device(args.device)
     settings = experiment.settings(args)
-    result = experiment.run(settings, random_state=args.seed, progress=not args.quiet,
-                            device=args.device)
+    experiment.validate(settings)
+    result = experiment.execute(settings, random_state=args.seed, progress=not args.quiet,
+                                device=args.device)
     json_path = os.path.join(args.out, f"{experiment.file_stem}.json")
     write_json(json_path, result if experiment.saved is None else experiment.saved(result))
-    summary = list(experiment.summary(result))
-    if summary:
-        print(summary[0])
-    for caption, records, columns, *floatfmt in experiment.tables(result):
-        if records:
-            print(format_table(records, columns,
-                               floatfmt=floatfmt[0] if floatfmt else experiment.floatfmt))
-    for line in summary[1:]:
-        print(line)
-    files = list(experiment.plot(result, args.out))
-    if experiment.extra_files is not None:
-        files += list(experiment.extra_files(result, args.out))
+    broken_pipe = False
+    try:
+        summary = list(experiment.summary(result))
+        try:
+            if summary:
+                print(summary[0])
+            for caption, records, columns, *floatfmt in experiment.tables(result):
+                if records:
+                    print(format_table(records, columns,
+                                       floatfmt=floatfmt[0] if floatfmt else experiment.floatfmt))
+            for line in summary[1:]:
+                print(line)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            broken_pipe = True  # the reader left: stop printing, keep saving
+            _silence_stdout()
+        files = list(experiment.plot(result, args.out))
+        if experiment.extra_files is not None:
+            files += list(experiment.extra_files(result, args.out))
+    except (KeyboardInterrupt, BrokenPipeError):
+        raise
+    except Exception as error:
+        raise _OutputFailed(error, json_path) from error
+    if broken_pipe:
+        return _BROKEN_PIPE
     print("saved " + _listed([os.path.join(args.out, f) for f in files] + [json_path]))
-    return 0
+    return 0  # a broken pipe now, at the last line, is main's (everything is saved)
 
 
 def _reproduce_command(args):
@@ -126,6 +228,7 @@ def _reproduce_command(args):
 def _run_reproduce(args):
     if args.quick and args.full:
         raise ValueError("give --quick or --full, not both")
+    _check_device(args.device)
     run = reproduce(pieces=args.pieces, quick=not args.full, out=args.out,
                     force=args.force, random_state=args.seed, progress=not args.quiet,
                     command=_reproduce_command(args), device=args.device)
@@ -144,22 +247,61 @@ def main(argv=None):
     Parameters
     ----------
     argv : list of str or None
-        Arguments (``None`` reads ``sys.argv``).
+        Arguments (``None`` reads ``sys.argv``: the program itself).
 
     Returns
     -------
     status : int
-        Exit status (0 on success; 2 for bad input, reported in one line on stderr).
+        Exit status: 0 on success; 2 for bad input, reported in one line on
+        stderr before any work; 1 when printing or plotting failed after the
+        JSON was saved (one line, naming the file) or a file could not be
+        written (one line); 130 after Ctrl-C (one
+        line, ``intrinsic-rank <command>: interrupted``); 141 when the reader
+        of stdout went away (a closed pipe).
+
+    Examples
+    --------
+    >>> main(["sweep", "--seed", "-1"])  # doctest: +SKIP
+    2
     """
-    args = _build_parser().parse_args(argv)
+    as_program = argv is None
+    name = "intrinsic-rank"
     try:
+        args = _build_parser().parse_args(argv)
+        name = f"intrinsic-rank {args.command}"
         if args.experiment is None:
-            return _run_reproduce(args)
-        return _run_experiment(args.experiment, args)
-    except (ValueError, ImportError) as error:
-        # ImportError: an optional dependency or packaged model is not installed
-        print(f"intrinsic-rank {args.command}: error: {error}", file=sys.stderr)
+            status = _run_reproduce(args)
+        else:
+            status = _run_experiment(args.experiment, args)
+        sys.stdout.flush()  # a reader that left shows here, not at interpreter exit
+        return status
+    except _UsageError as error:
+        print(error, file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return _INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return _BROKEN_PIPE
+    except _OutputFailed as failure:
+        error = failure.error
+        if isinstance(error, ImportError):
+            what = str(error) if "matplotlib" in str(error) else f"a module is missing ({error})"
+        elif not as_program:
+            raise error from None  # a Python caller sees the traceback (the JSON is saved)
+        else:
+            what = f"printing or plotting failed ({type(error).__name__}: {error})"
+        print(f"{name}: error: {what}; the results are saved in {failure.json_path}",
+              file=sys.stderr)
+        return 1
+    except (ValueError, ImportError, FileNotFoundError) as error:
+        # ImportError: an optional dependency or packaged model is not installed
+        print(f"{name}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # a disk full, a folder removed under us: one line, no traceback
+        print(f"{name}: error: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

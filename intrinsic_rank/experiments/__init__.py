@@ -43,7 +43,7 @@ from ._profile import (
 )
 from ._arguments import parse_ranks
 from ._curves import fit_cliff, fit_logistic_midpoint, fit_n50, fit_slope
-from ._output import format_table, save_records, write_json
+from ._output import check_output_folder, format_table, lock_folder, save_records, write_json
 from ._parallel import SWEEP_GRID_KEYS, run_parallel, sweep_grid
 from ._registry import EXPERIMENTS, Experiment, register
 from ._reproduce import PIECES, VERDICTS, ReproductionPiece, Verdict, reproduce, write_report
@@ -59,6 +59,8 @@ def _import_every_module():
 _import_every_module()
 
 __all__ = [
+    "check_output_folder",
+    "lock_folder",
     "fit_rank_law",
     "min_ip_rank_law",
     "plot_min_ip_law",

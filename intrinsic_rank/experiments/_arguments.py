@@ -1,22 +1,41 @@
 """Arguments shared by the experiments: option types and the progress/verbose bridge.
 
-An experiment's ``add_arguments`` uses :func:`parse_ranks` and
-:func:`parse_precision` as ``type=`` of its options; the CLI re-exports
-:func:`parse_ranks` as ``intrinsic_rank.cli.parse_ranks``.
+An experiment's ``add_arguments`` uses :func:`parse_ranks`, :func:`parse_lengths`,
+:func:`parse_precision` and :func:`bounded_int` as ``type=`` of its options; the
+CLI re-exports :func:`parse_ranks` as ``intrinsic_rank.cli.parse_ranks``. A type
+raises ``argparse.ArgumentTypeError``, which the CLI reports in one line naming
+the option, with exit status 2, before any work.
 """
 
 import argparse
 import warnings
 
-__all__ = ["parse_precision", "parse_ranks", "verbose_level"]
+__all__ = ["MAX_GRID_SIZE", "bounded_int", "parse_lengths", "parse_precision", "parse_ranks",
+           "verbose_level"]
+
+MAX_GRID_SIZE = 4096
+"""The most entries a grid option (:func:`parse_ranks`) may hold.
+
+Checked before a range is expanded, so ``--ranks 1-1000000000`` is an error in
+one line instead of a list that the kernel kills the process for.
+"""
 
 
-def parse_ranks(text):
+def parse_ranks(text, minimum=0, max_size=MAX_GRID_SIZE):
     """Parse a rank grid such as ``"1-8"``, ``"1,2,4,8"`` or ``"1-4,8,16"``.
+
+    Each range ``low-high`` is checked (``low <= high``) and its size counted
+    before it is expanded; the whole grid may hold at most ``max_size``
+    entries. Zero parses (with the default ``minimum``): each command checks
+    its own lower bound and names its parameter.
 
     Parameters
     ----------
     text : str
+    minimum : int, default=0
+        The smallest entry allowed.
+    max_size : int, default=MAX_GRID_SIZE
+        The most entries the expanded grid may hold.
 
     Returns
     -------
@@ -25,28 +44,116 @@ def parse_ranks(text):
     Raises
     ------
     argparse.ArgumentTypeError
-        If ``text`` is not a grid of integers and ranges, or is empty.
+        If ``text`` is not a grid of integers and ranges, is empty, has a range
+        whose end is below its start, an entry below ``minimum``, or more than
+        ``max_size`` entries.
 
     Examples
     --------
     >>> parse_ranks("1-4,8")
     [1, 2, 3, 4, 8]
+    >>> parse_ranks("1-1000000000")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: the grid '1-1000000000' has 1000000000 entries; at most ...
     """
-    ranks = []
+    parts = []
     try:
-        for part in text.split(","):
+        for part in str(text).split(","):
             if "-" in part:
                 low, high = (int(v) for v in part.split("-"))
-                ranks.extend(range(low, high + 1))
+                parts.append((low, high))
             elif part.strip():
-                ranks.append(int(part))
+                value = int(part)
+                parts.append((value, value))
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"cannot read rank grid {text!r}; write e.g. 1-8 or 1,2,4,8"
         ) from None
-    if not ranks:
+    if not parts:
         raise argparse.ArgumentTypeError("the rank grid is empty")
-    return ranks
+    for low, high in parts:
+        if high < low:
+            raise argparse.ArgumentTypeError(
+                f"the range {low}-{high} in {text!r} ends below its start; write {high}-{low}")
+        if low < minimum:
+            raise argparse.ArgumentTypeError(
+                f"the grid {text!r} holds {low}; its entries must be integers >= {minimum}")
+    size = sum(high - low + 1 for low, high in parts)
+    if size > max_size:
+        raise argparse.ArgumentTypeError(
+            f"the grid {text!r} has {size} entries; at most {max_size} are allowed")
+    return [value for low, high in parts for value in range(low, high + 1)]
+
+
+def parse_lengths(text):
+    """Parse a lengths option: ``"auto"`` or a grid of integers >= 1 (see :func:`parse_ranks`).
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    lengths : "auto" or list of int
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If ``text`` is neither ``"auto"`` nor a grid of positive integers.
+
+    Examples
+    --------
+    >>> parse_lengths("auto"), parse_lengths("2-4,8")
+    ('auto', [2, 3, 4, 8])
+    """
+    return "auto" if text == "auto" else parse_ranks(text, minimum=1)
+
+
+def bounded_int(minimum=None, maximum=None):
+    """An argparse ``type`` reading one integer in ``[minimum, maximum]``.
+
+    Parameters
+    ----------
+    minimum, maximum : int or None, default=None
+        Closed bounds; ``None`` leaves that side open.
+
+    Returns
+    -------
+    parse : callable
+        ``parse(text)`` -> int, raising ``argparse.ArgumentTypeError``.
+
+    Examples
+    --------
+    >>> bounded_int(1, 100)("42")
+    42
+    >>> bounded_int(1, 100)("1000")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be an integer in [1, 100]; got 1000
+    """
+    if minimum is None and maximum is None:
+        bounds = ""
+    elif maximum is None:
+        bounds = f" >= {minimum}"
+    elif minimum is None:
+        bounds = f" <= {maximum}"
+    else:
+        bounds = f" in [{minimum}, {maximum}]"
+
+    def parse(text):
+        try:
+            value = int(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(
+                f"must be an integer{bounds}; got {text!r}") from None
+        if (minimum is not None and value < minimum) or (maximum is not None
+                                                          and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be an integer{bounds}; got {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
 
 
 def parse_precision(text):

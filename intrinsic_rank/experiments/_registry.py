@@ -6,15 +6,90 @@ from ``add_arguments``, plus the options every command shares), and
 :func:`~intrinsic_rank.experiments.reproduce` runs the same objects as the
 pieces of its report. Adding an experiment is adding a module that registers
 one; neither ``cli.py`` nor the reproduce runner changes.
+
+Interrupts
+----------
+Both the CLI and ``reproduce`` run an experiment through
+:meth:`Experiment.execute`, never ``run`` directly. It runs ``run`` under
+:class:`InterruptGuard`: while it runs, Ctrl-C (SIGINT) is recorded as well as
+raised as ``KeyboardInterrupt``, so an interrupt that some library swallows
+(skorch's ``partial_fit`` catches ``KeyboardInterrupt`` and returns a
+truncated fit) still ends the run with ``KeyboardInterrupt`` when ``run``
+returns or fails: a result computed while an interrupt arrived is never handed
+on, written or cached.
 """
 
+import signal
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional
 
 __all__ = [
-    "EXPERIMENTS", "Experiment", "Verdict", "VERDICTS", "get_experiment", "grade", "is_finite",
-    "number_text", "one_plot", "register", "save_plot",
+    "EXPERIMENTS", "Experiment", "InterruptGuard", "Verdict", "VERDICTS", "get_experiment",
+    "grade", "is_finite", "number_text", "one_plot", "register", "save_plot",
 ]
+
+
+class InterruptGuard:
+    """Record Ctrl-C (SIGINT) in a block, and end the block with ``KeyboardInterrupt``.
+
+    Inside the block a SIGINT sets :attr:`interrupted` and raises
+    ``KeyboardInterrupt`` as Python's default handler does. When the block
+    ends -- normally, or with any exception -- after an interrupt, the guard
+    raises ``KeyboardInterrupt`` (chained to that exception), so code that
+    catches the interrupt and carries on (skorch's ``partial_fit``) cannot turn
+    it into a finished-looking result. The previous handler is restored on
+    exit. Outside the main thread, or when SIGINT is ignored, nothing is
+    installed and only a ``KeyboardInterrupt`` that leaves the block counts.
+
+    Attributes
+    ----------
+    interrupted : bool
+        Whether a SIGINT arrived (or a ``KeyboardInterrupt`` left the block).
+
+    Examples
+    --------
+    >>> import os, signal
+    >>> try:
+    ...     with InterruptGuard() as guard:
+    ...         try:
+    ...             os.kill(os.getpid(), signal.SIGINT)
+    ...         except KeyboardInterrupt:
+    ...             pass  # swallowed, as skorch does
+    ... except KeyboardInterrupt:
+    ...     print("interrupted:", guard.interrupted)
+    interrupted: True
+    """
+
+    def __init__(self):
+        self.interrupted = False
+        self._previous = None
+
+    def _handler(self, signum, frame):
+        self.interrupted = True
+        raise KeyboardInterrupt
+
+    def __enter__(self):
+        self.interrupted = False
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if previous not in (signal.SIG_IGN, None):
+                signal.signal(signal.SIGINT, self._handler)
+                self._previous = previous
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            self.interrupted = True
+            return False
+        if self.interrupted:
+            raise KeyboardInterrupt("interrupted (an interrupt was caught and "
+                                    "swallowed inside the run)") from error
+        return False
 
 VERDICTS = ("agrees", "partly", "does not agree")
 """The three verdicts a claim can get, from best to worst."""
@@ -100,9 +175,16 @@ class Experiment:
     saved : callable or None, default=None
         ``saved(result)`` -> the JSON-able payload of that file; ``None``
         writes ``result`` itself.
-    floatfmt : str, default="{:.4g}"
+    floatfmt : str or None, default=None
         Format of floats in the tables the command prints (a table given as
-        ``(caption, records, columns, floatfmt)`` overrides it).
+        ``(caption, records, columns, floatfmt)`` overrides it); ``None``: the
+        tables' one rule (4 significant digits, one style per column, see
+        :func:`~intrinsic_rank.experiments.format_table`).
+    check : callable or None, default=None
+        ``check(settings)`` raises ``ValueError`` naming the option when the
+        settings cannot run (for example a length beyond what the model can
+        hold); the CLI calls it before any work, ``reproduce`` before a piece
+        runs. ``None``: ``run`` checks its own arguments.
 
     Examples
     --------
@@ -130,12 +212,53 @@ class Experiment:
     in_reproduce: bool = field(default=True)
     json_name: Optional[str] = None
     saved: Optional[Callable] = None
-    floatfmt: str = "{:.4g}"
+    floatfmt: Optional[str] = None
+    check: Optional[Callable] = None
 
     @property
     def file_stem(self):
         """Stem of the command's JSON file: ``json_name`` or the command with ``_`` for ``-``."""
         return self.json_name or self.command.replace("-", "_")
+
+    def validate(self, settings):
+        """Check ``settings`` before any work: ``check(settings)`` when the experiment has one.
+
+        Parameters
+        ----------
+        settings : dict
+
+        Raises
+        ------
+        ValueError
+            From ``check``, naming the bad option.
+        """
+        if self.check is not None:
+            self.check(settings)
+
+    def execute(self, settings, *, random_state, progress, device):
+        """``run(settings, ...)`` under an :class:`InterruptGuard`.
+
+        Parameters
+        ----------
+        settings : dict
+        random_state : int
+        progress : bool
+        device : str
+
+        Returns
+        -------
+        result : dict
+            What ``run`` returned, only when no interrupt arrived while it ran.
+
+        Raises
+        ------
+        KeyboardInterrupt
+            When Ctrl-C arrived during ``run``, even if something inside ``run``
+            caught it and carried on.
+        """
+        with InterruptGuard():
+            return self.run(settings, random_state=random_state, progress=progress,
+                            device=device)
 
 
 EXPERIMENTS = {}
@@ -260,7 +383,7 @@ def grade(n_ok, n_total):
 
 
 def save_plot(fig, folder, name):
-    """Save ``fig`` as ``folder/name`` (PNG), close it and return ``name``.
+    """Save ``fig`` as ``folder/name`` (PNG, atomically), close it and return ``name``.
 
     Parameters
     ----------
@@ -274,10 +397,12 @@ def save_plot(fig, folder, name):
     """
     import os
 
-    from ._output import pyplot
+    from ._output import pyplot, write_figure
 
-    fig.savefig(os.path.join(folder, name), dpi=120)
-    pyplot().close(fig)
+    try:
+        write_figure(fig, os.path.join(folder, name), dpi=120)  # atomic
+    finally:
+        pyplot().close(fig)
     return name
 
 

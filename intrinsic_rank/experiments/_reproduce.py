@@ -19,11 +19,35 @@ on) and its PNG(s). The key is the piece's name, the mode (``"quick"`` or
 the package version, and the device when it is not ``"cpu"``; a later run
 reuses the folder only when the key is equal, so switching between quick and
 full, changing the seed or editing a setting recomputes instead of reusing a
-stale result. Results are written atomically, so an interrupted run resumes at
-the first unfinished piece. Plots and verdicts are always made from the stored
-JSON, whether it was just computed or read back, so a cached and a fresh piece
-give the same report. A change to the experiment code itself is not detected:
-run with ``force=True`` after one.
+stale result. Plots and verdicts are always made from the stored JSON, whether
+it was just computed or read back, so a cached and a fresh piece give the same
+report. A change to the experiment code itself is not detected: run with
+``force=True`` after one.
+
+What the cache promises:
+
+* **Atomic.** Every file is written atomically (a temporary file, then a
+  rename): an interrupted or failed write leaves the old file or the new one.
+  ``result.json`` is standard JSON (NaN and inf as ``null``); the places of
+  the non-finite numbers are recorded in it and restored when it is read, so a
+  cached piece gives the same verdicts as a fresh one.
+* **Never an interrupted piece.** Each piece runs through
+  :meth:`Experiment.execute`, which ends with ``KeyboardInterrupt`` when
+  Ctrl-C arrived during the run, even if a library caught it and returned a
+  truncated fit; nothing is written for that piece. The pieces finished before
+  it stay cached, and a new run resumes at the first unfinished piece.
+* **A damaged cache is recomputed.** A ``result.json`` that is unreadable, not
+  an object, misses a field, holds a field of the wrong type, a result that
+  its piece's verdicts, tables or plot cannot read, or a folder where the file
+  should be is reported ("damaged cache") and recomputed, never a traceback
+  (a folder in the way is moved aside to ``result.json.damaged``).
+* **The manifest is rebuilt from the pieces.** ``manifest.json`` lists every
+  piece whose own ``result.json`` is valid, read from those files, so a
+  damaged or deleted manifest loses no entry. It is rewritten after each
+  piece; an interrupted run records ``"interrupted": true`` in ``last_run``.
+* **One run per folder at a time.** A run holds ``OUT/.lock``
+  (``fcntl.flock``); a second run on the same folder says so on stderr and
+  waits, then reuses what the first one cached.
 
 Examples
 --------
@@ -35,15 +59,24 @@ Examples
 
 import datetime
 import json
+import math
+import numbers
 import os
 import platform
 import time
 
-import numpy as np
 from sklearn.utils import Bunch
 
-from .._validation import check_device
-from ._output import jsonable, markdown_table, markdown_text, read_json, write_json
+from .._validation import check_device, check_seed
+from ._output import (
+    check_output_folder,
+    jsonable,
+    lock_folder,
+    markdown_table,
+    markdown_text,
+    read_json,
+    write_json,
+)
 from ._registry import EXPERIMENTS, VERDICTS, Experiment, Verdict
 
 __all__ = ["PIECES", "VERDICTS", "ReproductionPiece", "Verdict", "reproduce", "write_report"]
@@ -133,46 +166,125 @@ def _verdict_counts(verdicts):
     return {v: sum(x.verdict == v for x in verdicts) for v in VERDICTS}
 
 
-def _run_piece(name, piece, folder, key, settings, random_state, force, progress, label,
-               device):
-    """Load a valid cache or compute; returns the piece's Bunch."""
-    path = os.path.join(folder, _RESULT_FILE)
-    cached = None if force else read_json(path)
-    complete = cached is not None and all(k in cached for k in ("result", "seconds", "finished"))
-    if complete and cached.get("key") == key:
-        result, seconds, finished = cached["result"], cached["seconds"], cached["finished"]
-        context = cached.get("computed_with", {})
-        ran_on = cached.get("device", context.get("device", "cpu"))
-        files = [f for f in cached.get("files", []) if os.path.exists(os.path.join(folder, f))]
-        if len(files) != len(cached.get("files", [])) or not files:
-            files = piece.plot(result, folder)  # a deleted plot is redrawn, not recomputed
-        is_cached = True
-        if progress:
-            print(f"{label} cached ({seconds:.1f} s when computed on {finished})", flush=True)
-    else:
-        if progress:
-            why = ("--force" if force and os.path.exists(path) else
-                   "no cache" if not complete else "cached under another scale, seed "
-                   "or settings")
-            print(f"{label} computing ({why}) ...", flush=True)
-        context = _compute_context(device)
-        ran_on = device
-        tic = time.perf_counter()
-        result = jsonable(piece.run(settings, random_state=random_state, progress=progress,
-                                    device=device))
-        seconds = time.perf_counter() - tic
-        finished = datetime.datetime.now().isoformat(timespec="seconds")
-        os.makedirs(folder, exist_ok=True)
-        files = piece.plot(result, folder)
-        is_cached = False
+def _move_aside(path):
+    """Move a file or folder that stands where ours must go to ``path.damaged[.N]``."""
+    target, n = path + ".damaged", 1
+    while os.path.lexists(target):
+        target, n = f"{path}.damaged.{n}", n + 1
+    os.replace(path, target)
+    return target
+
+
+def _clear_path(path, want_folder):
+    """Make room for our file (``want_folder=False``) or folder at ``path``."""
+    if os.path.lexists(path) and os.path.isdir(path) != want_folder:
+        _move_aside(path)
+
+
+def _is_number(value):
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _cache_problem(cached, key):
+    """Why ``cached`` (a result.json read back) cannot be used for ``key``; None if it can."""
+    if not isinstance(cached, dict):
+        return f"damaged cache (a JSON {type(cached).__name__}, not an object)"
+    missing = [k for k in ("key", "result", "seconds", "finished") if k not in cached]
+    if missing:
+        return f"damaged cache (no {', '.join(missing)})"
+    if cached["key"] != key:
+        return "cached under another scale, seed or settings"
+    wrong = [name for name, ok in [
+        ("result", isinstance(cached["result"], dict)),
+        ("seconds", _is_number(cached["seconds"]) and cached["seconds"] >= 0),
+        ("finished", isinstance(cached["finished"], str)),
+        ("files", isinstance(cached.get("files", []), list)
+         and all(isinstance(f, str) for f in cached.get("files", []))),
+        ("computed_with", isinstance(cached.get("computed_with", {}), dict)),
+        ("device", isinstance(cached.get("device", "cpu"), str)),
+    ] if not ok]
+    if wrong:
+        return f"damaged cache (wrong type of {', '.join(wrong)})"
+    return None
+
+
+def _judge(name, piece, result):
+    """The verdicts of ``result``, checked to be verdicts; the tables are tried too."""
     verdicts = [Verdict(*v) for v in piece.verdicts(result)]
     for v in verdicts:
         if v.verdict not in VERDICTS:
             raise ValueError(f"piece {name!r} gave the verdict {v.verdict!r}; "
                              f"a verdict must be one of {VERDICTS}")
+    for caption, records, columns, *_ in piece.tables(result):
+        markdown_table(records, columns)
+    return verdicts
+
+
+def _load_cached(name, piece, folder, cached):
+    """The pieces of a valid cache, its plot redrawn if a file is gone; raises if damaged."""
+    result = cached["result"]
+    verdicts = _judge(name, piece, result)
+    listed = cached.get("files", [])
+    files = [f for f in listed if os.path.isfile(os.path.join(folder, f))]
+    if len(files) != len(listed) or not files:
+        files = list(piece.plot(result, folder))  # a deleted plot is redrawn, not recomputed
+    return result, verdicts, files
+
+
+def _run_piece(name, piece, folder, key, settings, random_state, force, progress, label,
+               device):
+    """Load a valid cache or compute; returns the piece's Bunch.
+
+    Nothing is written for a piece whose run is interrupted: the
+    ``KeyboardInterrupt`` of :meth:`Experiment.execute` leaves before the
+    result file is written.
+    """
+    path = os.path.join(folder, _RESULT_FILE)
+    loaded = None
+    if force:
+        why = "--force" if os.path.lexists(path) else "no cache"
+    elif not os.path.lexists(path):
+        why = "no cache"
+    else:
+        cached = read_json(path, restore_nonfinite=True)
+        why = ("damaged cache (unreadable or not JSON)" if cached is None
+               else _cache_problem(cached, key))
+        if why is None:
+            try:
+                loaded = _load_cached(name, piece, folder, cached)
+            except (ImportError, OSError):
+                raise  # matplotlib missing, a disk full: not the cache's fault
+            except Exception as error:  # the result's content does not fit its piece
+                why = f"damaged cache ({type(error).__name__}: {error})"
+    if loaded is not None:
+        result, verdicts, files = loaded
+        seconds, finished = cached["seconds"], cached["finished"]
+        context = cached.get("computed_with", {})
+        ran_on = cached.get("device", context.get("device", "cpu"))
+        is_cached = True
+        if progress:
+            print(f"{label} cached ({seconds:.1f} s when computed on {finished})", flush=True)
+    else:
+        if progress:
+            print(f"{label} computing ({why}) ...", flush=True)
+        context = _compute_context(device)
+        ran_on = device
+        tic = time.perf_counter()
+        result = jsonable(piece.execute(settings, random_state=random_state,
+                                        progress=progress, device=device))
+        seconds = time.perf_counter() - tic
+        finished = datetime.datetime.now().isoformat(timespec="seconds")
+        _clear_path(folder, want_folder=True)
+        os.makedirs(folder, exist_ok=True)
+        files = list(piece.plot(result, folder))
+        verdicts = _judge(name, piece, result)
+        is_cached = False
+    _clear_path(path, want_folder=False)
     write_json(path, dict(key=key, seconds=seconds, finished=finished, device=ran_on,
                           computed_with=context, files=files,
-                          verdicts=[v._asdict() for v in verdicts], result=result))
+                          verdicts=[v._asdict() for v in verdicts], result=result),
+               mark_nonfinite=True)
     if progress and not is_cached:
         counts = _verdict_counts(verdicts)
         print(f"{label} done in {seconds:.1f} s: " + ", ".join(
@@ -181,6 +293,56 @@ def _run_piece(name, piece, folder, key, settings, random_state, force, progress
                  result=result, verdicts=verdicts, seconds=seconds, cached=is_cached,
                  finished=finished, computed_with=context, files=files, folder=folder,
                  device=ran_on)
+
+
+def _manifest_entry(name, stored):
+    """A manifest entry read from a piece's own ``result.json``; None if it is not valid."""
+    if _cache_problem(stored, stored.get("key") if isinstance(stored, dict) else None):
+        return None
+    key = stored["key"]
+    if not isinstance(key, dict) or key.get("piece") != name:
+        return None
+    verdicts = stored.get("verdicts", [])
+    kinds = [v.get("verdict") for v in verdicts if isinstance(v, dict)] if isinstance(
+        verdicts, list) else []
+    return dict(mode=key.get("mode"), random_state=key.get("random_state"),
+                settings=key.get("settings"), version=key.get("version"),
+                seconds=stored["seconds"], finished=stored["finished"],
+                device=stored.get("device", "cpu"),
+                files=[os.path.join(name, f) for f in [_RESULT_FILE, *stored.get("files", [])]],
+                verdicts={v: sum(k == v for k in kinds) for v in VERDICTS})
+
+
+def _manifest_pieces(out):
+    """Every piece under ``out`` with a valid ``result.json``: registered ones in report
+    order, then the others by name."""
+    try:
+        folders = [f for f in os.listdir(out) if os.path.isdir(os.path.join(out, f))]
+    except OSError:
+        return {}
+    order = {name: i for i, name in enumerate(PIECES)}
+    entries = {}
+    for name in sorted(folders, key=lambda f: (order.get(f, len(order)), f)):
+        stored = read_json(os.path.join(out, name, _RESULT_FILE))
+        entry = _manifest_entry(name, stored) if isinstance(stored, dict) else None
+        if entry is not None:
+            entries[name] = entry
+    return entries
+
+
+def _write_manifest(out, last_run=None):
+    """Write ``out/manifest.json`` from the pieces' own result files.
+
+    ``last_run=None`` keeps the last run recorded in the old manifest, if it
+    reads back.
+    """
+    path = os.path.join(out, _MANIFEST_FILE)
+    if last_run is None:
+        old = read_json(path)
+        last_run = old.get("last_run") if isinstance(old, dict) else None
+    _clear_path(path, want_folder=False)
+    write_json(path, dict(pieces=_manifest_pieces(out), last_run=last_run))
+    return path
 
 
 def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, random_state=0,
@@ -236,8 +398,14 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
     Raises
     ------
     ValueError
-        For an unknown piece name, a ``random_state`` that is not an integer
-        or a device torch does not know (or CUDA asked for and absent).
+        Before any work: for an unknown piece name, a ``random_state`` that is
+        not an integer in ``[0, 2**32 - 1]``, a device torch does not know (or
+        CUDA asked for and absent), an ``out`` that is empty, a file or not
+        writable, or settings a piece's ``check`` refuses.
+    KeyboardInterrupt
+        When Ctrl-C arrives: the piece that was running is not cached, the
+        pieces finished before it are, and the manifest records the
+        interrupted run.
 
     Examples
     --------
@@ -245,47 +413,51 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
     """
     start = time.perf_counter()
     names = _resolve_pieces(pieces)
-    if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)):
-        raise ValueError(f"random_state must be an integer; got {random_state!r}")
-    random_state = int(random_state)
+    random_state = check_seed(random_state, "random_state")
     device = str(check_device(device))
     mode = "quick" if quick else "full"
-    out = os.fspath(out)
+    out = check_output_folder(out, "out")
+    plan = []
+    for name in names:  # every check before any work
+        piece = PIECES[name]
+        settings = jsonable(piece.quick if quick else piece.full)
+        piece.validate(settings)
+        plan.append((name, piece, settings))
     if command is None:
         on = "" if device == "cpu" else f", device={device!r}"
         command = (f"intrinsic_rank.experiments.reproduce(pieces={names!r}, quick={bool(quick)}, "
                    f"out={out!r}, force={bool(force)}, random_state={random_state}{on})")
     os.makedirs(out, exist_ok=True)
-    machine = _machine_info(device)
-    done = {}
-    for i, name in enumerate(names, 1):
-        piece = PIECES[name]
-        settings = jsonable(piece.quick if quick else piece.full)
-        key = _cache_key(name, mode, settings, random_state, device)
-        done[name] = _run_piece(name, piece, os.path.join(out, name), key, settings,
-                                random_state, force, progress,
-                                f"[{i}/{len(names)}] {name} ({mode}):", device)
-    seconds = time.perf_counter() - start
-    machine["load_average_end"] = (
-        [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else None)
-    manifest_path = os.path.join(out, _MANIFEST_FILE)
-    manifest = read_json(manifest_path) or {}
-    entries = manifest.get("pieces", {})
-    for name, piece in done.items():
-        entries[name] = dict(mode=mode, random_state=random_state, settings=piece.settings,
-                             version=_package_version(), seconds=piece.seconds,
-                             finished=piece.finished, device=piece.device,
-                             files=[os.path.join(name, f) for f in [_RESULT_FILE, *piece.files]],
-                             verdicts=_verdict_counts(piece.verdicts))
-    write_json(manifest_path, dict(
-        pieces=entries,
-        last_run=dict(command=command, mode=mode, random_state=random_state, pieces=names,
-                      seconds=seconds, cached=[n for n in names if done[n].cached],
-                      device=device, machine=machine,
-                      finished=datetime.datetime.now().isoformat(timespec="seconds")),
-    ))
-    report = write_report(out, list(done.values()), command=command, seconds=seconds,
-                          machine=machine, mode=mode, random_state=random_state)
+    with lock_folder(out, wait_message=f"another run is using {out}; waiting for it to "
+                     "finish (its finished pieces will be reused)"):
+        machine = _machine_info(device)
+        done = {}
+
+        def last_run(**extra):
+            return dict(command=command, mode=mode, random_state=random_state, pieces=names,
+                        seconds=time.perf_counter() - start,
+                        cached=[n for n in done if done[n].cached], device=device,
+                        machine=machine,
+                        finished=datetime.datetime.now().isoformat(timespec="seconds"),
+                        **extra)
+
+        try:
+            for i, (name, piece, settings) in enumerate(plan, 1):
+                key = _cache_key(name, mode, settings, random_state, device)
+                done[name] = _run_piece(name, piece, os.path.join(out, name), key, settings,
+                                        random_state, force, progress,
+                                        f"[{i}/{len(names)}] {name} ({mode}):", device)
+                if i < len(plan):
+                    _write_manifest(out)
+        except KeyboardInterrupt:
+            _write_manifest(out, last_run(interrupted=True))
+            raise
+        seconds = time.perf_counter() - start
+        machine["load_average_end"] = (
+            [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else None)
+        manifest_path = _write_manifest(out, last_run())
+        report = write_report(out, list(done.values()), command=command, seconds=seconds,
+                              machine=machine, mode=mode, random_state=random_state)
     if progress:
         print(f"report: {report}", flush=True)
     summary = [dict(piece=name, seconds=piece.seconds, cached=piece.cached,
@@ -417,6 +589,24 @@ def write_report(out, pieces, command, seconds, machine=None, mode="quick", rand
         for f in p.files:
             lines += ["", f"![{p.name}]({p.name}/{f})"]
     path = os.path.join(out, _REPORT_FILE)
-    with open(path, "w") as handle:
-        handle.write("\n".join(lines) + "\n")
+    _clear_path(path, want_folder=False)
+    _write_text(path, "\n".join(lines) + "\n")
     return path
+
+
+def _write_text(path, text):
+    """Write ``text`` at ``path`` atomically (a temporary file, then a rename)."""
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, tmp = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".",
+                                   suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise

@@ -83,12 +83,94 @@ def save_tiny_lm(model, path, metadata=None):
                 "metadata": dict(metadata or {})}, os.fspath(path))
 
 
+def _file_kind(path):
+    """``"zip"`` (torch's format), ``"text"``, ``"binary"`` or ``"unreadable"``."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return "unreadable"
+    if head.startswith(b"PK"):
+        return "zip"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        # a multi-byte character cut at the end of the sample is still text
+        try:
+            head[:-3].decode("utf-8")
+        except UnicodeDecodeError:
+            return "binary"
+    return "text" if b"\0" not in head else "binary"
+
+
+def _one_line(text, limit=300):
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _load_tiny_lm(path):
-    """The :class:`TinyCausalLM` of a ``.pt`` file written by :func:`save_tiny_lm`."""
-    blob = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
-    model = TinyCausalLM(**blob["config"])
-    model.load_state_dict(blob["state_dict"])
-    model.metadata = blob.get("metadata", {})
+    """The :class:`TinyCausalLM` of a ``.pt`` file written by :func:`save_tiny_lm`.
+
+    Every way a file can fail to be such a model -- empty, truncated, corrupt,
+    a text file, a pickle of other objects, a tensor or a dict of another
+    shape, a config that builds no model, weights that do not fit the config
+    -- is one ``ValueError`` naming the file and what is wrong. The file is
+    read with ``weights_only=True``: no code in it runs.
+    """
+    path = os.fspath(path)
+
+    def bad(what):
+        return ValueError(f"the model file {path!r} cannot be loaded: {what} (a model file "
+                          "is written by intrinsic_rank.nn.save_tiny_lm)")
+
+    try:
+        size = os.path.getsize(path)
+    except OSError as error:
+        raise bad(f"it cannot be read ({error.strerror or error})") from None
+    if size == 0:
+        raise bad("the file is empty")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # UnpicklingError, RuntimeError, EOFError, OSError from torch
+        kind = _file_kind(path)
+        if kind == "unreadable":
+            what = f"it cannot be read ({_one_line(error)})"
+        elif kind == "zip" and "weights only" in str(error).lower():
+            what = ("it holds Python objects other than tensors, numbers and plain "
+                    "containers (a whole pickled model?), which are not loaded because "
+                    "unpickling them could run code")
+        elif kind == "zip":
+            what = "the file is damaged or truncated (torch cannot read its archive)"
+        elif kind == "text":
+            what = "it is a text file, not a torch file"
+        else:
+            what = "it is not a torch file (corrupt, truncated or another format)"
+        raise bad(what) from None
+    if not isinstance(blob, dict):
+        raise bad(f"it holds a {type(blob).__name__}, not a dict with a model's 'config' "
+                  "and 'state_dict'")
+    missing = [k for k in ("config", "state_dict") if k not in blob]
+    if missing:
+        raise bad(f"it holds a dict without {' and '.join(repr(k) for k in missing)} "
+                  f"(its keys: {', '.join(map(repr, list(blob)[:8]))})")
+    config, state, metadata = blob["config"], blob["state_dict"], blob.get("metadata", {})
+    if not isinstance(config, dict):
+        raise bad(f"its 'config' is a {type(config).__name__}, not a dict")
+    if not isinstance(state, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+        raise bad("its 'state_dict' is not a dict of named tensors")
+    if not isinstance(metadata, dict):
+        raise bad(f"its 'metadata' is a {type(metadata).__name__}, not a dict")
+    try:
+        model = TinyCausalLM(**config)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise bad(f"its config {_one_line(config, 200)} does not build a TinyCausalLM: "
+                  f"{_one_line(error)}") from None
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, ValueError, TypeError) as error:
+        raise bad(f"its weights do not fit its config: {_one_line(error)}") from None
+    model.metadata = metadata
     return model.eval()
 
 
@@ -367,7 +449,10 @@ def load_model(model="default"):
     ------
     ValueError
         If a path is neither an existing file nor an existing folder, or the
-        folder holds no model.
+        folder holds no model; for a file that is not a model written by
+        :func:`save_tiny_lm` (empty, truncated, corrupt, a text file, a tensor,
+        a config or weights that do not fit), one error naming the file and
+        what is wrong.
     ImportError
         If a packaged model's package is not installed.
     TypeError
