@@ -1,5 +1,6 @@
 """AttentionRankEstimator: the attention-native intrinsic rank of a task."""
 
+import inspect
 import warnings
 
 import numpy as np
@@ -9,17 +10,24 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from .. import spectral
-from .._validation import check_device, check_int, check_real, draw_seed
+from .._validation import check_int, check_real, draw_seed
 from ..nn import STUDENTS
 from ._base import (
+    DIVERGENCE_FACTOR,
     ProgressBar,
     RankSweepNet,
     RankwiseMSELoss,
     SequenceRegressorMixin,
     TensorBatchIterator,
+    TrainingDivergedError,
+    as_tensor,
+    checked_device,
     check_verbose,
+    fits_from_scratch,
+    scale_factor,
     select_rank,
     validate_sequences,
+    warn_if_loss_never_fell,
 )
 
 __all__ = ["AttentionRankEstimator"]
@@ -40,10 +48,42 @@ def _resolve_optimizer(optimizer):
             )
         return _OPTIMIZERS[optimizer.lower()]
     if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
+        if issubclass(optimizer, torch.optim.LBFGS):
+            raise ValueError(
+                "optimizer=LBFGS is not supported: it needs a closure that re-evaluates "
+                f"the loss; use one of {sorted(_OPTIMIZERS)} or another first-order "
+                "torch.optim.Optimizer subclass"
+            )
+        parameters = inspect.signature(optimizer).parameters
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
+        missing = [name for name in ("lr", "weight_decay")
+                   if name not in parameters and not takes_any]
+        if missing:
+            raise ValueError(
+                f"optimizer {optimizer.__name__} does not accept {missing}, which the "
+                f"estimator passes; use one of {sorted(_OPTIMIZERS)} or a "
+                "torch.optim.Optimizer subclass taking lr and weight_decay"
+            )
         return optimizer
     raise ValueError(
         f"optimizer must be a name or a torch.optim.Optimizer subclass; got {optimizer!r}"
     )
+
+
+def _student_parameters(student_class):
+    """Keyword parameters a student class accepts (following ``**kwargs`` up its bases)."""
+    names = set()
+    for klass in student_class.__mro__:
+        if "__init__" not in vars(klass) or klass is object:
+            continue
+        parameters = inspect.signature(klass.__init__).parameters
+        names |= {
+            name for name, p in parameters.items()
+            if name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        }
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+            break
+    return names
 
 
 class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
@@ -107,7 +147,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     student_options : dict or None, default=None
         Extra keyword arguments of the student class, for example
         ``{"hidden": 32, "positional": True}`` for ``"kernel"`` or
-        ``{"temperature": 0.5}`` for ``"dense"``.
+        ``{"temperature": 0.5}`` for ``"dense"``. An unknown key is a
+        ``ValueError`` that lists the keys the student accepts.
     random_state : None, int or numpy.random.RandomState, default=None
         Seeds the split, the initialisation and the batch order: the same seed
         gives the same numbers. The slot of rank ``r`` is initialised from
@@ -117,6 +158,38 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         Torch device.
     verbose : int, default=0
         0 silent; 1 a progress bar over epochs; 2 skorch's per-epoch table.
+
+    Notes on training (faults)
+    --------------------------
+    * **Scale.** ``X`` and ``Y`` whose root mean square lies outside
+      ``[1e-2, 1e2]`` are trained on internally in units of their own size: each
+      is multiplied by a power of two (exact in floating point; ``x_scale_``,
+      ``y_scale_``) that brings it near 1, since far from unit size the students
+      stall (``X * 1e-6`` gave the same risk at every rank) or freeze (``X * 1e6``
+      a loss of 3e30). Every reported number is converted back to the units of
+      the data: predictions, risks, ``history_``, ``noise_floor_``, the noise
+      floor you pass, and the ``"linear"``/``"softmax"`` kernels (``s^2 K``
+      for tokens scaled by ``s``; operators, ``"block"`` kernels, which act on
+      normalised tokens, and Min-IP kernels are unit-free). Inside the window
+      nothing is rescaled, so results there are exactly those of plain training.
+    * **Divergence.** Training stops with :class:`TrainingDivergedError` when a
+      batch loss is not finite, or exceeds ``1e6`` times the mean square of the
+      training targets (the risk of predicting zero, about where training
+      starts; a blow-up such as ``lr=1e6`` or ``init_scale=1e6``). A rank whose
+      loss in the last epoch is no lower than before the first step gets a
+      :class:`~sklearn.exceptions.ConvergenceWarning`. ``predict`` whose output
+      overflows float32 raises a ``ValueError`` instead of returning inf/NaN.
+    * **Interrupts.** A :class:`KeyboardInterrupt` during ``fit`` is raised
+      again after skorch's clean-up (skorch itself would swallow it); the
+      estimator is then unfitted, as after any failed ``fit``. Each ``fit``
+      starts by removing the attributes of the previous one.
+    * **A floor not reached.** After a sweep with an estimated floor,
+      ``floor_reached_`` is ``False`` (with a warning) when the top of the grid
+      is still improving (the largest rank alone reaches the floor, below the
+      rank limit) or when a least-squares affine map of the whole sequence
+      (``reference_risk_``) has a held-out risk lower than the floor by more
+      than ``tol`` times the variance: then the grid has not reached the floor
+      the data allow and ``rank_`` is probably too small.
 
     Attributes
     ----------
@@ -147,6 +220,17 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     excess_tol_ : float
         After a sweep, the excess risk below which a rank counts as reaching
         the floor: ``tol`` times the held-out variance of the targets.
+    floor_reached_ : bool
+        After a sweep: whether the floor is believed reached (see "A floor not
+        reached" above); ``False`` means ``rank_`` and ``noise_floor_`` are
+        probably too small and too large.
+    reference_risk_ : float or None
+        After a sweep: held-out risk of the least-squares affine map from the
+        flattened sequence to the flattened target (``None`` for an in-sample
+        sweep, or more than 1024 features, or too few training sequences).
+    x_scale_, y_scale_ : float
+        The powers of two ``X`` and ``Y`` were multiplied by for training
+        (``1.0`` at unit scale).
     sweep_ : list of dict
         After a sweep, one record per rank: ``rank``, ``train_risk``,
         ``heldout_risk``, ``excess_risk``, ``reached`` and the rank measures of
@@ -241,7 +325,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             check_real(self.noise_floor, "noise_floor", 0.0)
         check_verbose(self.verbose)
         _resolve_optimizer(self.optimizer)
-        return check_device(self.device)
+        self._student_options()
+        return checked_device(self.device)
 
     def _max_rank(self):
         return STUDENTS[self.attention].rank_limit(self.token_dim_, self.seq_len_)
@@ -290,6 +375,13 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
                 f"student_options cannot set {clash}: they are the estimator's own "
                 "parameters or come from the data"
             )
+        allowed = sorted(_student_parameters(STUDENTS[self.attention]) - reserved)
+        unknown = sorted(set(options) - set(allowed), key=str)
+        if unknown:
+            raise ValueError(
+                f"student_options has unknown key(s) {unknown} for attention="
+                f"{self.attention!r}; its student accepts {allowed or 'no options'}"
+            )
         return options
 
     def _batch_size(self, n_train):
@@ -297,7 +389,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             return min(256, max(16, n_train // 8))
         return self.batch_size
 
-    def _build_net(self, ranks, seed, device, n_train):
+    def _build_net(self, ranks, seed, device, n_train, loss_limit=None):
         callbacks = []
         if self.verbose == 1:
             callbacks.append(("progress", ProgressBar(postfix={"summed_loss": "train_loss"})))
@@ -325,8 +417,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             callbacks=callbacks,
             verbose=int(self.verbose >= 2),
             device=device,
+            loss_limit=loss_limit,
         )
 
+    @fits_from_scratch
     def fit(self, X, Y):
         """Train the student(s) and, after a sweep, estimate ``r*``.
 
@@ -355,19 +449,37 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             train, heldout = self._split(len(X), seed)
         else:
             train, heldout = np.arange(len(X)), None
-        X_t = torch.tensor(X, dtype=torch.float32, device=device)
-        Y_t = torch.tensor(Y, dtype=torch.float32, device=device)
-        self.net_ = self._build_net(ranks, seed, device, len(train))
-        self.net_.fit(X_t[train], Y_t[train])
+        # far from unit size, X and Y are trained on in units of their own size
+        # (a power of two each, exact); every reported number is converted back
+        x_scale, y_scale = scale_factor(X), scale_factor(Y)
+        X_fit = X if x_scale == 1.0 else X * x_scale
+        Y_fit = Y if y_scale == 1.0 else Y * y_scale
+        X_t = as_tensor(X_fit, "X", device)
+        Y_t = as_tensor(Y_fit, "Y", device)
+        mean_square = float(np.mean(np.square(Y_fit[train])))
+        limit = DIVERGENCE_FACTOR * mean_square if mean_square > 0 else None
+        net = self._build_net(ranks, seed, device, len(train), loss_limit=limit)
+        net.fit(X_t[train], Y_t[train])
+        self.net_ = net
+        self.x_scale_, self.y_scale_ = x_scale, y_scale
         self.ranks_ = np.asarray(ranks)
         self.history_ = [
             {key: row[key] for key in ("epoch", "train_loss", "train_loss_per_rank", "dur")}
             for row in self.net_.history
         ]
+        if y_scale != 1.0:
+            for row in self.history_:
+                row["train_loss"] = row["train_loss"] / y_scale**2
+                row["train_loss_per_rank"] = [v / y_scale**2 for v in row["train_loss_per_rank"]]
+        warn_if_loss_never_fell(self.net_)
         self._store_kernels(X_t[train])
-        train_risk = self._risks(X_t[train], Y_t[train])
+        train_risk = self._risks(X_t[train], Y_t[train], "the training data")
         if sweep:
-            self._select_rank(train_risk, self._risks(X_t[heldout], Y_t[heldout]), Y[heldout])
+            reference = self._reference_risk(X_fit, Y_fit, train, heldout)
+            self._select_rank(
+                train_risk, self._risks(X_t[heldout], Y_t[heldout], "the held-out data"),
+                Y[heldout], reference,
+            )
         else:
             self.rank_index_ = 0
             self.rank_ = ranks[0]
@@ -383,22 +495,58 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             return everything, everything
         n_heldout = int(round(self.validation_fraction * n))
         if n_heldout < 1 or n - n_heldout < 1:
+            fraction = self.validation_fraction
+            needed = next(m for m in range(2, 10**6)
+                          if 1 <= int(round(fraction * m)) < m)
             raise ValueError(
-                f"a rank sweep needs at least 2 sequences to split off a held-out "
-                f"part (validation_fraction={self.validation_fraction}); got "
-                f"n_samples = {n}"
+                "a rank sweep needs at least 2 sequences, one to train on and one to "
+                f"hold out; with validation_fraction={fraction} (round({fraction} * "
+                f"n_samples) held out) that takes n_samples >= {needed}; got "
+                f"n_samples = {n}. Give more sequences, or validation_fraction=0 to "
+                "score the sweep in-sample"
             )
         order = np.random.RandomState(seed).permutation(n)
         return np.sort(order[n_heldout:]), np.sort(order[:n_heldout])
 
     def _outputs(self, X_t):
-        """Outputs of every rank slot, ``(n, R, ...)``, as a float64 array."""
+        """Outputs of every rank slot, ``(n, R, ...)``, as a float64 array (training units)."""
         return self.net_.forward(X_t, training=False).detach().cpu().double().numpy()
 
-    def _risks(self, X_t, Y_t):
+    def _risks(self, X_t, Y_t, where):
         outputs = self._outputs(X_t)
+        if not np.all(np.isfinite(outputs)):
+            raise TrainingDivergedError(
+                f"the trained students' outputs on {where} overflow float32 (not "
+                "finite); lower lr or init_scale"
+            )
         target = Y_t.detach().cpu().double().numpy()[:, None]
-        return ((outputs - target) ** 2).reshape(len(outputs), outputs.shape[1], -1).mean(axis=(0, 2))
+        risk = ((outputs - target) ** 2).reshape(len(outputs), outputs.shape[1], -1).mean(axis=(0, 2))
+        y_scale = getattr(self, "y_scale_", 1.0)
+        return risk if y_scale == 1.0 else risk / y_scale**2
+
+    def _reference_risk(self, X, Y, train, heldout):
+        """Held-out risk of a cheap reference: least squares of Y on the whole sequence.
+
+        An affine map from the flattened sequence ``X`` to the flattened target,
+        fitted on the training part (float64). ``None`` for an in-sample sweep,
+        when there are too few training sequences for it (``n_train <= p + 1``)
+        or too many features (``p > 1024``).
+        """
+        if self.validation_fraction == 0:
+            return None
+        n = len(X)
+        features = X.reshape(n, -1)
+        targets = Y.reshape(n, -1)
+        p = features.shape[1]
+        if p > 1024 or len(train) <= p + 1:
+            return None
+        x_mean, y_mean = features[train].mean(axis=0), targets[train].mean(axis=0)
+        coef = np.linalg.lstsq(features[train] - x_mean, targets[train] - y_mean,
+                               rcond=None)[0]
+        pred = (features[heldout] - x_mean) @ coef + y_mean
+        risk = float(np.mean((pred - targets[heldout]) ** 2))
+        y_scale = getattr(self, "y_scale_", 1.0)
+        return risk if y_scale == 1.0 else risk / y_scale**2
 
     def _store_kernels(self, X_t):
         module = self.net_.module_
@@ -415,9 +563,13 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
                 kernels = module.kernel()
         # Kept in the training precision (float32): the numerical rank's
         # threshold then uses float32's epsilon, not float64's.
-        self.kernels_ = kernels.detach().cpu().numpy()
+        kernels = kernels.detach().cpu().numpy()
+        if self.attention in ("linear", "softmax") and self.x_scale_ != 1.0:
+            # scores x K x^T of standardised tokens: K in the units of X is s^2 K
+            kernels = kernels * np.float32(self.x_scale_**2)
+        self.kernels_ = kernels
 
-    def _select_rank(self, train_risk, heldout_risk, Y_heldout):
+    def _select_rank(self, train_risk, heldout_risk, Y_heldout, reference=None):
         selection = select_rank(
             self.ranks_, heldout_risk, np.mean(np.var(Y_heldout, axis=0)), self.tol,
             noise_floor=self.noise_floor,
@@ -438,7 +590,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self._warn_if_not_monotone(heldout_risk)
         top = len(self.ranks_) > 1 and self.rank_index_ == len(self.ranks_) - 1
         below_limit = self.rank_ < self._max_rank()
-        if top and below_limit and self.noise_floor is None and selection["any_reached"]:
+        not_flat = top and below_limit and self.noise_floor is None and selection["any_reached"]
+        if not_flat:
             # With an estimated floor the largest rank always "reaches" it: that
             # it is the only one means r* may lie beyond the grid (unless the grid
             # already ends at the largest possible rank).
@@ -449,6 +602,22 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
                 "or pass noise_floor.",
                 UserWarning,
             )
+        self.reference_risk_ = reference
+        beaten = reference is not None and floor > reference + self.excess_tol_
+        if beaten:
+            warnings.warn(
+                f"the estimated noise floor {floor:.4g} is not the floor: a least-squares "
+                f"affine map of the whole sequence reaches a held-out risk of "
+                f"{reference:.4g}, lower by more than tol * variance = "
+                f"{self.excess_tol_:.4g}, so the grid has not reached the floor the data allow "
+                f"and rank_ = {self.rank_} may be too small. Extend ranks, train longer "
+                "(max_epochs) or pass noise_floor.",
+                ConvergenceWarning,
+            )
+        if self.noise_floor is None:
+            self.floor_reached_ = not (not_flat or beaten)
+        else:
+            self.floor_reached_ = selection["any_reached"] and not beaten
         self.sweep_ = []
         for i, r in enumerate(self.ranks_):
             profile = spectral.rank_profile(self.kernels_[i])
@@ -502,7 +671,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     def _tensor(self, X):
         check_is_fitted(self)
         X = validate_sequences(self, X, reset=False)
-        return torch.tensor(X, dtype=torch.float32, device=self.net_.device)
+        x_scale = getattr(self, "x_scale_", 1.0)
+        return as_tensor(X if x_scale == 1.0 else X * x_scale, "X", self.net_.device)
 
     def predict(self, X):
         """Predictions of the selected student.
@@ -558,6 +728,16 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         True
         """
         Y_pred = self._outputs(self._tensor(X))
+        if not np.all(np.isfinite(Y_pred)):
+            bad = int(np.sum(~np.all(np.isfinite(Y_pred.reshape(len(Y_pred), -1)), axis=1)))
+            raise ValueError(
+                f"the prediction overflows float32 for {bad} of {len(Y_pred)} sequences "
+                f"of X (largest |X| = {float(np.max(np.abs(np.asarray(X, dtype=float)))):.3g}): "
+                "X is far outside the scale the estimator was fitted on"
+            )
+        y_scale = getattr(self, "y_scale_", 1.0)
+        if y_scale != 1.0:
+            Y_pred = Y_pred / y_scale
         if self.y_ndim_ == 1:
             Y_pred = Y_pred[:, :, 0]
         return Y_pred

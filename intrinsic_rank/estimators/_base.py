@@ -15,6 +15,10 @@ columns: the token dimension ``d`` for 3-D input, the number of scalar tokens
 the token dimension as ``token_dim_``.
 """
 
+import functools
+import inspect
+import math
+import numbers
 import warnings
 
 import numpy as np
@@ -25,9 +29,20 @@ from sklearn.utils.validation import check_array, validate_data
 from skorch import NeuralNet
 from skorch.callbacks import Callback
 
-from .._validation import check_int
+from .._validation import check_device, check_int
 
 __all__ = ["ProgressBar", "TrainingDivergedError"]
+
+DIVERGENCE_FACTOR = 1e6
+"""A training loss above this many times the targets' mean square is divergence.
+
+The mean square of the targets is the risk of predicting zero, which is about
+where a student from a small initialisation starts; a loss a million times
+larger is a blow-up, never a transient (the shipped tests and examples stay
+below 10 times it)."""
+
+SCALE_WINDOW = (1e-2, 1e2)
+"""Root-mean-square sizes of ``X`` or ``Y`` outside this window are standardised."""
 
 
 class TrainingDivergedError(FloatingPointError):
@@ -43,6 +58,187 @@ class TrainingDivergedError(FloatingPointError):
     >>> issubclass(TrainingDivergedError, FloatingPointError)
     True
     """
+
+
+class TrainingFinished(KeyboardInterrupt):
+    """Raised by a net to end its own training early (skorch's stop signal).
+
+    skorch ends ``fit`` quietly on any :class:`KeyboardInterrupt`; this subclass
+    is the intended early stop, every other one a user's interrupt that
+    :class:`InterruptibleNet` passes on.
+    """
+
+
+class InterruptibleNet(NeuralNet):
+    """A skorch net whose ``fit`` re-raises a user's :class:`KeyboardInterrupt`.
+
+    skorch's ``partial_fit`` catches ``KeyboardInterrupt`` around its training
+    loop, runs the ``on_train_end`` callbacks (closing progress bars) and
+    returns as if training had finished. Here the loop notes the interrupt and
+    ``partial_fit`` raises it again once the callbacks have run, so a Ctrl-C
+    never yields a truncated net that looks trained. :class:`TrainingFinished`
+    (a net's own early stop) still ends training normally.
+    """
+
+    def fit_loop(self, X, y=None, epochs=None, **fit_params):
+        try:
+            return super().fit_loop(X, y, epochs=epochs, **fit_params)
+        except TrainingFinished:
+            raise
+        except KeyboardInterrupt:
+            self.interrupted_ = True
+            raise
+
+    def partial_fit(self, X, y=None, classes=None, **fit_params):
+        self.interrupted_ = False
+        super().partial_fit(X, y, classes, **fit_params)
+        if self.interrupted_:
+            raise KeyboardInterrupt(
+                f"training interrupted at epoch {len(self.history)} of {self.max_epochs}"
+            )
+        return self
+
+
+def clear_fitted(estimator):
+    """Remove every fitted attribute (``name_``, and the private state of a fit).
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        Its constructor parameters (no trailing underscore) are kept.
+    """
+    params = set(estimator.get_params(deep=False))
+    for name in list(vars(estimator)):
+        fitted = name.endswith("_") and not name.startswith("__")
+        if name not in params and (fitted or name in _PRIVATE_FIT_STATE):
+            delattr(estimator, name)
+
+
+_PRIVATE_FIT_STATE = frozenset({"_x_ndim", "_seed", "_settings", "_target_rows"})
+
+
+def fits_from_scratch(fit):
+    """Decorate ``fit``: forget the previous fit first, and leave nothing on failure.
+
+    A refit with other settings then keeps no attribute of the old ones (no
+    stale ``sweep_`` after ``set_params(ranks=None)``), and a fit that raises,
+    a :class:`KeyboardInterrupt` included, leaves the estimator unfitted
+    (``check_is_fitted`` raises), never with a half-finished result.
+    """
+
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        clear_fitted(self)
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            clear_fitted(self)
+            raise
+
+    return wrapper
+
+
+def checked_device(device):
+    """The estimators' device check: a known torch device that can hold tensors here.
+
+    :func:`~intrinsic_rank._validation.check_device` first (unknown names,
+    CUDA without a GPU), then ``"meta"`` (a device without data) and any device
+    torch knows but this build or machine cannot use (``"mps"`` off macOS,
+    ``"cuda:7"`` on a one-GPU machine) are refused with a :class:`ValueError`
+    naming ``device``.
+
+    Parameters
+    ----------
+    device : str or torch.device
+
+    Returns
+    -------
+    device : torch.device
+
+    Examples
+    --------
+    >>> checked_device("cpu").type
+    'cpu'
+    >>> try:
+    ...     checked_device("meta")
+    ... except ValueError as error:
+    ...     print("device='meta'" in str(error))
+    True
+    """
+    device = check_device(device)
+    if device.type == "meta":
+        raise ValueError(
+            "device='meta' holds no data, so nothing can be trained on it; use 'cpu' or 'cuda'"
+        )
+    if device.type != "cpu":
+        try:
+            torch.empty(1, device=device)
+        except (RuntimeError, AssertionError) as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ValueError(
+                f"device={str(device)!r} is not available here ({reason}); use 'cpu' "
+                "or an available accelerator"
+            ) from None
+    return device
+
+
+def scale_factor(array):
+    """The power of two that brings ``array`` to unit size, or exactly 1.0.
+
+    ``1.0`` when the root mean square of ``array`` lies in ``SCALE_WINDOW``
+    (``[1e-2, 1e2]``) or is 0; otherwise ``2^k`` with ``2^k * rms`` in
+    ``[2^-0.5, 2^0.5]``. A power of two rescales floats exactly, so undoing it
+    loses nothing.
+
+    Parameters
+    ----------
+    array : ndarray
+
+    Returns
+    -------
+    factor : float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> scale_factor(np.ones(3)), scale_factor(np.full(3, 1e-6)) * 1e-6
+    (1.0, 1.048576)
+    """
+    array = np.asarray(array, dtype=np.float64)
+    peak = float(np.max(np.abs(array))) if array.size else 0.0
+    if peak == 0.0 or not np.isfinite(peak):
+        return 1.0
+    rms = peak * math.sqrt(float(np.mean(np.square(array / peak))))
+    if SCALE_WINDOW[0] <= rms <= SCALE_WINDOW[1]:
+        return 1.0
+    return math.ldexp(1.0, -round(math.log2(rms)))
+
+
+def as_tensor(array, name, device):
+    """``array`` as a contiguous float32 tensor on ``device``, checked finite.
+
+    Negative strides, Fortran order and other views become one contiguous
+    copy (torch accepts no negative stride); a finite float64 entry that
+    overflows float32 is a :class:`ValueError` naming ``name``.
+
+    Parameters
+    ----------
+    array : ndarray
+    name : str
+    device : torch.device
+
+    Returns
+    -------
+    tensor : torch.Tensor of float32
+    """
+    with np.errstate(over="ignore"):  # checked just below
+        array32 = np.ascontiguousarray(array, dtype=np.float32)
+    if not np.all(np.isfinite(array32)):
+        raise ValueError(
+            f"{name} has entries too large for float32 (largest |{name}| = "
+            f"{float(np.max(np.abs(array))):.3g}, float32 ends at 3.4e+38); rescale {name}"
+        )
+    return torch.tensor(array32, device=device)
 
 
 def check_verbose(verbose):
@@ -357,7 +553,23 @@ class SequenceRegressorMixin(RegressorMixin):
         -------
         score : float
         """
-        return sequence_r2(y, self.predict(X), sample_weight=sample_weight)
+        Y_pred = self.predict(X)
+        Y_true = np.asarray(y)
+        shape = Y_true.shape
+        if len(shape) == 0:
+            raise ValueError(
+                f"y must be an array of targets shaped like predict(X), {Y_pred.shape}; "
+                f"got {type(y).__name__}"
+            )
+        n = Y_pred.shape[0]
+        per_sample = int(np.prod(Y_pred.shape[1:], dtype=np.int64))
+        size = int(np.prod(shape, dtype=np.int64))
+        if shape[0] != n or size != n * per_sample:
+            raise ValueError(
+                f"y has shape {tuple(shape)}, but predict(X) gives {Y_pred.shape}: y must "
+                "be shaped like the targets given to fit, one row per sequence of X"
+            )
+        return sequence_r2(Y_true, Y_pred, sample_weight=sample_weight)
 
 
 class TensorBatchIterator:
@@ -413,13 +625,54 @@ class RankwiseMSELoss(torch.nn.Module):
         return residual.pow(2).flatten(2).mean(dim=(0, 2))
 
 
-class RankSweepNet(NeuralNet):
+class RankSweepNet(InterruptibleNet):
     """skorch net that trains every rank slot of a batched student at once.
 
     It records the per-rank training loss of every epoch in the history
-    (``train_loss_per_rank``) and stops with :class:`TrainingDivergedError` as soon
-    as a batch loss is not finite.
+    (``train_loss_per_rank``) and the per-rank loss on all the training data
+    before the first step (``initial_loss_``). It stops with :class:`TrainingDivergedError`
+    as soon as a batch loss is not finite, or is finite but above
+    ``loss_limit`` (a blow-up: ``DIVERGENCE_FACTOR`` times the targets' mean
+    square, set by the estimator). A user's interrupt is re-raised
+    (:class:`InterruptibleNet`).
+
+    Parameters
+    ----------
+    *args, **kwargs
+        As :class:`skorch.NeuralNet`.
+    loss_limit : float or None, default=None
+        Largest batch loss of a rank that still counts as training.
     """
+
+    def __init__(self, *args, loss_limit=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loss_limit = loss_limit
+
+    def on_train_begin(self, net, X=None, y=None, **kwargs):
+        self.initial_loss_ = None
+        if X is not None and y is not None:
+            # the loss before any step, on all the training data (no randomness used)
+            per_rank = self.criterion_(self.forward(X, training=False), y.to(self.device))
+            self.initial_loss_ = per_rank.tolist()
+            self._check_loss(self.initial_loss_, "at initialisation")
+        super().on_train_begin(net, X=X, y=y, **kwargs)
+
+    def _check_loss(self, losses, when):
+        bad = [r for r, v in zip(self.module_.ranks, losses) if not np.isfinite(v)]
+        if bad:
+            raise TrainingDivergedError(
+                f"training diverged {when}: the loss of rank(s) {bad} is not finite; "
+                "lower lr or init_scale"
+            )
+        limit = self.loss_limit
+        if limit is not None and max(losses) > limit:
+            bad = [r for r, v in zip(self.module_.ranks, losses) if v > limit]
+            raise TrainingDivergedError(
+                f"training diverged {when}: the loss of rank(s) {bad} reached "
+                f"{max(losses):.3g}, more than {DIVERGENCE_FACTOR:.0e} times the mean "
+                f"square of the targets ({limit / DIVERGENCE_FACTOR:.3g}, the risk of "
+                "predicting zero); lower lr or init_scale"
+            )
 
     def get_loss(self, y_pred, y_true, X=None, training=False):
         per_rank = self.criterion_(y_pred, y_true)
@@ -432,7 +685,9 @@ class RankSweepNet(NeuralNet):
                     f"training diverged at epoch {len(self.history)}: the loss of "
                     f"rank(s) {bad} is not finite; lower lr or init_scale"
                 )
-            self.history.record_batch("train_loss_per_rank", values.cpu().tolist())
+            losses = values.cpu().tolist()
+            self._check_loss(losses, f"at epoch {len(self.history)}")
+            self.history.record_batch("train_loss_per_rank", losses)
         return per_rank.sum()
 
     def on_epoch_end(self, net, **kwargs):
@@ -443,3 +698,42 @@ class RankSweepNet(NeuralNet):
             mean = np.average(np.asarray(losses), axis=0, weights=sizes)
             self.history.record("train_loss_per_rank", mean.tolist())
         super().on_epoch_end(net, **kwargs)
+
+
+def warn_if_loss_never_fell(net, what="training"):
+    """A :class:`~sklearn.exceptions.ConvergenceWarning` for ranks whose loss never fell.
+
+    Compares each rank's mean loss over the last epoch with its loss on all the
+    training data before the first optimiser step: a rank that ended no lower
+    than it started learned nothing (``lr`` too small or too large, or a
+    saddle). Needs at least two epochs.
+
+    Parameters
+    ----------
+    net : RankSweepNet
+        A trained net.
+    what : str
+        Named in the message.
+
+    Returns
+    -------
+    ranks : list of int
+        The ranks warned about.
+    """
+    from sklearn.exceptions import ConvergenceWarning
+
+    if len(net.history) < 2 or net.initial_loss_ is None:
+        return []
+    final = net.history[-1, "train_loss_per_rank"]
+    stuck = [(r, a, b) for r, a, b in zip(net.module_.ranks, net.initial_loss_, final)
+             if b >= a]
+    if stuck:
+        detail = "; ".join(f"rank {r}: {a:.4g} -> {b:.4g}" for r, a, b in stuck)
+        warnings.warn(
+            f"the {what} loss never fell below its initial value ({detail}) in "
+            f"{len(net.history)} epochs: nothing was learned. Change lr (too small "
+            "or too large), init_scale or max_epochs.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    return [r for r, _, _ in stuck]

@@ -1,5 +1,6 @@
 """EnergyEffectiveRank: the rank a task needs, read off a spectrum."""
 
+import math
 import warnings
 
 import numpy as np
@@ -7,14 +8,17 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
 from .. import spectral
-from .._validation import check_device, check_real
+from .._validation import check_real
 from ..datasets import attention_mixer
 from .. import operator_fit as fits
 from ._attention_rank import AttentionRankEstimator
 from ._base import (
     SequenceRegressorMixin,
     check_verbose,
+    checked_device,
+    fits_from_scratch,
     is_set,
+    scale_factor,
     validate_sequences,
 )
 
@@ -64,6 +68,21 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         (``mixer_energy_rank_``).
 
       ``predict`` uses the fitted operator.
+
+    Faults and scale: ``method="recovery"`` inherits the student's handling
+    (:class:`~intrinsic_rank.AttentionRankEstimator`: data far from unit size
+    trained in its own units, divergence and interrupts raised, the estimator
+    left unfitted after a failed ``fit``). ``method="data"`` fits ``X`` and
+    ``Y`` whose root mean square lies outside ``[1e-2, 1e2]`` after multiplying
+    each by a power of two (exact) that brings it near 1 (for the softmax fit
+    ``Y`` gets the factor of ``X``: ``Y = softmax(X K X^T) X V`` ties their
+    units), since far from unit size the normal equations underflow (linear
+    attention's at ``X * 1e-80`` gave ``effective_rank_ = 0.0``) or overflow.
+    The rank measures are scale-free; ``matrix_``, ``singular_values_``,
+    ``noise_threshold_`` and ``predict`` are converted back to the units of the
+    data (``fit_`` stays in the fitted units, ``x_scale_`` and ``y_scale_``
+    give the factors). At unit scale nothing is rescaled. A pandas ``X`` keeps
+    its feature names all the way into the student.
 
     Parameters
     ----------
@@ -127,6 +146,9 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         kernel's mixers otherwise; ``None`` where no kernel is identified).
     n_equations_, n_unknowns_ : int
         Size of the least-squares system (``method="data"``).
+    x_scale_, y_scale_ : float
+        ``method="data"``: the powers of two ``X`` and ``Y`` were multiplied by
+        before the fit (``1.0`` at unit scale).
     student_ : AttentionRankEstimator
         The trained student (``method="recovery"``): the fitted clone of
         ``student``. ``matrix_`` is its selected kernel (or operator) and
@@ -231,7 +253,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
                 stacklevel=3,
             )
         if "device" in settings:
-            check_device(settings["device"])
+            checked_device(settings["device"])
         if "verbose" in settings:
             check_verbose(settings["verbose"])
         return settings
@@ -259,6 +281,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
             raise ValueError("value_map contains NaN or infinity")
         return value
 
+    @fits_from_scratch
     def fit(self, X, Y):
         """Estimate the spectrum and ``r*``.
 
@@ -305,13 +328,51 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         if self.attention == "fixed":
             self.mixer_energy_rank_ = self.effective_rank_
         else:
-            mixers = student.realized_mixer(_mixer_sample(np.asarray(X)))
+            # a DataFrame stays one (feature names and all, so the student sees
+            # what it was fitted on); anything else becomes an array, as before
+            sample = X.iloc[::max(1, -(-len(X) // _MIXER_SAMPLE))] if hasattr(X, "iloc") \
+                else _mixer_sample(np.asarray(X))
+            mixers = student.realized_mixer(sample)
             self.mixer_energy_rank_ = float(np.mean(spectral.energy_effective_rank(mixers)))
         return self
 
     # -- data ---------------------------------------------------------------------
+    def _data_scales(self, X, Y):
+        """Powers of two for ``X`` and ``Y`` far from unit size, and the matrix's unit.
+
+        Returns ``(x_scale, y_scale, unit)``: ``unit`` takes the matrix fitted
+        to ``(x_scale X, y_scale Y)`` back to the units of the data (1.0 when
+        nothing is rescaled). The fixed operator's model is linear in ``X``
+        (``unit = x_scale / y_scale``), linear attention's cubic
+        (``x_scale^3 / y_scale``); the softmax model ``Y = softmax(X K X^T) X V``
+        with ``V`` known ties the units of ``Y`` to those of ``X``, so ``Y``
+        gets the factor of ``X`` and ``unit = x_scale^2``.
+        """
+        x_scale = scale_factor(X)
+        y_scale = x_scale if self.attention == "softmax" else scale_factor(Y)
+        if x_scale == 1.0 and y_scale == 1.0:
+            return 1.0, 1.0, 1.0
+        kx, ky = round(math.log2(x_scale)), round(math.log2(y_scale))
+        exponent = {"fixed": kx - ky, "linear": 3 * kx - ky, "softmax": 2 * kx}[self.attention]
+        try:
+            unit = math.ldexp(1.0, exponent)
+        except OverflowError:
+            raise ValueError(
+                f"the fitted matrix in the units of X and Y (root mean squares about "
+                f"2^{-kx} and 2^{-ky}) would be 2^{exponent} times the one fitted at "
+                "unit size, beyond float64's range; rescale X or Y"
+            ) from None
+        return x_scale, y_scale, unit
+
     def _fit_data(self, X, Y):
         value = self._checked_value_map()
+        # far from unit size the normal equations under- or overflow (linear
+        # attention's are of degree 6 in X): fit in units of the data's size
+        x_scale, y_scale, unit = self._data_scales(X, Y)
+        self.x_scale_, self.y_scale_ = x_scale, y_scale
+        X_fit = X if x_scale == 1.0 else X * x_scale
+        Y_fit = Y if y_scale == 1.0 else Y * y_scale
+        X, Y = X_fit, Y_fit
         if self.attention == "fixed":
             fit = fits.fit_fixed_operator(X, Y, value_map=value, ridge=self.ridge)
         elif self.attention == "linear":
@@ -331,6 +392,12 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         s = spectral.singular_values(self.matrix_)
         self._store_spectrum(numerical_rank=int(np.sum(s > self.noise_threshold_)))
         self.mixer_energy_rank_ = self._data_mixer_energy_rank(X, fit)
+        if unit != 1.0:
+            # the measures above are scale-free; the matrix and its spectrum are
+            # reported in the units of the data
+            self.matrix_ = self.matrix_ * unit
+            self.singular_values_ = self.singular_values_ * unit
+            self.noise_threshold_ = self.noise_threshold_ * unit
         return self
 
     def _data_mixer_energy_rank(self, X, fit):
@@ -370,4 +437,14 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         if self.method == "recovery":
             return self.student_.predict(X)
         X = validate_sequences(self, X, reset=False)
-        return fits.predict(self.fit_, X)
+        x_scale, y_scale = getattr(self, "x_scale_", 1.0), getattr(self, "y_scale_", 1.0)
+        Y_pred = fits.predict(self.fit_, X if x_scale == 1.0 else X * x_scale)
+        if y_scale != 1.0:
+            Y_pred = Y_pred / y_scale
+        if not np.all(np.isfinite(Y_pred)):
+            raise ValueError(
+                "the prediction overflows (not finite) for X of largest |X| = "
+                f"{float(np.max(np.abs(X))):.3g}: X is far outside the scale the "
+                "operator was fitted on"
+            )
+        return Y_pred

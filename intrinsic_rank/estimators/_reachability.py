@@ -11,17 +11,20 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
-from skorch import NeuralNet
 from skorch.dataset import unpack_data
 from torch.nn import functional as F
 
 from .. import bounds
-from .._validation import check_device, check_int, check_real, draw_seed
+from .._validation import check_int, check_real, draw_seed
 from ..nn import PromptedLM, as_causal_lm, random_prompt_hidden_states
 from ._base import (
+    InterruptibleNet,
     ProgressBar,
     TrainingDivergedError,
+    TrainingFinished,
     check_verbose,
+    checked_device,
+    fits_from_scratch,
     renamed,
 )
 
@@ -46,7 +49,7 @@ class _ActiveTargets:
             yield {"index": index, "ids": ids}, ids
 
 
-class CrammingNet(NeuralNet):
+class CrammingNet(InterruptibleNet):
     """skorch net that optimises the memory vectors of many targets at once.
 
     Every step (one skorch "epoch") runs all still-active targets through the
@@ -59,7 +62,10 @@ class CrammingNet(NeuralNet):
     (ties broken by lower loss), stops the target at exact match or after
     ``patience`` steps without a better accuracy, and stops training when no
     target is active. A non-finite loss stops training with
-    :class:`~intrinsic_rank.TrainingDivergedError`.
+    :class:`~intrinsic_rank.TrainingDivergedError`; a user's
+    :class:`KeyboardInterrupt` is raised again after skorch's clean-up (skorch
+    would end ``fit`` quietly), while the early stop when no target is left
+    active is a :class:`TrainingFinished`.
 
     Parameters
     ----------
@@ -147,7 +153,7 @@ class CrammingNet(NeuralNet):
         self.history.record("n_active", int(self.active_.sum()))
         super().on_epoch_end(net, **kwargs)
         if not self.active_.any():
-            raise KeyboardInterrupt  # skorch's way to end training early
+            raise TrainingFinished  # skorch's way to end training early
 
 
 def _check_betas(betas):
@@ -182,6 +188,19 @@ class ReachabilityEstimator(BaseEstimator):
     them it computes the count bound ``(1 + 2r/eps)^(d m)`` (as a log) and the
     slope bound ``C = d ln(1 + 2r/eps) / ln|V|`` on the reachable length per
     prompt vector (:mod:`intrinsic_rank.bounds`).
+
+    Faults: a :class:`KeyboardInterrupt` during ``fit`` (Ctrl-C) is raised again
+    once skorch has closed its callbacks, and the estimator is left unfitted,
+    never with a truncated run that looks finished (each ``fit`` starts by
+    removing the attributes of the previous one, and a failed one leaves none).
+    A non-finite loss raises :class:`~intrinsic_rank.TrainingDivergedError`.
+    A finite blow-up needs no rule of its own here: the loss is a cross-entropy
+    of a frozen model whose final normalisation bounds its logits (the default
+    model ends in a LayerNorm, as causal LMs usually do), so it stays bounded
+    whatever the memory vectors do (``lr=1e6`` ends non-finite and
+    ``init_scale=1e6`` at a loss near ``ln|V|``; both are caught or harmless).
+    Token arrays of any memory layout (``X[:, ::-1]``, Fortran order) are
+    copied to a contiguous one.
 
     Parameters
     ----------
@@ -371,7 +390,7 @@ class ReachabilityEstimator(BaseEstimator):
             check_int(settings["chunk_size"], names["chunk_size"], 1)
         check_int(self.n_radius_prompts, "n_radius_prompts", 1)
         check_verbose(self.verbose)
-        return check_device(self.device), settings
+        return checked_device(self.device), settings
 
     def _precision(self, lm):
         if self.precision is None:
@@ -413,9 +432,11 @@ class ReachabilityEstimator(BaseEstimator):
                 f"targets of length {X.shape[1]} with n_memory={self.n_memory} need "
                 f"{needed} positions, but the model's context is {self.context_length_}"
             )
-        return np.asarray(X, dtype=np.int64)
+        # one contiguous copy: torch takes no negative strides (X[:, ::-1])
+        return np.ascontiguousarray(X, dtype=np.int64)
 
     # -- fitting ------------------------------------------------------------------
+    @fits_from_scratch
     def fit(self, X, y=None):
         """Learn prompt vectors for every target and measure the bound's geometry.
 
@@ -439,8 +460,8 @@ class ReachabilityEstimator(BaseEstimator):
         self.seq_len_ = X.shape[1]
         seed = draw_seed(self.random_state)
         self._seed = seed
-        self.net_ = self._cram(lm, X, seed, device)
-        net = self.net_
+        net = self._cram(lm, X, seed, device)
+        self.net_ = net
         self.memory_ = net.best_memory_.cpu().numpy()
         self.token_accuracy_ = net.best_accuracy_.numpy().astype(float)
         self.loss_ = net.best_loss_.numpy().astype(float)
