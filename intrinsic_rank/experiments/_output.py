@@ -111,7 +111,7 @@ def write_json(path, payload, *, mark_nonfinite=False):
     path : str or path-like
         Destination; missing folders are created.
     payload : object
-        JSON-able after :func:`jsonable`'s conversions.
+        JSON-able after ``jsonable``'s conversions.
     mark_nonfinite : bool, default=False
         Also record where the non-finite floats were, under the top-level key
         ``"nonfinite"`` (a list of ``[path, "NaN" | "Infinity" | "-Infinity"]``,
@@ -441,7 +441,7 @@ def format_column(values, floatfmt=None, digits=4):
 def format_table(records, columns=None, floatfmt=None):
     """Render records (a list of dicts) as a fixed-width text table.
 
-    Every column follows :func:`format_column`'s rule: 4 significant digits,
+    Every column follows ``format_column``'s rule: 4 significant digits,
     one style (fixed point or scientific) per column, "–" where a value does
     not apply (``None``, NaN or a missing key).
 
@@ -507,7 +507,7 @@ def markdown_text(text):
 
 
 def markdown_table(records, columns, floatfmt=None):
-    """Records (a list of dicts) as a Markdown table, by :func:`format_column`'s rule.
+    """Records (a list of dicts) as a Markdown table, by ``format_column``'s rule.
 
     Missing cells (``None``, NaN or an absent key) read "–"; lists read
     ``a, b, c``.
