@@ -168,3 +168,67 @@ def test_curves_module_has_no_torch_import():
     source = pathlib.Path(_curves.__file__).read_text()
     assert not re.search(r"^\s*(import|from)\s+torch\b", source, flags=re.MULTILINE)
     assert not re.search(r"^\s*from\s+\.\.?\w*\s+import", source, flags=re.MULTILINE)
+
+
+# -- exponential decay past n50 (issue [9]) ------------------------------------------------
+
+from intrinsic_rank.experiments._curves import fit_tail_decay, fit_tail_decays  # noqa: E402
+
+
+def test_tail_decay_recovers_a_known_rate_exactly():
+    n = np.arange(2, 41, 2)
+    acc = np.minimum(1.0, np.exp(2.0 - 0.3 * n))
+    fit = fit_tail_decay(n, acc, n50=(2.0 + np.log(2)) / 0.3)
+    assert fit["rate"] == pytest.approx(0.3, rel=1e-12)
+    assert fit["intercept"] == pytest.approx(2.0, rel=1e-10)
+    assert fit["rate_se"] == pytest.approx(0.0, abs=1e-12) and fit["r2"] == pytest.approx(1.0)
+    assert fit["method"] == "log-ols" and fit["n_points"] == 16 and fit["n_zero"] == 0
+    # n50 from the logistic fit when not given: the same tail, the same rate
+    assert fit_tail_decay(n, acc)["rate"] == pytest.approx(0.3, rel=1e-9)
+
+
+def test_binomial_tail_decay_is_calibrated_and_keeps_zeros():
+    rng = np.random.default_rng(0)
+    n = np.arange(2, 41, 2.0)
+    z_binomial, z_ols = [], []
+    for _ in range(100):
+        k = rng.binomial(200, np.minimum(1.0, np.exp(3.0 - 0.3 * n)))
+        b = fit_tail_decay(n, k / 200, n50=12.3, n_targets=200)
+        o = fit_tail_decay(n, k / 200, n50=12.3)
+        assert b["method"] == "binomial" and b["n_points"] == o["n_points"] + o["n_zero"]
+        z_binomial.append((b["rate"] - 0.3) / b["rate_se"])
+        z_ols.append((o["rate"] - 0.3) / o["rate_se"])
+    # the binomial fit is unbiased with honest errors; dropping zeros biases OLS low
+    assert abs(np.mean(z_binomial)) < 0.35 and 0.75 < np.std(z_binomial) < 1.25
+    assert np.mean(z_ols) < -1.0
+
+
+def test_tail_decay_without_a_tail():
+    nan = fit_tail_decay([2, 4, 6], [1.0, 0.9, 0.6])  # never falls through 1/2
+    assert np.isnan(nan["rate"]) and np.isnan(nan["n50"]) and nan["method"] is None
+    few = fit_tail_decay([2, 4, 6, 8], [1.0, 0.9, 0.2, 0.0], n50=5.0)
+    assert np.isnan(few["rate"]) and few["n_points"] == 1 and few["n_zero"] == 1
+    zeros = fit_tail_decay([2, 4, 6, 8], [1.0, 0.9, 0.0, 0.0], n50=5.0, n_targets=20)
+    assert zeros["method"] is None and zeros["n_zero"] == 2
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(n50=np.inf), "n50 must be finite or NaN"),
+    (dict(n_targets=0), "n_targets must be an integer >= 1"),
+    (dict(n_targets=2.5), "n_targets must be an integer >= 1"),
+])
+def test_tail_decay_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        fit_tail_decay([2, 4, 6], [1.0, 0.4, 0.1], **kwargs)
+
+
+def test_tail_decays_per_m():
+    records = [dict(n_memory=m, length=n, accessibility=min(1.0, np.exp(0.5 * (3 * m - n))))
+               for m in (3, 1, 2) for n in range(2, 31, 2)]
+    fits = fit_tail_decays(records)
+    assert [f["n_memory"] for f in fits] == [1, 2, 3]
+    assert [f["rate"] for f in fits] == pytest.approx([0.5] * 3, rel=1e-9)
+    given = fit_tail_decays(records, n50=[dict(n_memory=1, n50=4.0), dict(n_memory=2, n50=7.0)])
+    assert given[0]["n50"] == 4.0 and np.isnan(given[2]["rate"])  # m = 3 has no n50
+    one = fit_tail_decays([dict(n_memory=1, length=4, accessibility=0.5)])
+    assert np.isnan(one[0]["rate"])

@@ -89,3 +89,43 @@ def test_bidirectional_model_is_rejected():
 def test_folder_without_a_model(tmp_path):
     with pytest.raises(ValueError, match="no config.json"):
         as_causal_lm(str(tmp_path))
+
+
+def test_decode_and_decoder_cells_through_the_hf_head(gpt2_folder):
+    from intrinsic_rank import bounds
+    from intrinsic_rank._validation import keyed_seed
+    from intrinsic_rank.nn import decoder_cell_proportions, random_prompt_hidden_states
+
+    lm = as_causal_lm(str(gpt2_folder))
+    x = lm.embed(torch.tensor([[1, 2, 3, 4]]))
+    with torch.no_grad():
+        torch.testing.assert_close(lm.decode(lm.final_hidden(x)), lm.logits(x))
+    weight, bias = lm.output_head()
+    assert weight.shape == (VOCAB, 16) and bias is None  # GPT-2's tied, bias-free head
+    states = random_prompt_hidden_states(lm, 2, 4, n_prompts=16, random_state=0)
+    cells = decoder_cell_proportions(lm, states, n_samples=4096, random_state=0)
+    assert cells.vocab_size == VOCAB and cells.argmax.counts.sum() == 4096
+    flat = states.reshape(-1, 16).astype(np.float64)
+    points = bounds.sample_box(flat.min(0), flat.max(0), 4096, keyed_seed(0, 0))
+    real = np.bincount(bounds.argmax_cells(points, weight.detach().double().numpy()),
+                       minlength=VOCAB)
+    assert np.abs(cells.argmax.counts - real).sum() <= 4
+    # and the estimator's refinements run on it
+    X = make_random_targets(2, 3, VOCAB, random_state=1)
+    est = ReachabilityEstimator(model=str(gpt2_folder), max_epochs=3, n_radius_prompts=8,
+                                n_cell_samples=2048, random_state=0).fit(X)
+    assert est.cell_decay_.n_samples == 2048 and len(est.bounds_table_) == 12
+
+
+def test_encoder_has_no_decoder_cells():
+    from intrinsic_rank.nn import HFEncoderAdapter, decoder_cell_proportions
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32)
+    encoder = HFEncoderAdapter(transformers.BertModel(config).eval())
+    assert encoder.has_head is False
+    with pytest.raises(NotImplementedError, match="no next-token head"):
+        encoder.decode(torch.zeros(1, 16))
+    with pytest.raises(ValueError, match=r"\(BertModel\) has no next-token head"):
+        decoder_cell_proportions(encoder, low=np.zeros(16), high=np.ones(16))

@@ -7,6 +7,8 @@ random targets reached, as a function of target length and ``m``, is compared
 with a bound computed from the geometry of the model's final hidden states.
 """
 
+import warnings
+
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
@@ -16,7 +18,12 @@ from torch.nn import functional as F
 
 from .. import bounds
 from .._validation import check_int, check_real, draw_seed
-from ..nn import PromptedLM, as_causal_lm, random_prompt_hidden_states
+from ..nn import (
+    PromptedLM,
+    as_causal_lm,
+    decoder_cell_proportions,
+    random_prompt_hidden_states,
+)
 from ._base import (
     InterruptibleNet,
     ProgressBar,
@@ -166,6 +173,12 @@ def _check_betas(betas):
     return b1, b2
 
 
+BOUND_NAMES = ("ball", "box", "cone", "box + cells")
+"""Rows of ``ReachabilityEstimator.bounds_table_``, per precision convention."""
+
+_PRECISION_CONVENTIONS = ("machine", "paper", "relative")
+_CELL_REGIONS = ("box", "ball")
+
 _RENAMED = {"max_steps": "max_epochs", "init_std": "init_scale", "batch_size": "chunk_size"}
 """Parameters renamed in 0.2 (old name: new name); the old ones go in 0.3."""
 
@@ -188,6 +201,29 @@ class ReachabilityEstimator(BaseEstimator):
     them it computes the count bound ``(1 + 2r/eps)^(d m)`` (as a log) and the
     slope bound ``C = d ln(1 + 2r/eps) / ln|V|`` on the reachable length per
     prompt vector (:mod:`intrinsic_rank.bounds`).
+
+    From the same hidden states it computes seed 004's two refinements
+    (``docs/reachability_bounds.md``, "Cone and cell-volume refinements"):
+
+    * the cone: ``min_cosine_``, the smallest pairwise cosine of the states,
+      gives the half-angle ``theta = arccos(c)`` of a cone about one state that
+      holds them all (the ``"enclosing"`` convention), whose log share
+      ``cone_log_fraction_`` of the ball is added to the per-vector log count
+      (``cone_slope_bound_``);
+    * the decoder cells: ``n_cell_samples`` Monte Carlo points uniform in the
+      box of the states (or the ball, ``cell_region``) are sent to next tokens
+      by the model's head, ``argmax(W h + b)``
+      (:func:`~intrinsic_rank.nn.decoder_cell_proportions`); the proportions
+      ``p_t`` give the decay ``c`` of a random sequence's cell volume
+      (``cell_decay_``, :func:`~intrinsic_rank.bounds.cell_decay`) and the bound
+      ``C_cell = C_box ln|V| / c`` (``cell_slope_bound_``, with the closed form
+      of ``c``). The authors' nearest-row rule runs on the same points:
+      ``rule_disagreement_`` is the share where the two differ.
+
+    ``bounds_table_`` lists the four slope bounds (ball, box, cone, box + cells)
+    under each of the three precision conventions of
+    :func:`~intrinsic_rank.bounds.precision_for` (``machine``, ``paper``,
+    ``relative``); the ``*_slope_bound_`` attributes use ``precision_``.
 
     Faults: a :class:`KeyboardInterrupt` during ``fit`` (Ctrl-C) is raised again
     once skorch has closed its callbacks, and the estimator is left unfitted,
@@ -237,8 +273,16 @@ class ReachabilityEstimator(BaseEstimator):
     n_radius_prompts : int, default=256
         Random prompts (random memory vectors as at initialisation, then random
         tokens, of the fitted length) over which the radius and ranges are measured.
+    n_cell_samples : int, default=131072
+        Monte Carlo points of the decoder-cell estimate (about half a second on
+        a CPU core for the default model, plus about half a second for the
+        decay's bootstrap); 0 turns it off (the cell attributes are then None
+        or NaN). Its standard error falls like ``n_cell_samples**-0.5``.
+    cell_region : {"box", "ball"}, default="box"
+        The region the cells split: the per-coordinate box of the hidden
+        states, or the smallest ball about the origin that holds them.
     random_state : None, int or numpy.random.RandomState, default=None
-        Seeds the memories and the radius prompts. A target's initial memory
+        Seeds the memories, the radius prompts and the cell Monte Carlo. A target's initial memory
         depends only on the seed and the target, so results do not depend on
         which other targets share the batch.
     device : str or torch.device, default="cpu"
@@ -297,6 +341,40 @@ class ReachabilityEstimator(BaseEstimator):
         ``C = d ln(1 + 2r/eps) / ln|V|``: bound on reachable tokens per prompt vector.
     box_slope_bound_ : float
         The box refinement of ``slope_bound_``.
+    min_cosine_ : float
+        Smallest cosine between two of the hidden states, in ``[-1, 1]``.
+    cone_half_angle_ : float
+        ``arccos(min_cosine_)``, radians: a cone of this half-angle about any
+        one state holds them all.
+    cone_log_fraction_ : float
+        Natural log (``<= 0``) of the share of the ball inside that cone.
+    cone_log_bound_ : float
+        The cone refinement of ``log_bound_``, ``m (d ln(1 + 2r/eps) + ln frac)``.
+    cone_slope_bound_ : float
+        The cone refinement of ``slope_bound_``.
+    cell_proportions_ : ndarray of shape (vocab_size,) or None
+        Monte Carlo share ``p_t`` of the region in each token's cell under the
+        real rule ``argmax(W h + b)``; None when ``n_cell_samples=0`` or the
+        model has no usable head (then the cell attributes below are None/NaN,
+        with a warning in the second case).
+    nearest_cell_proportions_ : ndarray of shape (vocab_size,) or None
+        The same under the authors' nearest-unembedding-row rule.
+    rule_disagreement_ : float
+        Share of the Monte Carlo points the two rules send to different tokens.
+    cell_decay_ : dict or None
+        :func:`~intrinsic_rank.bounds.cell_decay` of ``cell_proportions_``:
+        ``closed_form`` and ``fitted`` decay ``c`` (nats per token) with their
+        standard errors ``closed_form_se`` and ``fitted_se``, ``n_empty``
+        (tokens whose estimated cell is empty), ``n_samples`` and more.
+    cell_slope_bound_ : float
+        ``C_cell = box_slope_bound_ ln|V| / c`` with the closed-form ``c``
+        (NaN without cells; inf when a single cell fills the region).
+    bounds_table_ : list of dict
+        One row per bound (``"ball"``, ``"box"``, ``"cone"``, ``"box + cells"``)
+        and precision convention (``"machine"``, ``"paper"``, ``"relative"``):
+        ``bound``, ``precision_convention``, ``precision`` and ``slope_bound``
+        (tokens per prompt vector; NaN where the convention's ``eps`` is not
+        in ``(0, 1)`` or there are no cells).
     width_, vocab_size_, context_length_ : int
         Model width ``d``, vocabulary ``|V|`` and context (None if unbounded).
     seq_len_ : int
@@ -335,6 +413,8 @@ class ReachabilityEstimator(BaseEstimator):
         chunk_size=256,
         precision=None,
         n_radius_prompts=256,
+        n_cell_samples=2**17,
+        cell_region="box",
         random_state=None,
         device="cpu",
         verbose=0,
@@ -353,6 +433,8 @@ class ReachabilityEstimator(BaseEstimator):
         self.chunk_size = chunk_size
         self.precision = precision
         self.n_radius_prompts = n_radius_prompts
+        self.n_cell_samples = n_cell_samples
+        self.cell_region = cell_region
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
@@ -389,6 +471,9 @@ class ReachabilityEstimator(BaseEstimator):
         if settings["chunk_size"] is not None:
             check_int(settings["chunk_size"], names["chunk_size"], 1)
         check_int(self.n_radius_prompts, "n_radius_prompts", 1)
+        check_int(self.n_cell_samples, "n_cell_samples", 0)
+        if not isinstance(self.cell_region, str) or self.cell_region not in _CELL_REGIONS:
+            raise ValueError(f"cell_region must be 'box' or 'ball'; got {self.cell_region!r}")
         check_verbose(self.verbose)
         return checked_device(self.device), settings
 
@@ -548,6 +633,62 @@ class ReachabilityEstimator(BaseEstimator):
         self.box_log_bound_ = float(bounds.box_log_count_bound(self.hidden_widths_, m, self.precision_))
         self.box_slope_bound_ = float(bounds.box_slope_bound(self.hidden_widths_, V, self.precision_))
         self.log_n_sequences_ = float((self.seq_len_ - 1) * np.log(V))
+        self._measure_refinements(lm, states, seed)
+
+    def _measure_refinements(self, lm, states, seed):
+        """The cone, the decoder cells and the bounds table (issue [9])."""
+        d, m, V = self.width_, self.n_memory, self.vocab_size_
+        flat = np.asarray(states, dtype=np.float64).reshape(-1, d)
+        self.min_cosine_ = float(bounds.min_pairwise_cosine(flat))
+        theta = float(bounds.cone_half_angle(self.min_cosine_))
+        self.cone_half_angle_ = theta
+        self.cone_log_fraction_ = float(bounds.cone_log_fraction(theta, d))
+        self.cone_log_bound_ = float(bounds.cone_log_count_bound(
+            d, m, self.radius_, self.precision_, theta))
+        self.cone_slope_bound_ = float(bounds.cone_slope_bound(
+            d, V, self.radius_, self.precision_, theta))
+        self.cell_proportions_ = self.nearest_cell_proportions_ = self.cell_decay_ = None
+        self.rule_disagreement_ = self.cell_slope_bound_ = float("nan")
+        if self.n_cell_samples:
+            try:
+                cells = decoder_cell_proportions(
+                    lm, flat, region=self.cell_region, n_samples=self.n_cell_samples,
+                    random_state=seed, max_bytes=2**27)
+            except ValueError as error:
+                warnings.warn(f"the decoder-cell refinement was skipped: {error}",
+                              UserWarning, stacklevel=5)
+            else:
+                self.cell_proportions_ = cells.proportions
+                self.nearest_cell_proportions_ = cells.nearest.proportions
+                self.rule_disagreement_ = cells.disagreement
+                self.cell_decay_ = bounds.cell_decay(cells, random_state=seed)
+                self.cell_slope_bound_ = self._cell_slope(self.box_slope_bound_)
+        self.bounds_table_ = self._bounds_table(lm, theta)
+
+    def _cell_slope(self, box_slope):
+        if self.cell_decay_ is None:
+            return float("nan")
+        if self.cell_decay_["closed_form"] == 0:
+            return float("inf")  # one cell holds the whole region: no refinement
+        return float(bounds.cell_slope_bound(box_slope, self.vocab_size_, self.cell_decay_))
+
+    def _bounds_table(self, lm, theta):
+        d, V = self.width_, self.vocab_size_
+        rows = []
+        for convention in _PRECISION_CONVENTIONS:
+            try:
+                eps = float(bounds.precision_for(convention, dtype=str(lm.dtype),
+                                                 radius_inf=self.radius_))
+                ball = float(bounds.reachable_slope_bound(d, V, self.radius_, eps))
+                box = float(bounds.box_slope_bound(self.hidden_widths_, V, eps))
+                cone = float(bounds.cone_slope_bound(d, V, self.radius_, eps, theta))
+            except ValueError:  # e.g. "relative" with r >= 2048: eps >= 1
+                eps = ball = box = cone = float("nan")
+            cells = self._cell_slope(box) if np.isfinite(box) else float("nan")
+            for name, slope in zip(BOUND_NAMES, (ball, box, cone, cells)):
+                rows.append(dict(bound=name, precision_convention=convention,
+                                 precision=eps, slope_bound=slope))
+        return rows
 
     # -- prediction ---------------------------------------------------------------
     def _memories_for(self, X):

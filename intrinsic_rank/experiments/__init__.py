@@ -42,7 +42,14 @@ from ._profile import (
     save_profile_csv,
 )
 from ._arguments import parse_ranks
-from ._curves import fit_cliff, fit_logistic_midpoint, fit_n50, fit_slope
+from ._curves import (
+    fit_cliff,
+    fit_logistic_midpoint,
+    fit_n50,
+    fit_slope,
+    fit_tail_decay,
+    fit_tail_decays,
+)
 from ._output import check_output_folder, format_table, lock_folder, save_records, write_json
 from ._parallel import SWEEP_GRID_KEYS, run_parallel, sweep_grid
 from ._registry import EXPERIMENTS, Experiment, register
@@ -59,6 +66,8 @@ def _import_every_module():
 _import_every_module()
 
 __all__ = [
+    "fit_tail_decay",
+    "fit_tail_decays",
     "check_output_folder",
     "lock_folder",
     "fit_rank_law",

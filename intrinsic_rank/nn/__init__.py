@@ -7,13 +7,15 @@ Rooms of this package:
   folder, an instance or an adapter -- and :func:`as_causal_lm` /
   :func:`as_model_adapter` wrap the result for reachability and geometry;
 * causal LMs and adapters (``_causal_lm``, ``_hf``), prompted LMs
-  (``_prompted``) and their training (``_lm_training``);
+  (``_prompted``) and their training (``_lm_training``); the decoder cells of
+  a model's output head, by Monte Carlo on the device (``_decoder_cells``);
 * per-head weights, attention maps and model introspection (``_heads``);
 * the rank-batched students and Min-IP heads (``_students``,
   ``_kernel_attention``, ``_registry``).
 """
 
 from ._causal_lm import CausalLMAdapter, TinyCausalLM, TinyLMAdapter, check_causal
+from ._decoder_cells import check_decoder, decoder_cell_proportions
 from ._heads import (
     QueryKeyHeads,
     attention_maps,
@@ -89,6 +91,8 @@ __all__ = [
     "TinyCausalLM",
     "TinyLMAdapter",
     "check_causal",
+    "check_decoder",
+    "decoder_cell_proportions",
     "load_hf_causal_lm",
     "load_hf_model",
     "load_hf_tokenizer",

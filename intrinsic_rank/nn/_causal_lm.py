@@ -8,6 +8,9 @@ operations, collected in :class:`CausalLMAdapter`:
 * ``final_hidden(inputs_embeds)`` -- the last hidden states, the ones the
   unembedding reads (the "embedding space" partitioned by the decoder in seed 004),
 * ``logits(inputs_embeds)`` -- next-token logits,
+* ``decode(hidden)`` -- the output head alone, ``W h + b``: the decision rule
+  that sends a final hidden state to a next token (``logits(x)`` equals
+  ``decode(final_hidden(x))``); ``output_head()`` returns its ``W`` and ``b``,
 * ``vocab_size``, ``width`` (model dimension ``d``), ``max_length`` (context).
 
 :class:`TinyCausalLM` is the project's own model; :class:`TinyLMAdapter` wraps
@@ -151,13 +154,22 @@ class CausalLMAdapter(nn.Module):
 
     Subclasses set ``vocab_size``, ``width``, ``max_length`` (int or None when
     the model has no fixed context) and implement :meth:`embed`,
-    :meth:`final_hidden` and :meth:`logits`. The wrapped model's parameters are
+    :meth:`final_hidden` and :meth:`logits`; a model with a next-token head
+    also implements :meth:`output_head` (then :meth:`decode` works), and one
+    without sets ``has_head = False``. The wrapped model's parameters are
     frozen (``requires_grad=False``) and it is kept in eval mode.
+
+    Attributes
+    ----------
+    has_head : bool
+        Whether the model has a next-token head (:meth:`decode`); False for
+        :class:`~intrinsic_rank.nn.HFEncoderAdapter`.
     """
 
     vocab_size: int
     width: int
     max_length: int | None
+    has_head = True
 
     def freeze(self):
         """Turn off gradients for every parameter and switch to eval mode."""
@@ -190,9 +202,51 @@ class CausalLMAdapter(nn.Module):
         """Next-token logits ``(B, T, vocab_size)`` of input embeddings."""
         raise NotImplementedError
 
+    def output_head(self):
+        """The output head's weight ``W`` ``(vocab_size, width)`` and bias ``b`` (or None).
+
+        The linear map that :meth:`decode` applies to :meth:`final_hidden`
+        states; nothing of the model runs between the two.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} does not define output_head(): its next-token "
+            "head W h + b is unknown, so decode() and decoder cells are unavailable"
+        )
+
+    def decode(self, hidden):
+        """Next-token logits ``W h + b`` of final hidden states ``(..., width)``.
+
+        The decision rule on the space of :meth:`final_hidden`: the next token
+        is ``argmax(decode(h))``, and ``logits(x) == decode(final_hidden(x))``.
+
+        Parameters
+        ----------
+        hidden : Tensor of shape (..., width)
+
+        Returns
+        -------
+        logits : Tensor of shape (..., vocab_size)
+
+        Examples
+        --------
+        >>> import torch
+        >>> from intrinsic_rank.nn import as_causal_lm
+        >>> lm = as_causal_lm("default")
+        >>> x = lm.embed(torch.tensor([[1, 2, 3]]))
+        >>> torch.equal(lm.decode(lm.final_hidden(x)), lm.logits(x))
+        True
+        """
+        weight, bias = self.output_head()
+        return F.linear(hidden, weight, bias)
+
 
 class TinyLMAdapter(CausalLMAdapter):
     """Adapter for :class:`TinyCausalLM`.
+
+    :meth:`final_hidden` is the output of the model's final LayerNorm (its
+    affine part included), which the bias-free ``unembedding`` reads:
+    :meth:`decode` is ``unembedding.weight @ h``, and the hidden-state region
+    measured for the bounds is the one this rule partitions.
 
     Parameters
     ----------
@@ -217,6 +271,9 @@ class TinyLMAdapter(CausalLMAdapter):
 
     def logits(self, inputs_embeds):
         return self.model.unembedding(self.model.hidden_states(inputs_embeds))
+
+    def output_head(self):
+        return self.model.unembedding.weight, self.model.unembedding.bias
 
 
 def check_causal(adapter, random_state=0):

@@ -96,7 +96,11 @@ class HFCausalLMAdapter(CausalLMAdapter):
 
     The final hidden states are ``hidden_states[-1]`` of the model's output,
     which for GPT-2, Llama, Qwen, Pythia and most decoder-only models is the
-    output of the final norm, i.e. what the LM head reads.
+    output of the final norm, i.e. what the LM head reads. :meth:`decode` is
+    that head, ``get_output_embeddings()``: ``W h + b`` (``b`` None for these
+    models). A monotone map some models apply after the head (Gemma's logit
+    soft-capping, Granite's logit scaling) is not applied: it changes the
+    logits' values, not their argmax, so the decision cells are the same.
 
     Parameters
     ----------
@@ -142,6 +146,23 @@ class HFCausalLMAdapter(CausalLMAdapter):
 
     def logits(self, inputs_embeds):
         return self._run(inputs_embeds, False).logits
+
+    def output_head(self):
+        head = (self.model.get_output_embeddings()
+                if hasattr(self.model, "get_output_embeddings") else None)
+        weight = getattr(head, "weight", None)
+        if not isinstance(weight, torch.Tensor) or tuple(weight.shape) != (
+                self.vocab_size, self.width):
+            raise ValueError(
+                f"the model ({type(self.model).__name__}) has no linear output head of "
+                f"shape ({self.vocab_size}, {self.width}) (get_output_embeddings() gave "
+                f"{type(head).__name__}); decoder cells need the head W h + b"
+            )
+        bias = getattr(head, "bias", None)
+        return weight, bias if isinstance(bias, torch.Tensor) else None
+
+    def decode(self, hidden):
+        return self.model.get_output_embeddings()(hidden)
 
 
 def load_hf_model(path, dtype=None):
@@ -214,7 +235,12 @@ class HFEncoderAdapter(CausalLMAdapter):
     is_causal : bool
         Measured, not read from the config: whether changing the last input
         leaves the earlier final hidden states unchanged.
+    has_head : bool
+        Always False: :meth:`decode` and :meth:`output_head` raise, and so does
+        :func:`~intrinsic_rank.nn.decoder_cell_proportions`.
     """
+
+    has_head = False
 
     def __init__(self, model):
         super().__init__()
@@ -255,3 +281,13 @@ class HFEncoderAdapter(CausalLMAdapter):
             "cramming, accessibility and the slope bound do not apply; only the "
             "hidden-state geometry (radius, box, count bound) does"
         )
+
+    def output_head(self):
+        raise NotImplementedError(
+            f"{type(self.model).__name__} has no next-token head: there is no decision "
+            "rule W h + b, so decoder cells (and the box + cells bound) do not apply; "
+            "the cone and the count bounds do"
+        )
+
+    def decode(self, hidden):
+        self.output_head()
