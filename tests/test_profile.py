@@ -315,7 +315,7 @@ def test_cli_on_the_packaged_model_with_a_text_file(tmp_path, capsys, minilm_pat
     assert "2 inputs (given)" in text and "does not apply: slope bound" in text
     saved = json.load(open(tmp_path / "o" / "profile.json"))
     assert saved["texts"] == ["The first line.", "A second, slightly longer line of text."]
-    assert math.isnan(saved["geometry"]["slope_bound"])
+    assert saved["geometry"]["slope_bound"] is None
 
 
 def test_cli_names_a_missing_packaged_model(tmp_path, capsys, monkeypatch):
@@ -426,3 +426,153 @@ def test_a_decoder_body_folder_is_still_a_causal_lm(tmp_path):
     body.save_pretrained(tmp_path / "body")
     lm = as_causal_lm(tmp_path / "body")
     assert type(lm).__name__ == "HFCausalLMAdapter" and lm.vocab_size == 30
+
+
+# ---------------------------------------------------------------- head scores (issue 11)
+
+from intrinsic_rank.experiments._profile import (  # noqa: E402
+    HEAD_PATTERNS,
+    head_pattern_masks,
+    head_pattern_scores,
+    plot_head_scores,
+)
+
+
+def test_pattern_masks_name_the_literature_positions():
+    tokens = np.array([7, 3, 9, 7, 3, 9])  # a repeated random sequence
+    masks = head_pattern_masks(tokens)
+    assert tuple(masks) == HEAD_PATTERNS
+    assert np.array_equal(np.argwhere(masks["previous_token"]),
+                          [[i, i - 1] for i in range(1, 6)])
+    assert np.array_equal(np.argwhere(masks["duplicate_token"]), [[3, 0], [4, 1], [5, 2]])
+    # induction: the token after the earlier copy (key k + 1 where tokens[k] == tokens[i])
+    assert np.array_equal(np.argwhere(masks["induction"]), [[3, 1], [4, 2], [5, 3]])
+
+
+def test_constructed_maps_score_their_pattern_one_and_uniform_the_closed_form():
+    n = 8
+    tokens = np.tile(np.arange(1, n // 2 + 1), 2)  # 1 2 3 4 1 2 3 4
+    previous = np.eye(n, k=-1)
+    previous[0, 0] = 1.0
+    induction = np.zeros((n, n))
+    for i in range(n):
+        induction[i, i - n // 2 + 1 if i >= n // 2 else 0] = 1.0
+    duplicate = np.zeros((n, n))
+    for i in range(n):
+        duplicate[i, i - n // 2 if i >= n // 2 else 0] = 1.0
+    maps = np.stack([previous, duplicate, induction])  # three "heads"
+    scores = head_pattern_scores(maps, tokens)
+    np.testing.assert_allclose(scores["previous_token"], [1.0, 1 / 7, 1 / 7])
+    np.testing.assert_allclose(scores["duplicate_token"], [0.0, 1.0, 0.0])
+    np.testing.assert_allclose(scores["induction"], [0.0, 0.0, 1.0])
+    # uniform causal attention: query i gives 1 / (i + 1) to each of its i + 1 keys
+    uniform = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
+    scores = head_pattern_scores(uniform, tokens)
+    harmonic = sum(1 / (i + 1) for i in range(1, n))
+    assert scores["previous_token"] == pytest.approx(harmonic / (n - 1))
+    assert scores["duplicate_token"] == pytest.approx(sum(1 / (i + 1) for i in range(4, 8)) / 4)
+    # uniform bidirectional attention scores 1 / n on every pattern
+    flat = head_pattern_scores(np.full((n, n), 1 / n), tokens)
+    assert all(value == pytest.approx(1 / n) for value in flat.values())
+
+
+def test_exclusions_remove_the_first_key_and_the_diagonal():
+    n = 6
+    tokens = np.array([1, 2, 3, 1, 2, 3])
+    # half of every row on the first token (a sink), half on the previous token
+    A = np.zeros((n, n))
+    A[:, 0] = 0.5
+    A[np.arange(1, n), np.arange(n - 1)] += 0.5
+    A[0, 0] = 1.0
+    assert head_pattern_scores(A, tokens)["previous_token"] == pytest.approx(
+        (0.5 * 4 + 1.0) / 5)  # query 1's previous token is the first token
+    # without the sink the head is a pure previous-token head (query 1 drops out)
+    assert head_pattern_scores(A, tokens, exclude_first=True)["previous_token"] == 1.0
+    # a head on itself scores 0 on duplicates; with the diagonal out, a uniform rest
+    self_and_rest = np.tril(np.ones((n, n))) * 0.1 + np.eye(n)
+    self_and_rest /= self_and_rest.sum(1, keepdims=True)
+    assert head_pattern_scores(self_and_rest, tokens)["duplicate_token"] < 0.1
+    # queries 3-5 keep i keys of weight w_i each; one of them is the earlier copy, and the
+    # score pools the mass over queries: sum(w_i) / sum(i w_i)
+    w = {i: 0.1 / (0.1 * (i + 1) + 1.0) for i in (3, 4, 5)}
+    assert head_pattern_scores(self_and_rest, tokens, exclude_diagonal=True)[
+        "duplicate_token"] == pytest.approx(sum(w.values()) / sum(i * w[i] for i in w))
+    # a pattern that names nothing (no repeated token) is NaN, not 0
+    assert math.isnan(head_pattern_scores(A, np.arange(n))["induction"])
+
+
+def test_head_pattern_scores_errors():
+    with pytest.raises(ValueError, match="attention must have shape"):
+        head_pattern_scores(np.ones((3, 4)), [1, 2, 3])
+    with pytest.raises(ValueError, match="tokens must have shape"):
+        head_pattern_scores(np.ones((3, 3)), [1, 2])
+    with pytest.raises(ValueError, match="sink_rate_threshold"):
+        profile_heads("default", n_inputs=1, max_length=8, sink_rate_threshold=1.0)
+
+
+def test_uniform_attention_scores_equal_their_baseline_and_the_closed_form():
+    lm = TinyCausalLM(vocab_size=20, d_model=16, n_layers=2, n_heads=2, max_length=32)
+    with torch.no_grad():
+        for block in lm.blocks:
+            block.qkv.weight[:32].zero_()
+            block.qkv.bias[:32].zero_()
+    n = 10
+    tokens = np.array([[3, 4, 5, 6, 7, 3, 4, 5, 6, 7]])
+    profile = profile_heads(lm, tokens)
+    expected = head_pattern_scores(np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None],
+                                   tokens[0])
+    for rec in profile.records:
+        for name in HEAD_PATTERNS:
+            assert rec[f"{name}_score"] == pytest.approx(float(expected[name]), abs=1e-6)
+            assert rec[f"{name}_score"] == pytest.approx(profile.baselines[f"{name}_score"],
+                                                         abs=1e-6)
+    assert profile.config["pattern_queries"] == dict(previous_token=9, duplicate_token=5,
+                                                     induction=5)
+    # uniform causal attention puts 1 / (i + 1) on the first token: H_10 / 10 = 0.293 on
+    # average over 10 queries, just under the sink rate's 0.3; over 8 queries, 0.340
+    assert profile.summary["sink_rate"] == 0.0
+    assert profile_heads(lm, tokens[:, :8]).summary["sink_rate"] == 1.0
+
+
+def test_default_model_has_no_induction_head():
+    """Measured: the embedded model, trained on induction data, shows recency, not induction.
+
+    On its own training distribution its layer-1 heads attend to the query itself and the
+    previous token (previous-token score ~0.2, 3-4x uniform); no head puts more than
+    0.1 of its attention on the induction positions (uniform: 0.055).
+    """
+    p = profile_heads("default")  # 32 induction sequences of 64 tokens, seed 0
+    s = p.summary
+    assert s["induction_heads"] == 0 and s["max_induction_score"] < 0.1
+    assert p.baselines["induction_score"] == pytest.approx(0.0546, abs=1e-3)
+    layer1 = [r for r in p.records if r["layer"] == 1]
+    assert min(r["previous_token_score"] for r in layer1[1:]) > 3 * p.baselines[
+        "previous_token_score"]
+    assert s["sink_rate"] == 0.0 and s["best_previous_token_head"] == [1, 2]
+
+
+def test_minilm_head_scores(minilm_profile):
+    p = minilm_profile
+    # layer 0, head 2 attends to the previous token (not to itself): a previous-token head
+    assert p.summary["best_previous_token_head"] == [0, 2]
+    assert p.records[2]["previous_token_score"] > 0.99
+    assert p.summary["previous_token_heads"] == 1 and p.summary["induction_heads"] == 0
+    # the [CLS] sink: most heads put more than 0.3 of their attention on the first token
+    assert p.summary["sink_rate"] == pytest.approx(53 / 72)
+    assert p.config["pattern_queries"]["induction"] > 0
+
+
+def test_head_scores_reach_the_csv_table_summary_and_plot(tmp_path, capsys):
+    profile = profile_heads("default", n_inputs=3, max_length=16)
+    header = open(save_profile_csv(profile, tmp_path / "p.csv")).readline()
+    assert all(f"{name}_score" in header for name in HEAD_PATTERNS)
+    fig = plot_head_scores(profile, tmp_path / "s.png")
+    assert len(fig.axes) == 6 and all(ax.get_title() for ax in fig.axes[::2] if ax.images)
+    assert all(bar.get_ylabel() for bar in fig.axes if not bar.images)  # labelled bars
+    assert main(["profile", "default", "--n-inputs", "3", "--max-length", "16",
+                 "--exclude-first", "--no-geometry", "--out", str(tmp_path / "o")]) == 0
+    text = capsys.readouterr().out
+    assert "induction_score" in text and "sink rate" in text and "first token left out" in text
+    saved = json.load(open(tmp_path / "o" / "profile.json"))
+    assert saved["config"]["exclude_first"] and "sink_rate" in saved["summary"]
+    assert "profile_scores.png" in os.listdir(tmp_path / "o")

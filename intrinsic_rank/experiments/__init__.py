@@ -40,6 +40,10 @@ from ._profile import (
     plot_kernel_rank_trajectory,
     profile_heads,
     save_profile_csv,
+    HEAD_PATTERNS,
+    head_pattern_masks,
+    head_pattern_scores,
+    plot_head_scores,
 )
 from ._arguments import parse_ranks
 from ._curves import (
@@ -66,6 +70,10 @@ def _import_every_module():
 _import_every_module()
 
 __all__ = [
+    "HEAD_PATTERNS",
+    "head_pattern_masks",
+    "head_pattern_scores",
+    "plot_head_scores",
     "fit_tail_decay",
     "fit_tail_decays",
     "check_output_folder",

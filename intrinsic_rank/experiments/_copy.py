@@ -486,7 +486,7 @@ def plot_copy_cliff(result, path=None):
     exact = np.array([r["exact_match"] for r in records])
     token = np.array([r["token_accuracy"] for r in records])
     low, high = cfg["train_lengths"]
-    fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(12, 4.4),
+    fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(12, 5.2),
                                       gridspec_kw={"width_ratios": [2.2, 1]})
     ax.axvspan(low, high, color="tab:green", alpha=0.12,
                label=f"training lengths {low}-{high}")
@@ -512,7 +512,8 @@ def plot_copy_cliff(result, path=None):
         f"Copy task: d = {cfg['d_model']}, {cfg['n_layers']} layers, "
         f"{cfg['n_steps']} steps, {cfg['n_eval']} strings per length"
     )
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3, fontsize=8,
+              frameon=False)
     ax.grid(alpha=0.3)
     steps = np.arange(1, len(result.losses) + 1)
     ax_loss.plot(steps, result.losses, color="tab:gray", linewidth=0.6)

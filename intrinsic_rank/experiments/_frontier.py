@@ -156,9 +156,24 @@ _ESTIMATORS = [
     ("recovery_numerical_rank", "recovery student: numerical rank", "x--"),
 ]
 
+# drawing styles of the estimators above: colour, hollow marker, marker size, and a small
+# horizontal offset so that curves on the same values stay visible side by side
+_STYLES = {
+    "numerical_rank": ("C0", True, 6.5, -0.16),
+    "energy_rank": ("C1", False, 4.5, -0.05),
+    "mixer_energy_rank": ("C2", False, 5.0, 0.0),
+    "recovery_energy_rank": ("C3", True, 6.0, 0.08),
+    "recovery_numerical_rank": ("C4", False, 6.0, 0.18),
+}
+
 
 def plot_frontier(result, path=None):
     """Predicted against true ``r*``, one panel per teacher setting.
+
+    Every estimator has its own colour, marker and line style and is drawn a
+    fraction of a rank to the side (at most 0.18), so that estimators that
+    agree stay visible next to each other rather than on top of each other.
+    One legend for all panels sits in its own row under them, off the curves.
 
     Parameters
     ----------
@@ -175,27 +190,35 @@ def plot_frontier(result, path=None):
     teachers = result.config["teachers"]
     columns = min(2, len(teachers))
     rows_of_panels = -(-len(teachers) // columns)
-    fig, axes = plt.subplots(
-        rows_of_panels, columns, figsize=(5.5 * columns, 4.6 * rows_of_panels), squeeze=False
-    )
-    for ax in axes.flat[len(teachers):]:
-        ax.set_visible(False)
+    fig = plt.figure(figsize=(5.5 * columns, 4.6 * rows_of_panels + 0.9))
+    grid = fig.add_gridspec(rows_of_panels + 1, columns,
+                            height_ratios=[1.0] * rows_of_panels + [0.2])
+    axes = [fig.add_subplot(grid[i // columns, i % columns]) for i in range(len(teachers))]
     d = result.config["d"]
-    for ax, label in zip(axes.flat, teachers):
+    handles = {}
+    for ax, label in zip(axes, teachers):
         rows = [rec for rec in result.records if rec["teacher"] == label]
         truth = np.array([rec["r_star"] for rec in rows])
-        ax.plot([0, d + 1], [0, d + 1], color="grey", lw=1, ls=":", label="exact")
+        handles.setdefault("exact", ax.plot([0, d + 1], [0, d + 1], color="grey", lw=1,
+                                            ls=":", label="exact (predicted = true)")[0])
         for key, name, style in _ESTIMATORS:
             values = np.array([rec[key] for rec in rows], dtype=float)
             if np.all(np.isnan(values)):
                 continue
-            ax.plot(truth, values, style, label=name, ms=5)
+            colour, hollow, size, offset = _STYLES[key]
+            line, = ax.plot(truth + offset, values, style, color=colour, ms=size, label=name,
+                            mfc="none" if hollow else colour, mew=1.3, lw=1.3)
+            handles.setdefault(key, line)
         ax.set_title(label)
         ax.set_xlabel("true r*")
         ax.set_ylabel("predicted r*")
         ax.set_xlim(0, d + 1)
-        ax.set_ylim(0, max(d + 1, np.nanmax([[rec[k] for k, _, _ in _ESTIMATORS] for rec in rows]) + 1))
-        ax.legend(fontsize=7, loc="upper left")
+        ax.set_ylim(0, max(d + 1, np.nanmax(np.array(
+            [[rec[k] for k, _, _ in _ESTIMATORS] for rec in rows], dtype=float)) + 1))
+    legend_ax = fig.add_subplot(grid[rows_of_panels, :])
+    legend_ax.axis("off")
+    legend_ax.legend(list(handles.values()), [h.get_label() for h in handles.values()],
+                     loc="center", ncol=3, fontsize=9, frameon=False)
     cfg = result.config
     fig.suptitle(
         f"Predictability frontier: d = {cfg['d']}, L = {cfg['seq_len']}, "

@@ -1,4 +1,4 @@
-"""The interpolation ladder: why static rank fails (SPEC section 2, seeds 000-002).
+"""The interpolation ladder: why static rank fails (The Entropic Bound, seeds 000-002).
 
 Registered as the experiment ``ladder`` (CLI command ``ladder``).
 """
@@ -75,8 +75,11 @@ def interpolation_ladder(
     -------
     result : Bunch
         ``records`` (one dict per rung: ``rung``, ``attention``, ``rank``,
-        ``train_risk``, ``test_risk``, ``excess_risk``, ``excess_over_floor``),
-        ``noise_floor`` and ``config``.
+        ``train_risk``, ``test_risk``, ``excess_risk`` (test risk minus the
+        noise floor) and ``excess_to_floor_ratio`` (that excess divided by the
+        noise floor)), ``noise_floor`` and ``config``. Each record also keeps
+        the ratio under its old name ``excess_over_floor``, deprecated since
+        0.2 and removed in 0.3.
 
     Examples
     --------
@@ -114,6 +117,8 @@ def interpolation_ladder(
             "train_risk": train_risk,
             "test_risk": test_risk,
             "excess_risk": excess,
+            "excess_to_floor_ratio": excess / info.noise_floor,
+            # deprecated since 0.2, removed in 0.3: the ratio's old name
             "excess_over_floor": excess / info.noise_floor,
         })
     config = dict(
@@ -125,7 +130,14 @@ def interpolation_ladder(
 
 
 def plot_ladder(result, path=None):
-    """Bar chart of the test excess risk of each rung, with the noise floor.
+    """Bar chart of the test risk of each rung, with the noise floor it is judged against.
+
+    Each bar is a rung's test risk (MSE, log axis); the dotted line is the
+    noise floor ``sigma^2`` (the risk of the true operator), so a bar that
+    reaches the line is at the floor. A green bar is within 10% of the floor
+    in excess (``excess_to_floor_ratio <= 0.1``), a red one is not; each bar is
+    labelled with its excess risk and that ratio. The legend sits under the
+    axes, off the bars.
 
     Parameters
     ----------
@@ -139,33 +151,54 @@ def plot_ladder(result, path=None):
     figure : matplotlib.figure.Figure
     """
     plt = pyplot()
+    from matplotlib.patches import Patch
+
     records = result.records
-    excess = np.array([rec["excess_risk"] for rec in records])
+    floor = result.noise_floor
+    risk = np.array([rec["test_risk"] for rec in records])
+    ratio = np.array([_ratio(rec) for rec in records])
     labels = [f"{rec['rung']}\n(rank {rec['rank']})" for rec in records]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    colors = ["C2" if e <= result.noise_floor else "C3" for e in excess]
-    bars = ax.bar(labels, np.maximum(excess, 1e-5), color=colors)
+    fig, ax = plt.subplots(figsize=(7.5, 5.0))
+    colors = ["C2" if r <= 0.1 else "C3" for r in ratio]
+    bars = ax.bar(labels, risk, color=colors)
     ax.set_yscale("log")
-    ax.axhline(result.noise_floor, color="grey", ls=":",
-               label=f"noise floor $\\sigma^2$ = {result.noise_floor:.3g}")
-    for bar, value in zip(bars, excess):
-        ax.annotate(f"{value:.3g}", (bar.get_x() + bar.get_width() / 2, max(value, 1e-5)),
-                    ha="center", va="bottom", fontsize=9)
+    ax.set_ylim(min(risk.min(), floor) / 3, risk.max() * 4)
+    ax.axhline(floor, color="k", ls=":", lw=1.2)
+    for bar, rec, r in zip(bars, records, ratio):
+        ax.annotate(f"excess {rec['excess_risk']:.2g}\n= {r:.2g} x floor",
+                    (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
+                    fontsize=8)
     cfg = result.config
-    ax.set_ylabel("test excess risk (MSE, < 1e-5 drawn at 1e-5)")
+    ax.set_ylabel("test risk (MSE, log scale)")
+    ax.set_xlabel("rung of the ladder (student rank)")
     ax.set_title(
         f"Interpolation ladder on a fixed operator (r* = {cfg['r_star']}, d = {cfg['d']}, "
-        f"L = {cfg['seq_len']})\nall rungs at full rank: the failure starts at B1",
+        f"L = {cfg['seq_len']}, seed {cfg['random_state']})\nall rungs at full rank: the "
+        "failure starts at B1",
         fontsize=10,
     )
-    ax.legend(fontsize=8)
+    handles = [plt.Line2D([], [], color="k", ls=":", lw=1.2,
+                          label=f"noise floor $\\sigma^2$ = {floor:.3g} (the true operator's "
+                                "risk)"),
+               Patch(color="C2", label="excess within 0.1 x the floor"),
+               Patch(color="C3", label="excess above 0.1 x the floor")]
+    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+              ncol=2, frameon=False)
     return save_figure(fig, path)
+
+
+def _ratio(record):
+    """A record's excess-to-floor ratio, under its name or its deprecated one."""
+    if "excess_to_floor_ratio" in record:
+        return record["excess_to_floor_ratio"]
+    return record["excess_over_floor"]
 
 
 # -- the experiment: ``ladder`` ---------------------------------------------------------
 
 LADDER_COLUMNS = ["rung", "rank", "train_risk", "test_risk", "excess_risk",
-                  "excess_over_floor"]
+                  "excess_to_floor_ratio"]
 """Columns of the ladder's table (the CLI's and the reproduce report's)."""
 
 
@@ -180,7 +213,8 @@ def _run(settings, *, random_state, progress, device):
 
 def _tables(result):
     return [(f"every rung at full rank, noise floor {number_text(result['noise_floor'])}",
-             result["records"], LADDER_COLUMNS)]
+             [dict(rec, excess_to_floor_ratio=_ratio(rec)) for rec in result["records"]],
+             LADDER_COLUMNS)]
 
 
 def _verdicts(result, floor_ratio=0.1, fail_ratio=20.0):
@@ -188,7 +222,7 @@ def _verdicts(result, floor_ratio=0.1, fail_ratio=20.0):
     rungs = {rec["attention"]: rec for rec in result["records"]}
     verdicts = []
     if "fixed" in rungs:
-        ratio = rungs["fixed"]["excess_over_floor"]
+        ratio = _ratio(rungs["fixed"])
         verdicts.append(Verdict(
             "B0 (a fixed operator A X V) reaches the noise floor",
             f"B0 excess risk {number_text(rungs['fixed']['excess_risk'])} = "
@@ -198,11 +232,11 @@ def _verdicts(result, floor_ratio=0.1, fail_ratio=20.0):
         ))
     conditioned = [rungs[name] for name in ("linear", "softmax", "block") if name in rungs]
     if conditioned:
-        high = [rec for rec in conditioned if rec["excess_over_floor"] >= fail_ratio]
+        high = [rec for rec in conditioned if _ratio(rec) >= fail_ratio]
         verdicts.append(Verdict(
             "B1, B2 and B3 (input-conditioned mixing) keep a large excess risk even at "
             "full kernel rank",
-            ", ".join(f"{rec['rung'].split()[0]} {number_text(rec['excess_over_floor'])}x"
+            ", ".join(f"{rec['rung'].split()[0]} {number_text(_ratio(rec))}x"
                       for rec in conditioned) + " the noise floor",
             grade(len(high), len(conditioned)),
             f"{len(high)} of {len(conditioned)} rungs stay >= {fail_ratio:g}x above the floor",
@@ -211,7 +245,7 @@ def _verdicts(result, floor_ratio=0.1, fail_ratio=20.0):
     if "linear" in rungs and later:
         b1 = rungs["linear"]["excess_risk"]
         worst = max(rec["excess_risk"] for rec in later)
-        fails = rungs["linear"]["excess_over_floor"] >= fail_ratio
+        fails = _ratio(rungs["linear"]) >= fail_ratio
         share = b1 / worst if worst > 0 else math.inf
         verdicts.append(Verdict(
             "the failure starts at B1: it is caused by input-conditioned mixing, not by "

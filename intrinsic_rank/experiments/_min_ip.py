@@ -566,10 +566,11 @@ def plot_min_ip(phase, ood=None, path=None):
     """Exact-sequence error against feature rank (log2 axis), in-sample and OOD.
 
     Left panel: :func:`min_ip_phase_transition`, one line per length (mean over
-    seeds, with the min-max band), the dense references as horizontal dashed
-    lines and the threshold as a dotted line. Right panel (with ``ood``): test
-    error on the disjoint pool per setting of :func:`min_ip_ood_scaling`, dense
-    references dashed.
+    seeds, with the shaded band from the best to the worst seed), the dense
+    references as horizontal dashed lines and the threshold as a dotted line.
+    Right panel (with ``ood``): test error on the disjoint pool per setting of
+    :func:`min_ip_ood_scaling`, with the same band, dense references dashed.
+    The legends, bands included, sit under the panels, off the curves.
 
     Parameters
     ----------
@@ -588,7 +589,7 @@ def plot_min_ip(phase, ood=None, path=None):
     panels = [p for p in (phase, ood) if p is not None]
     if not panels:
         raise ValueError("give at least one of phase and ood")
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.6), squeeze=False)
     axes = list(axes.flat)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
@@ -612,7 +613,8 @@ def plot_min_ip(phase, ood=None, path=None):
             ax.plot(r, [row["error_mean"] for row in rows], "o-", color=colour,
                     label=f"kernel, length {length} (mean)")
             ax.fill_between(r, [row["error_min"] for row in rows],
-                            [row["error_max"] for row in rows], color=colour, alpha=0.2)
+                            [row["error_max"] for row in rows], color=colour, alpha=0.2,
+                            label=f"kernel, length {length}: best to worst seed")
             dense_rows = [row for row in phase.summary
                           if row["length"] == length and row["model"] == "dense"]
             if dense_rows:
@@ -623,7 +625,7 @@ def plot_min_ip(phase, ood=None, path=None):
             f"In-sample: {cfg['n_codewords']} codewords, {cfg['n_bits']} bits, gap >= "
             f"{cfg['min_gap']}, {cfg['n_seeds']} seeds", fontsize=9,
         )
-        ax.legend(fontsize=7)
+        _legend_below(ax)
     if ood is not None:
         ax = axes.pop(0)
         cfg = ood.config
@@ -637,7 +639,8 @@ def plot_min_ip(phase, ood=None, path=None):
             ax.plot(r, [row["test_error_mean"] for row in kernel], "o-", color=colour,
                     label=f"kernel, {label}")
             ax.fill_between(r, [row["test_error_min"] for row in kernel],
-                            [row["test_error_max"] for row in kernel], color=colour, alpha=0.15)
+                            [row["test_error_max"] for row in kernel], color=colour, alpha=0.15,
+                            label=f"kernel, {label}: best to worst seed")
             for row in rows:
                 if row["model"] == "dense":
                     ax.axhline(row["test_error_mean"], color=colour, ls="--", lw=1,
@@ -645,8 +648,15 @@ def plot_min_ip(phase, ood=None, path=None):
         ticks(ax, cfg["ranks"], cfg["threshold"])
         ax.set_title(f"Out of distribution: test on a disjoint pool, {cfg['n_seeds']} seed(s)",
                      fontsize=9)
-        ax.legend(fontsize=7)
+        _legend_below(ax)
+    fig.suptitle("Min-IP phase transition: exact-sequence error of rank-r kernel attention "
+                 "against dense softmax attention", fontsize=10)
     return save_figure(fig, path)
+
+
+def _legend_below(ax):
+    ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2,
+              frameon=False)
 
 
 # -- the experiment: ``min-ip`` (the same name as piece and command) -------------------

@@ -3,10 +3,13 @@
 For every layer and head of a pretrained model this measures the static
 query-key kernel ``W_Q W_K^T`` (its spectrum and rank measures), the realised
 attention matrices on a batch of inputs (their energy rank, averaged over
-inputs) and two diagnostics of the task-independent structure that the paper
+inputs), two diagnostics of the task-independent structure that the paper
 says dominates real mixers: attention sinks (mass on the first token, or on
-any single key) and locality (mass on a band around the diagonal). A uniform
-attention baseline on the same inputs says what "a lot" means.
+any single key) and locality (mass on a band around the diagonal), and the
+head scores of the interpretability literature: previous-token,
+duplicate-token and induction scores (the share of a head's attention on the
+positions a pattern names) and the sink rate. A uniform attention baseline on
+the same inputs says what "a lot" means.
 
 Registered as the experiment ``profile`` (the same name as piece and command):
 the command profiles one model and its reachability geometry, the reproduce
@@ -42,11 +45,15 @@ from ._reach import reachability_geometry
 from ._registry import Experiment, Verdict, grade, is_finite, number_text, register, save_plot
 
 __all__ = [
+    "HEAD_PATTERNS",
     "PROFILE_COLUMNS",
     "PROFILE_SUMMARY_COLUMNS",
     "TRAJECTORY_COLUMNS",
+    "head_pattern_masks",
+    "head_pattern_scores",
     "kernel_rank_trajectory",
     "plot_head_profile",
+    "plot_head_scores",
     "plot_kernel_rank_trajectory",
     "profile_heads",
     "save_profile_csv",
@@ -56,7 +63,11 @@ __all__ = [
 PROFILE_COLUMNS = [
     "layer", "head", "d_head", "kernel_energy_rank", "kernel_numerical_rank",
     "attn_energy_rank", "sink_mass", "max_key_mass", "band_mass", "entropy",
+    "previous_token_score", "duplicate_token_score", "induction_score",
 ]
+
+HEAD_PATTERNS = ("previous_token", "duplicate_token", "induction")
+"""The attention patterns scored per head; record column ``<pattern>_score``."""
 
 _KERNEL_MEASURES = {
     "numerical_rank": "kernel_numerical_rank",
@@ -164,6 +175,139 @@ def _uniform_maps(n, causal):
     return (U / U.sum(1, keepdims=True))[None, None].astype(np.float32)
 
 
+def head_pattern_masks(tokens):
+    """The key positions each attention pattern names, for one sequence of token ids.
+
+    For query ``i`` (rows) and key ``j`` (columns), the three patterns of the
+    interpretability literature (TransformerLens's ``detect_head``):
+
+    * ``previous_token``: ``j = i - 1``;
+    * ``duplicate_token``: ``j < i`` with ``tokens[j] == tokens[i]`` (an earlier
+      copy of the current token);
+    * ``induction``: ``j = k + 1`` for every ``k < i`` with
+      ``tokens[k] == tokens[i]`` (the token that followed an earlier copy of the
+      current token; ``j <= i``).
+
+    Parameters
+    ----------
+    tokens : array-like of int, shape (n,)
+        One sequence's token ids (padding removed).
+
+    Returns
+    -------
+    masks : dict
+        ``{pattern: bool ndarray of shape (n, n)}`` for each pattern of
+        :data:`HEAD_PATTERNS`.
+
+    Examples
+    --------
+    >>> masks = head_pattern_masks([5, 7, 5, 7])
+    >>> masks["duplicate_token"].nonzero()
+    (array([2, 3]), array([0, 1]))
+    >>> masks["induction"].nonzero()
+    (array([2, 3]), array([1, 2]))
+    """
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 1 or len(tokens) == 0:
+        raise ValueError(f"tokens must be a non-empty 1-D sequence of ids; got shape "
+                         f"{tokens.shape}")
+    n = len(tokens)
+    duplicate = np.tril(tokens[:, None] == tokens[None, :], -1)
+    induction = np.zeros((n, n), dtype=bool)
+    induction[:, 1:] = duplicate[:, :-1]
+    return {"previous_token": np.eye(n, k=-1, dtype=bool), "duplicate_token": duplicate,
+            "induction": induction}
+
+
+def _pattern_sums(A, tokens, exclude_first, exclude_diagonal):
+    """Per pattern: attention on its positions and in its defined queries, and their count.
+
+    ``A`` has shape ``(..., n, n)``. The first key and the diagonal, when
+    excluded, are removed from the attention and from the pattern; a query
+    counts where the pattern still names a position.
+    """
+    n = A.shape[-1]
+    keep = np.ones((n, n), dtype=bool)
+    if exclude_first:
+        keep[:, 0] = False
+    if exclude_diagonal:
+        keep[np.diag_indices(n)] = False
+    A = np.where(keep, np.asarray(A, dtype=np.float64), 0.0)
+    sums = {}
+    for name, mask in head_pattern_masks(tokens).items():
+        mask = mask & keep
+        rows = mask.any(axis=1)
+        on_pattern = (A * mask).sum(-1)[..., rows].sum(-1)
+        total = A.sum(-1)[..., rows].sum(-1)
+        sums[name] = (on_pattern, total, int(rows.sum()))
+    return sums
+
+
+def _ratio(on_pattern, total):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total > 0, on_pattern / np.where(total > 0, total, 1.0), np.nan)
+
+
+def head_pattern_scores(attention, tokens, *, exclude_first=False, exclude_diagonal=False):
+    """Previous-token, duplicate-token and induction scores of attention maps.
+
+    The attention-pattern *match* score of the interpretability literature
+    (TransformerLens's ``detect_head`` with its ``"mul"`` measure): the share
+    of a head's attention that falls on the positions a pattern names
+    (:func:`head_pattern_masks`), taken over the queries for which the pattern
+    names at least one position. With no exclusion each attention row sums to
+    one, so the score is the mean over those queries of the mass on the
+    pattern's positions. ``exclude_first`` and ``exclude_diagonal`` remove the
+    first key and the query's own position from both the attention and the
+    pattern first, so that a sink or self-attention does not count against a
+    head (the score then is a share of the remaining attention).
+
+    Parameters
+    ----------
+    attention : array-like of shape (..., n, n)
+        Attention probabilities, queries on the rows (for instance one input's
+        maps of shape ``(n_layers, n_heads, n, n)``).
+    tokens : array-like of int, shape (n,)
+        The input's token ids.
+    exclude_first : bool, default=False
+        Leave out the first key (an attention sink, ``[CLS]`` or ``<bos>``).
+    exclude_diagonal : bool, default=False
+        Leave out each query's own position.
+
+    Returns
+    -------
+    scores : dict
+        ``{pattern: ndarray of shape attention.shape[:-2]}`` for each pattern of
+        :data:`HEAD_PATTERNS`, in ``[0, 1]``; NaN where the pattern names no
+        position (no repeated token, for the duplicate and induction patterns).
+
+    Examples
+    --------
+    A head that attends to the previous token scores 1 on that pattern:
+
+    >>> A = np.eye(5, k=-1)
+    >>> A[0, 0] = 1.0
+    >>> scores = head_pattern_scores(A, [3, 1, 4, 1, 5])
+    >>> float(scores["previous_token"]), float(scores["duplicate_token"])
+    (1.0, 0.0)
+
+    Uniform causal attention over ``i + 1`` keys gives ``1 / (i + 1)`` to each:
+
+    >>> U = np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]
+    >>> round(float(head_pattern_scores(U, [1, 2, 3, 4])["previous_token"]), 4)
+    0.3611
+    """
+    attention = np.asarray(attention, dtype=np.float64)
+    if attention.ndim < 2 or attention.shape[-1] != attention.shape[-2]:
+        raise ValueError(f"attention must have shape (..., n, n); got {attention.shape}")
+    tokens = np.asarray(tokens)
+    if tokens.shape != attention.shape[-1:]:
+        raise ValueError(f"tokens must have shape ({attention.shape[-1]},), one id per "
+                         f"position of attention; got {tokens.shape}")
+    sums = _pattern_sums(attention, tokens, bool(exclude_first), bool(exclude_diagonal))
+    return {name: _ratio(on, total) for name, (on, total, _) in sums.items()}
+
+
 def _kernel_cores(heads):
     """``(L, H, d_head, d_head)`` cores with the singular values of ``s W_Q^h W_K^hT``."""
     cores = []
@@ -177,8 +321,8 @@ def _kernel_cores(heads):
 
 
 def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, max_length=64,
-                  band=1, q=0.99, threshold=0.5, batch_size=8, random_state=0,
-                  device="cpu"):
+                  band=1, q=0.99, threshold=0.5, exclude_first=False, exclude_diagonal=False,
+                  sink_rate_threshold=0.3, batch_size=8, random_state=0, device="cpu"):
     """Per-layer, per-head rank profile of a (pretrained) attention model.
 
     For each head ``h`` of each layer it reports
@@ -194,7 +338,14 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
       ``sink_mass`` (mass on the first token), ``max_key_mass`` (mass on the
       single key that receives the most, wherever it is, e.g. ``[SEP]``),
       ``band_mass`` (mass on keys within ``band`` positions of the query) and
-      ``entropy`` (of each query's attention row, in nats).
+      ``entropy`` (of each query's attention row, in nats);
+    * the head scores of the interpretability literature, pooled over the
+      inputs (:func:`head_pattern_scores`): ``previous_token_score``,
+      ``duplicate_token_score`` and ``induction_score``, the share of the
+      head's attention on the positions the pattern names, over the queries
+      where it names one (NaN where no input repeats a token). On induction
+      sequences (the default inputs of the project's models) every repeated
+      segment defines them; on texts, the tokens that recur in the text do.
 
     Parameters
     ----------
@@ -224,8 +375,17 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     q : float, default=0.99
         Energy fraction of ``kernel_energy_threshold_rank``.
     threshold : float, default=0.5
-        A head counts as a sink head (``sink_mass``) or a local head
-        (``band_mass``) in the summary when that mass exceeds ``threshold``.
+        A head counts as a sink head (``sink_mass``), a local head
+        (``band_mass``) or a previous-token, duplicate-token or induction head
+        in the summary when that mass or score exceeds ``threshold``.
+    exclude_first, exclude_diagonal : bool, default=False
+        Leave the first key, or each query's own position, out of the head
+        scores (attention and pattern alike), as TransformerLens's
+        ``exclude_bos`` and ``exclude_current_token`` do.
+    sink_rate_threshold : float, default=0.3
+        The summary's ``sink_rate`` is the share of heads whose mean attention
+        to the first token (``sink_mass``) exceeds it (0.3 in the attention-sink
+        literature).
     batch_size : int, default=8
         Inputs per forward pass, at most; fewer when one batch's attention maps
         would take more than 256 MiB (long inputs on large models).
@@ -242,10 +402,13 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
         :data:`PROFILE_COLUMNS` and the other rank measures and spreads),
         ``kernel_spectra`` (``(n_layers, n_heads, d_head)``), ``baselines``
         (the same diagnostics for uniform attention over the visible keys on
-        the same inputs), ``summary`` (sink and local head counts, the Spearman
+        the same inputs, head scores included), ``summary`` (sink, local,
+        previous-token, duplicate-token and induction head counts, the best
+        score of each pattern and its head, the sink rate, the Spearman
         correlation of static-kernel and realised-attention energy ranks across
         heads), ``config`` (model, family, sizes, whether it is causal or
-        rotary, the inputs) and ``seconds``.
+        rotary, the inputs, the score options and ``pattern_queries``: how many
+        queries define each pattern) and ``seconds``.
 
     Examples
     --------
@@ -254,6 +417,12 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     (8, 2, 4)
     >>> bool(profile.config["causal"])
     True
+    >>> record = profile.records[5]  # layer 1, head 1
+    >>> uniform = profile.baselines["previous_token_score"]
+    >>> round(record["previous_token_score"], 2), round(uniform, 2)
+    (0.24, 0.16)
+    >>> profile.summary["sink_rate"], profile.summary["induction_heads"]
+    (0.5, 0)
     """
     start = time.perf_counter()
     n_inputs = check_int(n_inputs, "n_inputs")
@@ -264,6 +433,10 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
         raise ValueError(f"threshold must lie in (0, 1); got {threshold!r}")
     if not 0 < float(q) <= 1:
         raise ValueError(f"q must satisfy 0 < q <= 1; got {q!r}")
+    if not 0 < float(sink_rate_threshold) < 1:
+        raise ValueError(f"sink_rate_threshold must lie in (0, 1); got "
+                         f"{sink_rate_threshold!r}")
+    exclude_first, exclude_diagonal = bool(exclude_first), bool(exclude_diagonal)
     device = check_device(device)
     module, folder_tokenizer, label = load_model(model)
     unwrap_model(module)[0].to(device)
@@ -292,7 +465,8 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
               for measure, column in _KERNEL_MEASURES.items()}
 
     per_input = {key: [] for key in _DIAGNOSTICS}
-    causal, lengths = True, []
+    pattern_sums = {name: [0.0, 0.0, 0] for name in HEAD_PATTERNS}
+    causal, lengths, sequences = True, [], []
     # a batch's maps take n_layers * n_heads * T^2 floats per input: keep them
     # under _MAP_BUDGET bytes so long inputs on big models do not exhaust memory
     per_input_bytes = 4 * n_layers * n_heads * ids.shape[1] ** 2
@@ -300,12 +474,16 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     for begin in range(0, len(ids), batch_size):
         maps = attention_maps(module, ids[begin:begin + batch_size],
                               mask[begin:begin + batch_size])
-        for A, valid in zip(maps, mask[begin:begin + batch_size]):
-            A = A[:, :, valid][:, :, :, valid]
+        for A, tokens, valid in zip(maps, ids[begin:begin + batch_size],
+                                    mask[begin:begin + batch_size]):
+            A, tokens = A[:, :, valid][:, :, :, valid], tokens[valid]
             causal = causal and _is_causal(A)  # one-token inputs cannot tell
             lengths.append(A.shape[-1])
+            sequences.append(tokens)
             for key, value in _map_diagnostics(A, band).items():
                 per_input[key].append(value)
+            _add_pattern_sums(pattern_sums, _pattern_sums(A, tokens, exclude_first,
+                                                          exclude_diagonal))
     if max(lengths) < 2:
         raise ValueError("every input has a single token: attention maps of one token say "
                          "nothing; give inputs of at least two tokens")
@@ -316,6 +494,12 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
             at_length[n] = _map_diagnostics(_uniform_maps(n, causal), band)
         for key, value in at_length[n].items():
             uniform[key].append(value)
+    uniform_sums = {name: [0.0, 0.0, 0] for name in HEAD_PATTERNS}
+    for tokens in sequences:  # the head scores of uniform attention on the same tokens
+        _add_pattern_sums(uniform_sums, _pattern_sums(
+            _uniform_maps(len(tokens), causal), tokens, exclude_first, exclude_diagonal))
+    scores = {name: _ratio(np.asarray(on), np.asarray(total))
+              for name, (on, total, _) in pattern_sums.items()}
     stacked = {key: np.stack(values) for key, values in per_input.items()}  # (n, L, H)
     means = {key: value.mean(0) for key, value in stacked.items()}
 
@@ -331,10 +515,16 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
             for key in _DIAGNOSTICS:
                 rec[key] = float(means[key][layer, head])
             rec["attn_energy_rank_std"] = float(stacked["attn_energy_rank"][:, layer, head].std())
+            for name in HEAD_PATTERNS:
+                rec[f"{name}_score"] = float(np.broadcast_to(scores[name],
+                                                             (n_layers, n_heads))[layer, head])
             records.append(rec)
 
     baselines = {key: float(np.mean(values)) for key, values in uniform.items()}
-    summary = _summarize(records, threshold, baselines)
+    for name, (on, total, _) in uniform_sums.items():
+        baselines[f"{name}_score"] = float(_ratio(np.asarray(on).ravel()[:1],
+                                                  np.asarray(total).ravel()[:1])[0])
+    summary = _summarize(records, threshold, baselines, sink_rate_threshold)
     rotary = any(getattr(layer, "rotary", False) for layer in heads)
     qk_norm = any(getattr(layer, "qk_norm", False) for layer in heads)
     config = dict(model=label, family=family, n_layers=int(n_layers), n_heads=int(n_heads),
@@ -343,13 +533,25 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
                   dtype=str(dtype).replace("torch.", ""), inputs=source,
                   n_inputs=int(len(ids)), mean_length=float(np.mean(lengths)),
                   min_length=int(min(lengths)), max_length=int(max(lengths)), band=band,
-                  q=float(q), threshold=float(threshold), random_state=random_state)
+                  q=float(q), threshold=float(threshold), exclude_first=exclude_first,
+                  exclude_diagonal=exclude_diagonal,
+                  sink_rate_threshold=float(sink_rate_threshold),
+                  pattern_queries={name: int(count) for name, (_, _, count)
+                                   in pattern_sums.items()},
+                  random_state=random_state)
     return Bunch(records=records, kernel_spectra=spectra, baselines=baselines,
                  summary=summary, config=config, texts=texts,
                  seconds=time.perf_counter() - start)
 
 
-def _summarize(records, threshold, baselines):
+def _add_pattern_sums(totals, sums):
+    for name, (on_pattern, total, count) in sums.items():
+        totals[name][0] = totals[name][0] + on_pattern
+        totals[name][1] = totals[name][1] + total
+        totals[name][2] += count
+
+
+def _summarize(records, threshold, baselines, sink_rate_threshold=0.3):
     kernel = np.array([r["kernel_energy_rank"] for r in records])
     realised = np.array([r["attn_energy_rank"] for r in records])
     if len(records) > 2 and np.ptp(kernel) > 0 and np.ptp(realised) > 0:
@@ -367,7 +569,24 @@ def _summarize(records, threshold, baselines):
         attn_energy_rank_median=float(np.median(realised)),
         uniform_attn_energy_rank=baselines["attn_energy_rank"],
         spearman_kernel_vs_attn=rho,
+        sink_rate=float(np.mean([r["sink_mass"] > sink_rate_threshold for r in records])),
+        **_score_summary(records, threshold),
     )
+
+
+def _score_summary(records, threshold):
+    """Per pattern: heads above ``threshold``, the best score and its (layer, head)."""
+    summary = {}
+    for name in HEAD_PATTERNS:
+        values = np.array([r[f"{name}_score"] for r in records], dtype=float)
+        summary[f"{name}_heads"] = int(np.sum(values > threshold))
+        if np.all(np.isnan(values)):
+            summary[f"max_{name}_score"], summary[f"best_{name}_head"] = float("nan"), None
+        else:
+            best = records[int(np.nanargmax(values))]
+            summary[f"max_{name}_score"] = float(np.nanmax(values))
+            summary[f"best_{name}_head"] = [best["layer"], best["head"]]
+    return summary
 
 
 def save_profile_csv(profile, path):
@@ -393,13 +612,68 @@ def save_profile_csv(profile, path):
 
 
 _PANELS = [
-    ("kernel_energy_rank", "static QK kernel: energy rank", "viridis"),
-    ("attn_energy_rank", "realised attention: energy rank", "viridis"),
-    ("entropy", "attention entropy (nats)", "viridis"),
-    ("sink_mass", "sink: mass on the first token", "magma"),
-    ("max_key_mass", "mass on the most-attended key", "magma"),
-    ("band_mass", "locality: mass within the band", "magma"),
+    ("kernel_energy_rank", "static QK kernel: energy rank", "viridis", "energy effective rank"),
+    ("attn_energy_rank", "realised attention: energy rank", "viridis", "energy effective rank"),
+    ("entropy", "attention entropy", "viridis", "entropy per query (nats)"),
+    ("sink_mass", "sink: mass on the first token", "magma", "share of attention"),
+    ("max_key_mass", "mass on the most-attended key", "magma", "share of attention"),
+    ("band_mass", "locality: mass within the band", "magma", "share of attention"),
 ]
+
+_SCORE_PANELS = [
+    ("previous_token_score", "previous-token score", "key i - 1"),
+    ("duplicate_token_score", "duplicate-token score", "earlier copies of the token"),
+    ("induction_score", "induction score", "tokens after earlier copies"),
+]
+
+#: heads above which the heat maps carry no numbers (they would not be readable)
+_ANNOTATE_MAX = 200
+
+
+def _heat_map_layout(plt, n_panels, L, H, wide_columns=2):
+    """A figure of ``n_panels`` heat maps sized so that every cell can hold a number.
+
+    Three maps a row for up to six heads, ``wide_columns`` for more.
+    """
+    columns = min(n_panels, 3 if H <= 6 else wide_columns)
+    rows = -(-n_panels // columns)
+    cell_w, cell_h = (0.8 if H <= 6 else 0.55), 0.45
+    width = min(24.0, columns * (1.9 + cell_w * H))
+    height = min(18.0, 0.5 + rows * (1.4 + cell_h * max(L, 3)))
+    fig, axes = plt.subplots(rows, columns, figsize=(width, height), squeeze=False)
+    for ax in axes.ravel()[n_panels:]:
+        ax.set_visible(False)
+    return fig, list(axes.ravel()[:n_panels])
+
+
+def _heat_map(fig, ax, grid, *, cmap, vmin, vmax, label, digits, annotate):
+    """One layer x head heat map with a labelled colour bar and, if asked, its numbers."""
+    L, H = grid.shape
+    image = ax.imshow(grid, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.03)
+    bar.set_label(label, fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_xticks(range(H))
+    ax.set_yticks(range(L))
+    ax.tick_params(labelsize=7)
+    if annotate:
+        middle = (vmin + vmax) / 2  # viridis and magma run from dark to light
+        for (i, j), value in np.ndenumerate(grid):
+            if not np.isfinite(value):
+                text, colour = "–", "black"
+            else:
+                text = f"{value:.{digits}f}"
+                colour = "white" if value < middle else "black"
+            ax.text(j, i, text, ha="center", va="center", fontsize=8, color=colour)
+
+
+def _profile_title(cfg, what):
+    kind = "causal" if cfg["causal"] else "bidirectional"
+    return (f"{what} of {cfg['model']} ({cfg['family']}, {kind}, {cfg['n_layers']} layers x "
+            f"{cfg['n_heads']} heads, d = {cfg['d_model']}) on {cfg['n_inputs']} inputs "
+            f"({cfg['inputs']})")
 
 
 def plot_head_profile(profile, path=None):
@@ -407,8 +681,10 @@ def plot_head_profile(profile, path=None):
 
     Six panels: static-kernel energy rank (out of ``d_head``), realised
     attention energy rank (out of the input length), attention entropy, and
-    the sink, most-attended-key and band masses (0 to 1). Each panel's title
-    gives the uniform-attention baseline where one applies.
+    the sink, most-attended-key and band masses (0 to 1), each with a labelled
+    colour bar. Each panel's title gives the uniform-attention baseline where
+    one applies. Cells carry their value (one decimal for ranks and entropy,
+    two for masses) up to 200 heads; larger models get the colours only.
 
     Parameters
     ----------
@@ -424,14 +700,10 @@ def plot_head_profile(profile, path=None):
     plt = pyplot()
     cfg = profile.config
     L, H = cfg["n_layers"], cfg["n_heads"]
-    grids = {key: np.array([r[key] for r in profile.records]).reshape(L, H)
-             for key, _, _ in _PANELS}
-    width = min(22.0, 3.0 + 3 * max(2.2, 0.42 * H))
-    height = min(16.0, 1.6 + 2 * max(1.6, 0.42 * L))
-    fig, axes = plt.subplots(2, 3, figsize=(width, height))
-    annotate = L * H <= 160
-    for ax, (key, title, cmap) in zip(axes.ravel(), _PANELS):
-        grid = grids[key]
+    fig, axes = _heat_map_layout(plt, len(_PANELS), L, H)
+    annotate = L * H <= _ANNOTATE_MAX
+    for ax, (key, title, cmap, label) in zip(axes, _PANELS):
+        grid = np.array([r[key] for r in profile.records], dtype=float).reshape(L, H)
         if key.endswith("_mass"):
             vmin, vmax = 0.0, 1.0
         elif key == "kernel_energy_rank":
@@ -440,34 +712,68 @@ def plot_head_profile(profile, path=None):
             vmin, vmax = 1.0, max(1.0 + 1e-9, float(np.nanmax(grid)))
         else:
             vmin, vmax = float(np.nanmin(grid)), float(np.nanmax(grid)) + 1e-9
-        image = ax.imshow(grid, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.03)
+        _heat_map(fig, ax, grid, cmap=cmap, vmin=vmin, vmax=vmax, label=label,
+                  digits=2 if key.endswith("_mass") else 1, annotate=annotate)
         base = profile.baselines.get(key)
         if key == "kernel_energy_rank":
-            detail = f" (of d_head = {cfg['d_head']})"
+            detail = f"\n(of d_head = {cfg['d_head']})"
         elif key == "attn_energy_rank":
             detail = f"\n(mean length {cfg['mean_length']:.1f}; uniform {base:.2f})"
+        elif key == "band_mass":
+            detail = f" +/-{cfg['band']}\n(uniform attention: {base:.2f})"
         else:
             detail = f"\n(uniform attention: {base:.2f})"
         ax.set_title(title + detail, fontsize=9)
-        ax.set_xlabel("head")
-        ax.set_ylabel("layer")
-        ax.set_xticks(range(H))
-        ax.set_yticks(range(L))
-        ax.tick_params(labelsize=7)
-        if annotate:
-            middle = (vmin + vmax) / 2
-            for (i, j), value in np.ndenumerate(grid):
-                text = f"{value:.2f}" if key.endswith("_mass") else f"{value:.1f}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=6,
-                        color="white" if value < middle else "black")
-    kind = "causal" if cfg["causal"] else "bidirectional"
-    fig.suptitle(
-        f"Per-head profile of {cfg['model']} ({cfg['family']}, {kind}, {L} layers x {H} "
-        f"heads, d = {cfg['d_model']}) on {cfg['n_inputs']} inputs ({cfg['inputs']}); "
-        f"band = +/-{cfg['band']}",
-        fontsize=10,
-    )
+    fig.suptitle(_profile_title(cfg, "Per-head profile"), fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_head_scores(profile, path=None):
+    """Heat maps (layer x head) of the previous-token, duplicate-token and induction scores.
+
+    The scores of :func:`profile_heads` (see :func:`head_pattern_scores`), on a
+    common 0-1 colour scale with a labelled colour bar; each title gives the
+    uniform-attention baseline on the same inputs and how many queries define
+    the pattern, the figure's title the sink rate. Cells carry their value (two
+    decimals) up to 200 heads; a pattern no input defines is drawn as "–".
+
+    Parameters
+    ----------
+    profile : Bunch
+        The output of :func:`profile_heads`.
+    path : str or None
+        Where to save the PNG; ``None`` only returns the figure.
+
+    Returns
+    -------
+    figure : matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> profile = profile_heads("default", n_inputs=2, max_length=16)
+    >>> len(plot_head_scores(profile).axes)  # three maps and their colour bars
+    6
+    """
+    plt = pyplot()
+    cfg, summary = profile.config, profile.summary
+    L, H = cfg["n_layers"], cfg["n_heads"]
+    fig, axes = _heat_map_layout(plt, len(_SCORE_PANELS), L, H, wide_columns=1)
+    annotate = L * H <= _ANNOTATE_MAX
+    excluded = [what for what, on in (("first token", cfg.get("exclude_first")),
+                                      ("diagonal", cfg.get("exclude_diagonal"))) if on]
+    for ax, (key, title, where) in zip(axes, _SCORE_PANELS):
+        grid = np.array([r[key] for r in profile.records], dtype=float).reshape(L, H)
+        _heat_map(fig, ax, grid, cmap="magma", vmin=0.0, vmax=1.0,
+                  label="share of attention on the pattern", digits=2, annotate=annotate)
+        queries = cfg["pattern_queries"][key[:-len("_score")]]
+        ax.set_title(f"{title}: {where}\n(uniform attention: "
+                     f"{number_text(profile.baselines[key], '{:.2f}')}; {queries} queries)",
+                     fontsize=9)
+    note = f"; {' and '.join(excluded)} left out" if excluded else ""
+    fig.suptitle(_profile_title(cfg, "Head scores") + f"\nsink rate "
+                 f"{summary['sink_rate']:.2f} (share of heads with more than "
+                 f"{cfg['sink_rate_threshold']:g} of their attention on the first token)"
+                 + note, fontsize=10)
     return save_figure(fig, path)
 
 
@@ -598,7 +904,7 @@ def plot_kernel_rank_trajectory(trajectory, path=None):
     """
     plt = pyplot()
     cfg = trajectory.config
-    fig, (ax_k, ax_a, ax_l) = plt.subplots(1, 3, figsize=(11, 3.5))
+    fig, (ax_k, ax_a, ax_l) = plt.subplots(1, 3, figsize=(11, 4.2))
     for layer in range(cfg["n_layers"]):
         rows = [r for r in trajectory.records if r["layer"] == layer]
         steps = [r["step"] for r in rows]
@@ -606,12 +912,17 @@ def plot_kernel_rank_trajectory(trajectory, path=None):
         ax_a.plot(steps, [r["attn_energy_rank"] for r in rows], "o-", label=f"layer {layer}")
     ax_l.plot([s["step"] for s in trajectory.summary], [s["loss"] for s in trajectory.summary],
               "o-", color="k")
-    ax_k.set_title(f"static QK kernel: energy rank (of d_head = {cfg['d_head']})", fontsize=10)
-    ax_a.set_title(f"realised attention: energy rank (length {cfg['seq_len']})", fontsize=10)
-    ax_l.set_title("held-out next-token loss (nats)", fontsize=10)
+    ax_k.set_title(f"static QK kernel: energy rank\n(of d_head = {cfg['d_head']})", fontsize=10)
+    ax_a.set_title(f"realised attention: energy rank\n(length {cfg['seq_len']})", fontsize=10)
+    ax_l.set_title("held-out next-token loss", fontsize=10)
+    ax_k.set_ylabel("energy effective rank (mean over heads)")
+    ax_a.set_ylabel("energy effective rank (mean over heads)")
+    ax_l.set_ylabel("cross-entropy (nats)")
     for ax in (ax_k, ax_a, ax_l):
         ax.set_xlabel("training steps")
-    ax_k.legend(frameon=False, fontsize=8)
+    for ax in (ax_k, ax_a):
+        ax.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18),
+                  ncol=cfg["n_layers"])
     fig.suptitle(
         f"One fixed task (induction sequences, |V| = {cfg['vocab_size']}), a TinyCausalLM "
         f"with {cfg['n_layers']} layers x {cfg['n_heads']} heads, d = {cfg['d_model']}, "
@@ -630,7 +941,8 @@ def plot_kernel_rank_trajectory(trajectory, path=None):
 PROFILE_SUMMARY_COLUMNS = ["model", "heads", "d_head", "kernel_energy_rank_median",
                            "attn_energy_rank_median", "uniform_attn_energy_rank",
                            "sink_heads", "local_heads", "structured_heads",
-                           "spearman_kernel_vs_attn"]
+                           "spearman_kernel_vs_attn", "sink_rate", "max_previous_token_score",
+                           "max_duplicate_token_score", "max_induction_score"]
 """Columns of the reproduce piece's per-model table (one row per profiled model)."""
 
 TRAJECTORY_COLUMNS = ["step", "loss", "kernel_energy_rank", "kernel_stable_rank",
@@ -643,7 +955,10 @@ def _run_one(settings, *, random_state, device):
     loaded = load_model(settings["model"])
     result = profile_heads(loaded.module, settings["texts"], tokenizer=loaded.tokenizer,
                            n_inputs=settings["n_inputs"], max_length=settings["max_length"],
-                           band=settings["band"], random_state=random_state, device=device)
+                           band=settings["band"],
+                           exclude_first=settings.get("exclude_first", False),
+                           exclude_diagonal=settings.get("exclude_diagonal", False),
+                           random_state=random_state, device=device)
     result.config["model"] = loaded.label
     geometry = None
     if settings["geometry"]:
@@ -691,8 +1006,15 @@ def _structured(record, baselines, share=1 / 3, factor=3.0):
 
 
 def _plot_models(result, folder):
-    names = [save_plot(plot_head_profile(Bunch(**model)), folder, f"profile_{name}.png")
-             for name, model in result["models"].items() if "missing" not in model]
+    names = []
+    for name, model in result["models"].items():
+        if "missing" in model:
+            continue
+        names.append(save_plot(plot_head_profile(Bunch(**model)), folder,
+                               f"profile_{name}.png"))
+        if "sink_rate" in model["summary"]:
+            names.append(save_plot(plot_head_scores(Bunch(**model)), folder,
+                                   f"profile_scores_{name}.png"))
     trajectory = plot_kernel_rank_trajectory(Bunch(**result["trajectory"]))
     return names + [save_plot(trajectory, folder, "trajectory.png")]
 
@@ -700,7 +1022,11 @@ def _plot_models(result, folder):
 def _plot(result, folder):
     if "models" in result:
         return _plot_models(result, folder)
-    return [save_plot(plot_head_profile(Bunch(**result)), folder, "profile.png")]
+    names = [save_plot(plot_head_profile(Bunch(**result)), folder, "profile.png")]
+    if "sink_rate" in result["summary"]:
+        names.append(save_plot(plot_head_scores(Bunch(**result)), folder,
+                               "profile_scores.png"))
+    return names
 
 
 def _tables_models(result):
@@ -714,13 +1040,18 @@ def _tables_models(result):
             **{k: summary[k] for k in ("kernel_energy_rank_median", "attn_energy_rank_median",
                                        "uniform_attn_energy_rank", "sink_heads",
                                        "local_heads", "spearman_kernel_vs_attn")},
+            **{k: summary.get(k, float("nan")) for k in (
+                "sink_rate", "max_previous_token_score", "max_duplicate_token_score",
+                "max_induction_score")},
             structured_heads=sum(_structured(r, model["baselines"]) for r in records),
         ))
     cfg = result["trajectory"]["config"]
     return [
         ("per-head profiles (medians over heads; sink/local: more than half the mass on the "
          "first token / within +-1; structured: more than a third on one key or the band, "
-         "and 3x uniform)", rows, PROFILE_SUMMARY_COLUMNS),
+         "and 3x uniform; sink rate: the share of heads with more than 0.3 on the first "
+         "token; max_*_score: the best head's previous-token, duplicate-token and "
+         "induction score)", rows, PROFILE_SUMMARY_COLUMNS),
         (f"one fixed task (induction, |V| = {cfg['vocab_size']}), a {cfg['n_layers']}-layer "
          f"TinyCausalLM along training (means over heads)", result["trajectory"]["summary"],
          TRAJECTORY_COLUMNS),
@@ -846,13 +1177,44 @@ def _add_arguments(parser):
                         "(default: the model's own dtype)")
     parser.add_argument("--no-geometry", action="store_true",
                         help="skip the reachability geometry")
+    parser.add_argument("--exclude-first", action="store_true",
+                        help="leave the first token out of the head scores (previous-token, "
+                        "duplicate-token, induction)")
+    parser.add_argument("--exclude-diagonal", action="store_true",
+                        help="leave each query's own position out of the head scores")
 
 
 def _settings(args):
     return dict(model=args.model, texts=_read_texts(args.texts) if args.texts else None,
                 n_inputs=args.n_inputs, max_length=args.max_length, band=args.band,
                 memory=args.memory, tokens=args.tokens, precision=args.precision,
-                geometry=not args.no_geometry)
+                geometry=not args.no_geometry, exclude_first=args.exclude_first,
+                exclude_diagonal=args.exclude_diagonal)
+
+
+def _score_lines(cfg, base, summ):
+    """The summary's head-score lines (none for results saved before the scores)."""
+    if "sink_rate" not in summ:
+        return []
+    parts = []
+    for name in HEAD_PATTERNS:
+        best, head = summ[f"max_{name}_score"], summ[f"best_{name}_head"]
+        where = f" (layer {head[0]}, head {head[1]})" if head is not None else ""
+        parts.append(f"{name.replace('_', '-')} {number_text(best, '{:.3g}')}{where}, "
+                     f"uniform {number_text(base[f'{name}_score'], '{:.3g}')}, "
+                     f"{summ[f'{name}_heads']} above {cfg['threshold']:g}")
+    queries = cfg["pattern_queries"]
+    excluded = [what for what, on in (("the first token", cfg["exclude_first"]),
+                                      ("the diagonal", cfg["exclude_diagonal"])) if on]
+    return [
+        "head scores (best head's share of attention on the pattern's positions, over the "
+        f"{queries['previous_token']} / {queries['duplicate_token']} / "
+        f"{queries['induction']} queries where previous-token / duplicate-token / induction "
+        "positions exist" + (f"; {' and '.join(excluded)} left out" if excluded else "")
+        + "): " + "; ".join(parts),
+        f"sink rate {summ['sink_rate']:.3g}: the share of heads whose mean attention to the "
+        f"first token exceeds {cfg['sink_rate_threshold']:g}",
+    ]
 
 
 def _summary(result):
@@ -880,6 +1242,7 @@ def _summary(result):
         f"{summ['attn_energy_rank_median']:.3g} (uniform "
         f"{summ['uniform_attn_energy_rank']:.3g}); Spearman correlation across heads "
         f"{summ['spearman_kernel_vs_attn']:.2f}",
+        *_score_lines(cfg, base, summ),
     ]
     g = result["geometry"]
     if g is not None:

@@ -193,9 +193,9 @@ def plot_accessibility(result, path=None):
     fig : matplotlib.figure.Figure
     """
     plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 5.0))
     colors = plt.cm.viridis(np.linspace(0, 0.85, len(result.n50)))
-    for color, fit in zip(colors, result.n50):
+    for k, (color, fit) in enumerate(zip(colors, result.n50)):
         rows = [r for r in result.records if r["n_memory"] == fit["n_memory"]]
         n = np.array([r["length"] for r in rows], dtype=float)
         left.plot(n, [r["accessibility"] for r in rows], "o", color=color,
@@ -203,13 +203,16 @@ def plot_accessibility(result, path=None):
         if np.isfinite(fit["n50"]):
             grid = np.linspace(n.min(), n.max(), 200)
             left.plot(grid, 1 / (1 + np.exp((grid - fit["n50"]) / fit["scale"])), "-",
-                      color=color, alpha=0.7)
-            left.axvline(fit["n50"], color=color, ls=":", lw=1)
-    left.axhline(0.5, color="grey", lw=0.8)
+                      color=color, alpha=0.7,
+                      label="logistic fit (solid)" if k == 0 else None)
+            left.axvline(fit["n50"], color=color, ls=":", lw=1,
+                         label="its n50 (dotted)" if k == 0 else None)
+    left.axhline(0.5, color="grey", lw=0.8, label="accessibility 0.5")
     left.set_xlabel("target length n (tokens)")
     left.set_ylabel("accessibility (fraction reached)")
     left.set_title("Cramming random targets: accessibility vs length")
-    left.legend(frameon=False)
+    left.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+                ncol=3)
     ms = np.array([f["n_memory"] for f in result.n50], dtype=float)
     n50 = np.array([f["n50"] for f in result.n50], dtype=float)
     right.plot(ms, n50, "o", color="C0", label="measured n50")
@@ -223,13 +226,14 @@ def plot_accessibility(result, path=None):
     right.set_xlabel("prompt vectors m")
     right.set_ylabel("n50 (tokens)")
     right.set_title("Reachable length grows linearly in m")
-    right.text(0.02, 0.97,
-               f"slope bound C = {b['slope_bound']:.0f} tokens/vector (box {b['box_slope_bound']:.0f})\n"
-               f"d = {b['width']}, |V| = {b['vocab_size']}, r = {b['radius']:.2f}, "
-               f"ε = {b['precision']:.3g}\n"
-               f"theory / experiment = {b['ratio']:.0f} (box {b['box_ratio']:.0f})",
-               transform=right.transAxes, va="top", fontsize=8.5)
-    right.legend(frameon=False, loc="lower right")
+    # the bound's numbers go in the legend, under the axes, where they cover no point
+    for text in (f"slope bound C = {b['slope_bound']:.0f} tokens/vector (box "
+                 f"{b['box_slope_bound']:.0f})",
+                 f"d = {b['width']}, |V| = {b['vocab_size']}, r = {b['radius']:.2f}, "
+                 f"ε = {b['precision']:.3g}",
+                 f"theory / experiment = {b['ratio']:.0f} (box {b['box_ratio']:.0f})"):
+        right.plot([], [], " ", label=text)
+    right.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     right.set_xlim(0, ms.max() + 0.5)
     right.set_ylim(0, None)
     fig.tight_layout()
