@@ -40,6 +40,7 @@ import os
 import shlex
 import sys
 
+from . import __version__
 from ._validation import check_device, check_seed
 from .experiments import (
     EXPERIMENTS,
@@ -51,7 +52,7 @@ from .experiments import (
     write_json,
 )
 
-__all__ = ["main", "parse_ranks"]
+__all__ = ["DEFAULT_THREADS", "THREADS_RULE", "main", "parse_ranks", "thread_count"]
 
 _INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 _BROKEN_PIPE = 141  # 128 + SIGPIPE
@@ -95,6 +96,135 @@ def _check_device(device):
     return device
 
 
+DEFAULT_THREADS = 1
+"""Torch CPU threads of a command when neither ``--threads`` nor ``OMP_NUM_THREADS`` is given.
+
+Measured on the project's 2-core machine (README, "How long each command
+takes"): one thread is never slower than two on a busy machine, and two
+threads on cores that other work also uses spin instead of waiting (a sweep
+took minutes instead of seconds). One thread also makes a command's numbers
+independent of the machine's core count.
+"""
+
+THREADS_RULE = (
+    "torch CPU threads: --threads N if given; else $OMP_NUM_THREADS if set; "
+    f"else {DEFAULT_THREADS} (fastest on a shared 2-core machine; give --threads 2 "
+    "or more on an idle multi-core one)"
+)
+
+
+THREADS_HELP = (
+    f"torch CPU threads (default: $OMP_NUM_THREADS when set, else {DEFAULT_THREADS}: "
+    "fastest on a shared 2-core machine; give 2 or more on an idle multi-core one)"
+)
+
+
+def _threads(text):
+    """``--threads``: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {value}")
+    return value
+
+
+def thread_count(threads=None, environ=None):
+    """The torch CPU threads a command uses: the one documented rule.
+
+    ``threads`` (the ``--threads`` option) if given; otherwise the
+    ``OMP_NUM_THREADS`` environment variable when it holds an integer >= 1
+    (torch reads it when it is imported, and the command leaves it alone);
+    otherwise :data:`DEFAULT_THREADS`.
+
+    Parameters
+    ----------
+    threads : int or None, default=None
+        ``--threads``; ``None`` when the option was not given.
+    environ : mapping or None, default=None
+        The environment (``None``: ``os.environ``).
+
+    Returns
+    -------
+    threads : int
+    source : {"--threads", "OMP_NUM_THREADS", "default"}
+        Which part of the rule decided.
+
+    Examples
+    --------
+    >>> thread_count(3, environ={"OMP_NUM_THREADS": "1"})
+    (3, '--threads')
+    >>> thread_count(None, environ={"OMP_NUM_THREADS": "2"})
+    (2, 'OMP_NUM_THREADS')
+    >>> thread_count(None, environ={})
+    (1, 'default')
+    """
+    if threads is not None:
+        return int(threads), "--threads"
+    environ = os.environ if environ is None else environ
+    try:
+        value = int(environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        value = 0
+    if value >= 1:
+        return value, "OMP_NUM_THREADS"
+    return DEFAULT_THREADS, "default"
+
+
+class _ThreadSetting:
+    """Apply :func:`thread_count` for one command; restore torch and the environment after.
+
+    With ``--threads N`` the environment's ``OMP_NUM_THREADS`` is set to ``N``
+    too, so that worker processes (joblib's) follow it; with the variable set
+    and no ``--threads`` nothing changes.
+    """
+
+    def __init__(self, threads):
+        self.threads, self.source = thread_count(threads)
+
+    def __enter__(self):
+        import torch
+
+        self._torch = torch.get_num_threads()
+        self._environ = os.environ.get("OMP_NUM_THREADS")
+        if self.source == "--threads":
+            os.environ["OMP_NUM_THREADS"] = str(self.threads)
+        if self.source != "OMP_NUM_THREADS":
+            torch.set_num_threads(self.threads)
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.set_num_threads(self._torch)
+        if self._environ is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = self._environ
+        return False
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """``--help`` with every option's default: ``(default: X)`` unless the help says it.
+
+    Flags (``store_true``) and options whose default is ``None`` show none: their
+    help says what happens when they are not given.
+    """
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if ("default" in text.lower() or default in (None, False, argparse.SUPPRESS)
+                or not (action.option_strings or action.nargs in ("?", "*"))
+                or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
+            return text
+        if isinstance(default, (list, tuple)):
+            default = ",".join(str(v) for v in default) if default else "none"
+        shown = str(default).replace("%", "%%")
+        return f"{text} (default: {shown})" if text else f"(default: {shown})"
+
+
 def _shared_options(out):
     """The parent parser of every command: the options they all take.
 
@@ -110,34 +240,58 @@ def _shared_options(out):
     shared.add_argument("--quiet", action="store_true", help="no progress output")
     shared.add_argument("--device", default="cpu",
                         help="a torch device such as cpu or cuda (default cpu)")
+    shared.add_argument("--threads", type=_threads, default=None, metavar="N",
+                        help=THREADS_HELP.replace("%", "%%"))
     return shared
+
+
+def _papers():
+    """The papers of the registered experiments, by title, in report order."""
+    titles = []
+    for experiment in EXPERIMENTS.values():
+        title = experiment.paper.split(" (")[0]  # "The Entropic Bound (appendix B...)"
+        if title not in titles:
+            titles.append(title)
+    return titles
 
 
 def _build_parser():
     parser = _Parser(
         prog="intrinsic-rank",
-        description="Measure how much query-key rank an attention model needs for a task.",
+        formatter_class=_HelpFormatter,
+        description="Measure how much query-key rank an attention model needs for a task, "
+        "and reproduce the claims of three papers: "
+        + "; ".join(f'"{t}"' for t in _papers()) + ". Every command takes --seed, --out, "
+        "--quiet, --device and --threads; " + THREADS_RULE.replace("%", "%%") + ".",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version",
+                        version=f"intrinsic-rank {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command")
     for experiment in EXPERIMENTS.values():
         sub = commands.add_parser(
             experiment.command, parents=[_shared_options(f"runs/{experiment.file_stem}")],
-            help=experiment.help, description=experiment.description)
+            formatter_class=_HelpFormatter,
+            help=experiment.help,
+            description=f"{experiment.description} Paper: \"{experiment.paper}\".")
         experiment.add_arguments(sub)
         sub.set_defaults(experiment=experiment)
 
-    names = list(EXPERIMENTS)
+    pieces = [f"{e.command}" + (f" (or {e.name})" if e.name != e.command else "")
+              for e in EXPERIMENTS.values()]
     sub = commands.add_parser(
         "reproduce", parents=[_shared_options("runs/reproduce")],
+        formatter_class=_HelpFormatter,
         help="run every reproduction, judge each claim, write a report",
-        description=f"Run the reproductions ({', '.join(names)}) at the quick (default) "
+        description=f"Run the reproductions ({', '.join(pieces)}) at the quick (default) "
         "or full scale, cache each finished piece under --out (reused while its settings "
         "and seed match; --force recomputes) and write OUT/report.md: per piece the "
         "tables, the plot, and for every claim of the papers whether our measurement "
         "agrees. Prints a summary table.",
     )
     sub.add_argument("pieces", nargs="*", default=["all"],
-                     help=f"'all' (the default) or some of: {' '.join(names)}")
+                     help="'all' (the default) or some of the commands: "
+                     + " ".join(e.command for e in EXPERIMENTS.values())
+                     + " (the report's piece names, such as entropic for sweep, work too)")
     sub.add_argument("--quick", action="store_true",
                      help="the quick settings, minutes on a laptop CPU (the default)")
     sub.add_argument("--full", action="store_true",
@@ -221,8 +375,11 @@ def _reproduce_command(args):
         words.append("--quiet")
     if args.device != "cpu":
         words += ["--device", args.device]
-    threads = os.environ.get("OMP_NUM_THREADS")
-    return (f"OMP_NUM_THREADS={threads} " if threads else "") + shlex.join(words)
+    threads, source = thread_count(args.threads)
+    if source == "--threads":
+        words += ["--threads", str(threads)]
+    env = os.environ.get("OMP_NUM_THREADS") if source == "OMP_NUM_THREADS" else None
+    return (f"OMP_NUM_THREADS={env} " if env else "") + shlex.join(words)
 
 
 def _run_reproduce(args):
@@ -269,10 +426,11 @@ def main(argv=None):
     try:
         args = _build_parser().parse_args(argv)
         name = f"intrinsic-rank {args.command}"
-        if args.experiment is None:
-            status = _run_reproduce(args)
-        else:
-            status = _run_experiment(args.experiment, args)
+        with _ThreadSetting(args.threads):
+            if args.experiment is None:
+                status = _run_reproduce(args)
+            else:
+                status = _run_experiment(args.experiment, args)
         sys.stdout.flush()  # a reader that left shows here, not at interpreter exit
         return status
     except _UsageError as error:

@@ -3,13 +3,13 @@ Min-IP feature-rank bounds and reachable-sequence counts.
 
 One module per paper, every name re-exported here:
 
-* ``_entropic`` -- the Entropic Bound (seeds 000-002, SPEC section 2):
+* ``_entropic`` -- the Entropic Bound paper:
   :func:`tail_energy`, :func:`fixed_operator_deficiency`;
-* ``_min_ip`` -- Min-IP and nonnegative kernel attention (seed 003, SPEC
-  section 3): :func:`transcript_bound`, :func:`approximate_identity_rank_bound`,
+* ``_min_ip`` -- Min-IP and nonnegative kernel attention (the Min-IP paper):
+  :func:`transcript_bound`, :func:`approximate_identity_rank_bound`,
   :func:`witness_feature_rank_bound` (its code machinery is
   :mod:`intrinsic_rank.codes`);
-* ``_reachability`` -- reachable output sequences (seed 004, SPEC section 4):
+* ``_reachability`` -- reachable output sequences (the reachability paper):
   :func:`precision_from_dtype`, :func:`reachable_log_count_bound`,
   :func:`reachable_slope_bound`, :func:`box_log_count_bound`,
   :func:`box_slope_bound`, :func:`hidden_state_geometry`;

@@ -1,4 +1,4 @@
-"""The cone refinement of seed 004's reachable-sequence bounds (SPEC section 4).
+"""The cone refinement of seed 004's reachable-sequence bounds (the reachability paper).
 
 Hidden states that lie in a cone of half-angle ``theta`` about some axis fill
 only a fraction of the ball; the log of that fraction is added to the log cell

@@ -1,4 +1,4 @@
-"""Deficiency floors of the Entropic Bound paper (seeds 000-002, SPEC section 2).
+"""Deficiency floors of the Entropic Bound paper (the Entropic Bound paper).
 
 The best rank-``r`` approximation of a spectrum (Eckart-Young) and the exact
 excess-risk floor of a rank-``r`` B0 student on a fixed-operator task.
@@ -58,7 +58,7 @@ def tail_energy(singular_values, rank):
 def fixed_operator_deficiency(operator_singular_values, rank, value_map):
     """Exact excess-risk floor of a rank-``r`` B0 student on a fixed-operator task.
 
-    For ``Y = A* X V* + E`` with isotropic Gaussian ``X`` (SPEC section 2), the
+    For ``Y = A* X V* + E`` with isotropic Gaussian ``X`` (the Entropic Bound paper), the
     best student ``A X V`` with ``rank(A) <= r`` has excess risk (mean squared
     error per output entry above the noise floor)
 

@@ -1,4 +1,4 @@
-"""Min-IP feature-rank bounds of seed 003 (SPEC section 3).
+"""Min-IP feature-rank bounds of seed 003 (the Min-IP paper).
 
 Paper: "Three tokens force exponential feature rank in nonnegative kernel
 attention". The transcript bound of finite-precision sketch models, the
@@ -29,7 +29,7 @@ __all__ = [
 def transcript_bound(n_answers, alphabet_size):
     """Finite-precision transcript lower bound ``q * log2(s + 1)`` bits.
 
-    Seed 003 (SPEC section 3): for multi-head, multi-layer sketch models whose
+    Seed 003 (the Min-IP paper): for multi-head, multi-layer sketch models whose
     cross-token channels carry symbols of a finite alphabet, solving ``q``
     independent answers, each taking one of ``s + 1`` values, needs a transcript
     (total bits communicated across tokens) of at least ``q * log2(s + 1)``
@@ -68,7 +68,7 @@ def approximate_identity_rank_bound(n, eps):
     sum to ``tr(A) = n``, and by Cauchy-Schwarz and Schur's inequality
     ``n^2 = |sum lambda_i|^2 <= k sum |lambda_i|^2 <= rank(A) ||A||_F^2``, with
     ``||A||_F^2 <= n + n (n - 1) eps^2``. This is the step of seed 003
-    (SPEC section 3) that turns kernel-weight dominance into a feature-rank
+    (the Min-IP paper) that turns kernel-weight dominance into a feature-rank
     bound.
 
     Parameters
@@ -107,7 +107,7 @@ def witness_feature_rank_bound(
 ):
     """Feature-rank lower bound implied by a Min-IP witness code (seed 003).
 
-    Setting (SPEC section 3): a normalised nonnegative kernel head with kernel
+    Setting (the Min-IP paper): a normalised nonnegative kernel head with kernel
     ``alpha(x, z) = <phi_Q(x), phi_K(z)> >= 0`` of feature rank ``r`` answers the
     length-3 witnesses (two candidates ``a, b``, then the query ``q``, with
     ``<q, a> + gap = <q, b>``) built by ``make_min_ip_witness_suite`` in

@@ -1,4 +1,4 @@
-"""Reachable output sequences of seed 004 (SPEC section 4).
+"""Reachable output sequences of seed 004 (the reachability paper).
 
 The machine epsilon of a floating format, the count, slope and box bounds on the
 number of sequences a frozen Transformer can be prompted to produce, and the
@@ -120,7 +120,7 @@ def _cells_per_memory_vector(widths, precision):
 def reachable_log_count_bound(width, n_memory, radius, precision):
     """Log of the reachable-sequence bound ``(1 + 2r/epsilon)**(d m)`` (Thm. 4.5).
 
-    Seed 004 (SPEC section 4): a frozen Transformer of width ``d`` whose
+    Seed 004 (the reachability paper): a frozen Transformer of width ``d`` whose
     output depends on ``m`` trainable ``d``-dimensional memory vectors, run at
     precision ``epsilon`` with hidden states in a region of radius ``r``, can
     produce at most ``(1 + 2r/epsilon)**(d m)`` distinct output sequences,
@@ -177,7 +177,7 @@ def reachable_log_count_bound(width, n_memory, radius, precision):
 def reachable_slope_bound(width, vocab_size, radius, precision):
     """Upper bound ``C <= d ln(1 + 2r/epsilon) / ln|V|`` on the slope of ``n*(m)``.
 
-    Corollary 4.6 of seed 004 (SPEC section 4): all ``|V|**n`` sequences of
+    Corollary 4.6 of seed 004 (the reachability paper): all ``|V|**n`` sequences of
     length ``n`` can be reachable only if ``|V|**n <= (1 + 2r/epsilon)**(d m)``
     (:func:`reachable_log_count_bound`), so the reachable length grows at most
     like ``n* ~ C m`` with this ``C``. Compare it with the measured slope of
@@ -217,7 +217,7 @@ def reachable_slope_bound(width, vocab_size, radius, precision):
 def box_log_count_bound(widths, n_memory, precision):
     """Log reachable-sequence count for an axis-aligned box support (seed 004).
 
-    Refinement of :func:`reachable_log_count_bound` (SPEC section 4): if the
+    Refinement of :func:`reachable_log_count_bound` (the reachability paper): if the
     hidden states lie in a box whose coordinate ``i`` spans ``w_i`` (as
     :func:`hidden_state_geometry` measures), each memory vector contributes
     ``prod_i (1 + w_i/epsilon)`` cells instead of ``(1 + 2r/epsilon)**d``. With
@@ -258,7 +258,7 @@ def box_log_count_bound(widths, n_memory, precision):
 def box_slope_bound(widths, vocab_size, precision):
     """Slope bound ``C <= sum_i ln(1 + w_i/epsilon) / ln|V|`` for a box support.
 
-    The box refinement (seed 004, SPEC section 4) of
+    The box refinement (the reachability paper) of
     :func:`reachable_slope_bound`, from the count of
     :func:`box_log_count_bound`.
 
@@ -294,7 +294,7 @@ def box_slope_bound(widths, vocab_size, precision):
 def hidden_state_geometry(hidden_states):
     """Radius and per-coordinate box of a set of final hidden states.
 
-    Measures the support that seed 004's bounds need (SPEC section 4): the
+    Measures the support that seed 004's bounds need (the reachability paper): the
     radius ``r`` is the largest infinity-norm over all states (the paper
     measures it over random prompts), the box is the per-coordinate range.
 

@@ -1,4 +1,4 @@
-"""Min-IP tasks of seed 003 (SPEC section 3).
+"""Min-IP tasks of seed 003 (the Min-IP paper).
 
 Paper: "Three tokens force exponential feature rank in nonnegative kernel
 attention".
@@ -23,7 +23,7 @@ Generators:
 * :func:`make_min_ip_pools`: two witness suites on disjoint codeword pools, for
   out-of-distribution tests;
 * :func:`witness_length2`: the same witnesses with the worse candidate dropped,
-  which a rank-1 head solves exactly (SPEC section 3);
+  which a rank-1 head solves exactly (the Min-IP paper);
 * :func:`make_min_ip_witness_family`: *every* witness of a small code whose
   overlaps differ by at least a gap, plus the anchor sequences ``(u, u, q)``:
   a family dense in constraints, for in-sample capacity experiments;
@@ -75,7 +75,7 @@ def min_ip_targets(X, target="all"):
     """Min-IP targets ``t_i(X) = min_j <x_i, x_j>`` of Boolean token sequences.
 
     The minimum runs over every position ``j`` of the sequence, ``i`` itself
-    included (SPEC section 3, seed 003). This is the one implementation of the
+    included (the Min-IP paper). This is the one implementation of the
     target used by every Min-IP generator of the package.
 
     Parameters
@@ -137,7 +137,7 @@ def make_min_ip(
     """Min-IP sequences of random (or all) Boolean tokens.
 
     Each token bit is an independent Bernoulli(``density``) draw; the targets are
-    :func:`min_ip_targets` of the sequences (SPEC section 3, seed 003).
+    :func:`min_ip_targets` of the sequences (the Min-IP paper).
 
     Parameters
     ----------
@@ -289,7 +289,7 @@ def make_min_ip_witness_suite(
     """Length-3 Min-IP witnesses: a query chooses between two coded candidates.
 
     Construction, in the spirit of the constant-weight-code witness of seed 003
-    (SPEC section 3):
+    (the Min-IP paper):
 
     1. A constant-weight code: ``n_codewords`` distinct uniformly random words of
        ``n_bits`` bits and Hamming weight ``w = weight`` (or the rows of
@@ -463,7 +463,7 @@ def make_min_ip_pools(
     its own :func:`make_min_ip_witness_suite`. Every token of a witness sequence
     is a codeword of its pool, so no token of the test set occurs in the train
     set: the test measures whether a model learned the comparison rather than
-    the codewords (SPEC section 3, "larger disjoint train/test pools").
+    the codewords (the Min-IP paper, "larger disjoint train/test pools").
 
     Parameters
     ----------
@@ -540,7 +540,7 @@ def witness_length2(X, info, target="final"):
     candidate then the query, with final target ``min(w, <q, a>) = <q, a>``,
     the same value as the length-3 final target. At length 2 the query has a
     single rival, and a rank-1 normalised nonnegative kernel head solves Min-IP
-    exactly (SPEC section 3), so comparing models on ``witness_length2`` and on
+    exactly (the Min-IP paper), so comparing models on ``witness_length2`` and on
     the suite isolates the effect of the second candidate on the same tokens.
 
     Parameters
@@ -647,7 +647,7 @@ def make_min_ip_witness_family(
     with no rank transition). This family is instead *dense in constraints*: a small code,
     every witness it offers with *varying* gaps ``>= min_gap``, and anchors.
 
-    Construction (SPEC section 3, seed 003):
+    Construction (the Min-IP paper):
 
     1. A constant-weight code: ``n_codewords`` distinct uniformly random words
        of ``n_bits`` bits and weight ``w`` (or the rows of ``codewords``).

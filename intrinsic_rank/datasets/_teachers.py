@@ -1,4 +1,4 @@
-"""Teacher tasks of the Entropic Bound paper (seeds 000-002, SPEC section 2).
+"""Teacher tasks of the Entropic Bound paper (the Entropic Bound paper).
 
 Every generator draws a ground-truth token mixer of known rank ``r*`` and returns
 sequences ``X`` of shape ``(n, L, d)`` with per-token targets ``Y`` of shape
@@ -141,7 +141,7 @@ def make_fixed_operator_task(
     """Sequences mixed by one fixed low-rank operator: ``Y = A* X V* + E``.
 
     The input-independent mixer ``A*`` (``L x L``, rank ``r*``) is the target of the
-    linear surrogate, rung B0 of the interpolation ladder (SPEC section 2).
+    linear surrogate, rung B0 of the interpolation ladder (the Entropic Bound paper).
 
     Parameters
     ----------
@@ -264,7 +264,7 @@ def make_attention_task(
 
     ``Y = M*(X) X V* + E`` with ``M*(X) = X K* X^T / L`` (``kind="linear"``) or
     ``softmax(X K* X^T)`` (``kind="softmax"``): the tasks on which the
-    attention-native intrinsic rank ``r*_attn`` is defined (SPEC section 2).
+    attention-native intrinsic rank ``r*_attn`` is defined (the Entropic Bound paper).
 
     Parameters
     ----------

@@ -42,7 +42,7 @@ def _mixer_sample(X):
 class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     """Estimate ``r*`` from the spectrum of a learned or fitted token mixer.
 
-    Two ways to get the spectrum (SPEC section 2):
+    Two ways to get the spectrum (the Entropic Bound paper):
 
     * ``method="recovery"`` trains an over-parameterised student (full rank,
       small initialisation) through skorch -- the ``student``, by default an

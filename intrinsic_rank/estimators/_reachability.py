@@ -1,6 +1,6 @@
 """ReachabilityEstimator: which target sequences a frozen causal LM can be prompted to produce.
 
-Seed 004 (SPEC section 4), "How many outputs can a Transformer generate":
+Seed 004 (the reachability paper), "How many outputs can a Transformer generate":
 ``m`` trainable prompt vectors in front of a frozen causal LM are optimised to
 make it produce a target sequence (the *cramming* protocol). The fraction of
 random targets reached, as a function of target length and ``m``, is compared
@@ -189,7 +189,7 @@ class ReachabilityEstimator(BaseEstimator):
     For every target sequence ``t = (t_1, ..., t_n)`` (a row of ``X``), ``fit``
     optimises ``n_memory`` prompt vectors placed in front of ``t_1`` so that the
     frozen model, fed the target teacher-forced, predicts ``t_2 .. t_n``: the
-    cramming protocol of SPEC section 4 (AdamW, lr 1e-2, betas (0.9, 0.9),
+    cramming protocol of the reachability paper (AdamW, lr 1e-2, betas (0.9, 0.9),
     weight decay 0.01, at most 3000 steps, patience 500, stop at exact match).
     All targets train in one batched optimisation. A target is *reached* when
     greedy decoding from its memory and first token reproduces it exactly;

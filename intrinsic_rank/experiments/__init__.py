@@ -46,6 +46,7 @@ from ._profile import (
     plot_head_scores,
 )
 from ._arguments import parse_ranks
+from ._data import ModelVersionWarning, load_model_file, load_xy, save_model_file, sweep_data
 from ._curves import (
     fit_cliff,
     fit_logistic_midpoint,
@@ -54,7 +55,14 @@ from ._curves import (
     fit_tail_decay,
     fit_tail_decays,
 )
-from ._output import check_output_folder, format_table, lock_folder, save_records, write_json
+from ._output import (
+    check_output_folder,
+    format_table,
+    lock_folder,
+    save_records,
+    write_csv,
+    write_json,
+)
 from ._parallel import SWEEP_GRID_KEYS, run_parallel, sweep_grid
 from ._registry import EXPERIMENTS, Experiment, register
 from ._reproduce import PIECES, VERDICTS, ReproductionPiece, Verdict, reproduce, write_report
@@ -70,6 +78,12 @@ def _import_every_module():
 _import_every_module()
 
 __all__ = [
+    "ModelVersionWarning",
+    "load_model_file",
+    "load_xy",
+    "save_model_file",
+    "sweep_data",
+    "write_csv",
     "HEAD_PATTERNS",
     "head_pattern_masks",
     "head_pattern_scores",

@@ -10,8 +10,8 @@ the option, with exit status 2, before any work.
 import argparse
 import warnings
 
-__all__ = ["MAX_GRID_SIZE", "bounded_int", "parse_lengths", "parse_precision", "parse_ranks",
-           "verbose_level"]
+__all__ = ["MAX_GRID_SIZE", "add_hidden_alias", "bounded_int", "parse_lengths",
+           "parse_precision", "parse_ranks", "verbose_level"]
 
 MAX_GRID_SIZE = 4096
 """The most entries a grid option (:func:`parse_ranks`) may hold.
@@ -154,6 +154,40 @@ def bounded_int(minimum=None, maximum=None):
 
     parse.__name__ = "integer"
     return parse
+
+
+def add_hidden_alias(parser, *names, dest, **kwargs):
+    """Accept the old option ``names`` for ``dest`` without showing them in ``--help``.
+
+    The option vocabulary of the commands is one (``--r-star``, ``--n-seeds``,
+    ``--epochs`` for full-batch optimiser steps, ``--steps`` for mini-batch
+    steps); the names used before stay accepted as hidden aliases. The alias
+    has no default of its own (``argparse.SUPPRESS``), so the visible option's
+    default stands when neither is given.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+    *names : str
+        The old option strings, e.g. ``"--r-stars"``.
+    dest : str
+        The attribute the visible option writes.
+    **kwargs
+        ``type``, ``nargs``, ``action``, ... as for the visible option.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser()
+    >>> _ = parser.add_argument("--n-seeds", type=int, default=4)
+    >>> add_hidden_alias(parser, "--seeds", dest="n_seeds", type=int)
+    >>> parser.parse_args(["--seeds", "2"]).n_seeds, parser.parse_args([]).n_seeds
+    (2, 4)
+    >>> "--seeds" in parser.format_help()
+    False
+    """
+    parser.add_argument(*names, dest=dest, help=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                        **kwargs)
 
 
 def parse_precision(text):

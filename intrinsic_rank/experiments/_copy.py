@@ -1,6 +1,6 @@
 """The copy task: a Transformer copies strings up to the trained length, then falls off a cliff.
 
-Seed 004 (SPEC section 4, last bullet) reports that a model trained to copy
+"How many different outputs can a Transformer generate?" reports that a model trained to copy
 strings of length up to 50 fails *abruptly* beyond a threshold, not
 gradually. :func:`copy_length_cliff` reproduces this: it trains a
 :class:`~intrinsic_rank.nn.TinyCausalLM` (learned absolute positions) on
@@ -62,6 +62,7 @@ from sklearn.utils import Bunch
 from .._validation import check_device, check_int, check_real, torch_rng
 from ..datasets import COPY_SPECIAL_TOKENS, make_copy_task
 from ..nn import TinyCausalLM, train_causal_lm
+from ._arguments import bounded_int
 from ._curves import fit_cliff
 from ._output import jsonable, pyplot, save_figure
 from ._registry import Experiment, Verdict, grade, number_text, one_plot, register
@@ -85,6 +86,13 @@ COPY_SETTINGS = {
 }
 """Defaults of :func:`copy_length_cliff` (``"quick"`` when ``quick=True``); an
 explicit argument overrides its entry."""
+
+MAX_COPY_CONTEXT = 2048
+"""The longest context (positions) the command's copy model may have: a length ``n``
+needs ``2 n + 2`` positions (the string, a separator, its copy and the end)."""
+
+MAX_EVAL_LENGTH = (MAX_COPY_CONTEXT - 2) // 2
+"""The longest string ``--eval-max`` (and ``--train-max``) may ask for."""
 
 _EVAL_CHUNK = 256  # strings per forward pass when scoring (bounds memory)
 
@@ -315,7 +323,8 @@ def copy_length_cliff(
 ):
     """Train a small causal LM to copy, then measure exact match against string length.
 
-    Seed 004 (SPEC section 4): a model trained to copy strings of length up to
+    "How many different outputs can a Transformer generate?": a model trained to copy
+    strings of length up to
     50 fails abruptly beyond a threshold, not gradually. A
     :class:`~intrinsic_rank.nn.TinyCausalLM` (pre-LN, learned absolute
     positions; context ``2 n + 2`` for the longest evaluated or trained length
@@ -592,12 +601,14 @@ def _add_arguments(parser):
                         help="the quick version (train lengths 5-20, d = 48, 1000 steps)")
     parser.add_argument("--train-min", type=int, default=None,
                         help="shortest training string (default 5)")
-    parser.add_argument("--train-max", type=int, default=None,
+    parser.add_argument("--train-max", type=bounded_int(None, MAX_EVAL_LENGTH), default=None,
                         help="longest training string (default 50, quick 20)")
-    parser.add_argument("--eval-max", type=int, default=None,
-                        help="longest evaluated string (default 3 x train max)")
+    parser.add_argument("--eval-max", type=bounded_int(1, MAX_EVAL_LENGTH), default=None,
+                        help="longest evaluated string (default 3 x train max; at most "
+                        f"{MAX_EVAL_LENGTH}: the model's context holds {MAX_COPY_CONTEXT} "
+                        "positions)")
     parser.add_argument("--steps", type=int, default=None,
-                        help="training steps (default 5000, quick 1000)")
+                        help="mini-batch training steps (default 5000, quick 1000)")
 
 
 def _settings(args):
@@ -608,6 +619,23 @@ def _settings(args):
                          preset[1] if args.train_max is None else args.train_max]
     return dict(train_lengths=train_lengths, eval_max=args.eval_max, n_steps=args.steps,
                 quick=args.quick)
+
+
+def _check(settings):
+    """Refuse train/eval lengths whose copy needs more than :data:`MAX_COPY_CONTEXT` positions."""
+    preset = COPY_SETTINGS["quick" if settings.get("quick") else "full"]
+    train_lengths = settings.get("train_lengths") or preset["train_lengths"]
+    train_max = int(train_lengths[1])
+    eval_max = settings.get("eval_max")
+    longest = max(train_max, 3 * train_max if eval_max is None else int(eval_max))
+    if 2 * longest + 2 > MAX_COPY_CONTEXT:
+        which = ("--eval-max" if eval_max is not None and int(eval_max) >= train_max
+                 else "--train-max")
+        raise ValueError(
+            f"{which}: a string of {longest} tokens needs a context of 2 x {longest} + 2 = "
+            f"{2 * longest + 2} positions, more than the copy model's {MAX_COPY_CONTEXT}; "
+            f"keep the longest evaluated string (default 3 x --train-max) at most "
+            f"{MAX_EVAL_LENGTH}")
 
 
 def _summary(result):
@@ -646,8 +674,8 @@ EXPERIMENT = register(Experiment(
     name="copy",
     command="copy",
     title="The copy task: abrupt failure past the training length",
-    paper="seed 004 (How many different outputs can a Transformer generate?)",
-    help="copy-task length cliff of a small causal Transformer (seed 004)",
+    paper="How many different outputs can a Transformer generate?",
+    help="copy-task length cliff of a small causal Transformer",
     description="Train a small causal Transformer (learned absolute positions) to copy "
     "random strings with lengths in a training range, then measure greedy exact-match "
     "copying inside and beyond that range and fit where it collapses. Prints the table "
@@ -656,6 +684,6 @@ EXPERIMENT = register(Experiment(
     full=jsonable(COPY_SETTINGS["full"]),
     run=_run, tables=_tables, plot=one_plot(plot_copy_cliff, "copy.png"), verdicts=_verdicts,
     add_arguments=_add_arguments, settings=_settings, summary=_summary, saved=_saved,
-    floatfmt="{:.3f}",
+    floatfmt="{:.3f}", check=_check,
 ))
 """The copy task as a registered experiment (piece and command ``copy``)."""

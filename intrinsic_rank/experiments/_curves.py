@@ -140,7 +140,7 @@ def _check_lengths_positive(lengths, name):
 def fit_n50(lengths, accessibility):
     """``n50``: the length at which accessibility falls to 1/2 (seed 004).
 
-    SPEC section 4: for a fixed number ``m`` of memory vectors, fit a logistic
+    the reachability paper: for a fixed number ``m`` of memory vectors, fit a logistic
     curve of accessibility (fraction of targets reached) against target length
     ``n``; ``n50(m)`` is its midpoint. See :func:`fit_logistic_midpoint` for the
     fit and for what happens when 1/2 is not bracketed.
@@ -218,7 +218,7 @@ def fit_cliff(lengths, exact_match):
 def fit_slope(n_memory, n50):
     """Least-squares line ``n50 = slope * m + intercept`` (seed 004).
 
-    SPEC section 4: the reachable length grows linearly in the number ``m`` of
+    the reachability paper: the reachable length grows linearly in the number ``m`` of
     memory vectors; the slope of ``n50`` against ``m`` (seed 004: ``R^2 >
     0.99``) is what :func:`intrinsic_rank.bounds.reachable_slope_bound` bounds
     from above. NaN ``n50`` values (unbracketed fits of :func:`fit_n50`) are

@@ -3,6 +3,7 @@
 Registered as the experiment ``frontier`` (CLI command ``frontier``).
 """
 
+import argparse
 import time
 import warnings
 
@@ -11,7 +12,7 @@ from sklearn.utils import Bunch
 
 from ..datasets import make_attention_task
 from ..estimators import AttentionRankEstimator, EnergyEffectiveRank
-from ._arguments import parse_ranks
+from ._arguments import add_hidden_alias, parse_ranks
 from ._output import jsonable, pyplot, save_figure
 from ._registry import Experiment, Verdict, grade, is_finite, number_text, one_plot, register
 
@@ -354,22 +355,45 @@ def _verdicts(result, recovery_tol=0.5):
 
 
 def _add_arguments(parser):
-    parser.add_argument("--r-stars", type=parse_ranks, default=None,
-                        help="true ranks, e.g. 1-16 or 1,2,4,8 (default 1..d)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the reproduce report's quick size: r* in 1,2,4,8,12,16, "
+                        "150 recovery epochs")
+    parser.add_argument("--r-star", dest="r_stars", type=parse_ranks, default=None,
+                        help="true ranks, e.g. 1-16 or 1,2,4,8 (default 1..d; --quick "
+                        "1,2,4,8,12,16 when d = 16)")
+    add_hidden_alias(parser, "--r-stars", dest="r_stars", type=parse_ranks)
     parser.add_argument("--d", type=int, default=16, help="token dimension")
     parser.add_argument("--seq-len", type=int, default=8, help="sequence length L")
-    parser.add_argument("--n-samples", type=int, default=4096)
+    parser.add_argument("--n-samples", type=int, default=4096, help="number of sequences")
     parser.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
-    parser.add_argument("--kernel-scale", type=float, default=2.0)
+    parser.add_argument("--kernel-scale", type=float, default=2.0,
+                        help="scale of the attention teachers' kernel")
     parser.add_argument("--no-recovery", action="store_true",
                         help="skip the recovery students (data-only estimates only)")
-    parser.add_argument("--epochs", type=int, default=200, help="recovery student epochs")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="full-batch optimiser steps of the recovery students (default "
+                        "200, --quick 150)")
+    parser.add_argument("--data", default=None, help=argparse.SUPPRESS)  # sweep's; refused
+
+
+def _no_data(args):
+    """``--data`` is the sweep's: say so in one line instead of "unrecognized arguments"."""
+    if getattr(args, "data", None) is not None:
+        raise ValueError("--data: not supported by this command: frontier varies the true "
+                         "r* of teachers it draws itself; "
+                         "use intrinsic-rank sweep --data FILE")
 
 
 def _settings(args):
-    return dict(r_stars=args.r_stars, d=args.d, seq_len=args.seq_len,
+    _no_data(args)
+    size = EXPERIMENT.quick if args.quick else EXPERIMENT.full
+    r_stars = args.r_stars
+    if r_stars is None and args.quick:
+        r_stars = [r for r in size["r_stars"] if r <= args.d] or None
+    return dict(r_stars=r_stars, d=args.d, seq_len=args.seq_len,
                 n_samples=args.n_samples, noise=args.noise, kernel_scale=args.kernel_scale,
-                recovery=not args.no_recovery, max_epochs=args.epochs)
+                recovery=not args.no_recovery,
+                max_epochs=size["max_epochs"] if args.epochs is None else args.epochs)
 
 
 def _summary(result):
@@ -391,7 +415,7 @@ EXPERIMENT = register(Experiment(
     name="frontier",
     command="frontier",
     title="The predictability frontier: r* from data, before training",
-    paper="seeds 000-002 (The Entropic Bound)",
+    paper="The Entropic Bound",
     help="how far r* can be predicted from data before training",
     description="For a grid of r*, fit each teacher's operator by least squares "
     "(no training) and compare the numerical, energy and realised-mixer ranks "

@@ -3,6 +3,7 @@
 Registered as the experiment ``ladder`` (CLI command ``ladder``).
 """
 
+import argparse
 import math
 import time
 
@@ -260,17 +261,33 @@ def _verdicts(result, floor_ratio=0.1, fail_ratio=20.0):
 
 
 def _add_arguments(parser):
+    parser.add_argument("--quick", action="store_true",
+                        help="the reproduce report's quick size: 1536 samples, 150 epochs")
     parser.add_argument("--r-star", type=int, default=4, help="rank of the operator")
     parser.add_argument("--d", type=int, default=16, help="token dimension")
     parser.add_argument("--seq-len", type=int, default=8, help="sequence length L")
-    parser.add_argument("--n-samples", type=int, default=2048)
+    parser.add_argument("--n-samples", type=int, default=None,
+                        help="training sequences (default 2048, --quick 1536)")
     parser.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
-    parser.add_argument("--epochs", type=int, default=200)
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="full-batch optimiser steps (default 200, --quick 150)")
+    parser.add_argument("--data", default=None, help=argparse.SUPPRESS)  # sweep's; refused
+
+
+def _no_data(args):
+    """``--data`` is the sweep's: say so in one line instead of "unrecognized arguments"."""
+    if getattr(args, "data", None) is not None:
+        raise ValueError("--data: not supported by this command: ladder compares the rungs "
+                         "B0-B3 on a fixed-operator task it draws itself; "
+                         "use intrinsic-rank sweep --data FILE")
 
 
 def _settings(args):
-    return dict(n_samples=args.n_samples, seq_len=args.seq_len, d=args.d,
-                r_star=args.r_star, noise=args.noise, max_epochs=args.epochs)
+    _no_data(args)
+    size = EXPERIMENT.quick if args.quick else EXPERIMENT.full
+    return dict(n_samples=size["n_samples"] if args.n_samples is None else args.n_samples,
+                seq_len=args.seq_len, d=args.d, r_star=args.r_star, noise=args.noise,
+                max_epochs=size["max_epochs"] if args.epochs is None else args.epochs)
 
 
 def _summary(result):
@@ -290,7 +307,7 @@ EXPERIMENT = register(Experiment(
     name="ladder",
     command="ladder",
     title="The interpolation ladder: why static rank fails",
-    paper="seeds 000-002 (The Entropic Bound)",
+    paper="The Entropic Bound",
     help="the interpolation ladder B0-B3 on a fixed-operator task",
     description="Fit B0 (fixed operator), B1 (linear QK), B2 (softmax QK) and B3 "
     "(Transformer block) at full rank on one fixed-operator task and compare "

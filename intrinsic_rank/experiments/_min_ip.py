@@ -1,7 +1,7 @@
 """Min-IP phase transition: the feature rank a nonnegative kernel head needs (seed 003).
 
 Paper: "Three tokens force exponential feature rank in nonnegative kernel
-attention" (SPEC section 3). Two experiments, each a pure function returning a
+attention". Two experiments, each a pure function returning a
 :class:`~sklearn.utils.Bunch` of ``records`` plus ``config``:
 
 * :func:`min_ip_phase_transition`: **in-sample capacity**. Can a normalised
@@ -101,7 +101,7 @@ from ..datasets import (
 )
 from ..estimators import AttentionRankEstimator
 from ..metrics import exact_sequence_error
-from ._arguments import parse_ranks
+from ._arguments import add_hidden_alias, parse_ranks
 from ._output import jsonable, pyplot, save_figure
 from ._registry import Experiment, Verdict, grade, is_finite, number_text, register, save_plot
 
@@ -809,12 +809,14 @@ def _verdicts(result, paper_ranks=(8, 32), paper_error=0.8):
 def _add_arguments(parser):
     parser.add_argument("--quick", action="store_true",
                         help="the quick version (fewer ranks, seeds and OOD settings)")
-    parser.add_argument("--seeds", type=int, default=None,
+    parser.add_argument("--n-seeds", type=int, default=None,
                         help="seeds per setting (default 3, quick 2 in-sample / 1 OOD)")
+    add_hidden_alias(parser, "--seeds", dest="n_seeds", type=int)
     parser.add_argument("--ranks", type=parse_ranks, default=None,
                         help="feature ranks, e.g. 1,2,4,8,16,32,64 (the default)")
     parser.add_argument("--epochs", type=int, default=None,
-                        help="epochs of every fit (default 400 in-sample, 200 OOD)")
+                        help="full-batch optimiser steps of every fit (default 400 "
+                        "in-sample, 200 OOD)")
     parser.add_argument("--n-bits", type=int, default=24,
                         help="bits of the in-sample witness family")
     parser.add_argument("--n-codewords", type=int, default=16,
@@ -825,9 +827,9 @@ def _add_arguments(parser):
 
 def _settings(args):
     epochs = {} if args.epochs is None else {"max_epochs": args.epochs}
-    phase = dict(ranks=args.ranks, n_seeds=args.seeds, n_bits=args.n_bits,
+    phase = dict(ranks=args.ranks, n_seeds=args.n_seeds, n_bits=args.n_bits,
                  n_codewords=args.n_codewords, quick=args.quick, **epochs)
-    ood = None if args.no_ood else dict(ranks=args.ranks, n_seeds=args.seeds,
+    ood = None if args.no_ood else dict(ranks=args.ranks, n_seeds=args.n_seeds,
                                         quick=args.quick, **epochs)
     return {"phase": phase, "ood": ood}
 
@@ -895,8 +897,8 @@ EXPERIMENT = register(Experiment(
     name="min-ip",
     command="min-ip",
     title="Min-IP: three tokens force feature rank in nonnegative kernel attention",
-    paper="seed 003 (Three tokens force exponential feature rank)",
-    help="Min-IP phase transition of nonnegative kernel attention (seed 003)",
+    paper="Three tokens force exponential feature rank in nonnegative kernel attention",
+    help="Min-IP phase transition of nonnegative kernel attention",
     description="Train normalised nonnegative kernel heads of a grid of feature ranks (one "
     "batched optimisation) on an anchored Min-IP witness family, in-sample at lengths 3 and "
     "2, with dense softmax attention as the reference; then train on one codeword pool and "

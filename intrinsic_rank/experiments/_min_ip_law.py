@@ -12,6 +12,7 @@ from sklearn.utils import Bunch
 from ..bounds import witness_feature_rank_bound
 from ..datasets import min_ip_exhaustive_triples
 from ..nn import FEATURE_MAPS, TripleAttentionHead, fit_triple_heads
+from ._arguments import add_hidden_alias
 from ._output import jsonable, pyplot, save_figure
 from ._registry import Experiment, Verdict, grade, number_text, one_plot, register
 
@@ -369,21 +370,26 @@ def is_num(value):
 
 def _add_arguments(parser):
     parser.add_argument("--quick", action="store_true", help="m = 2..4, fewer steps")
-    parser.add_argument("--bits", type=int, nargs="+", default=None, help="values of m")
-    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--bits", type=int, nargs="+", default=None,
+                        help="values of m (default 2 3 4 5, --quick 2 3 4)")
+    parser.add_argument("--n-seeds", type=int, default=4, help="seeds per m")
+    add_hidden_alias(parser, "--seeds", dest="n_seeds", type=int)
     parser.add_argument("--feature-maps", nargs="+", default=["exp"],
-                        choices=sorted(FEATURE_MAPS))
-    parser.add_argument("--heads", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=None)
+                        choices=sorted(FEATURE_MAPS), help="feature maps of the Min-IP head")
+    parser.add_argument("--heads", type=int, default=1, help="heads of the Min-IP model")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="full-batch optimiser steps of every fit (default 1500, "
+                        "--quick 800)")
+    add_hidden_alias(parser, "--steps", "--max-steps", dest="epochs", type=int)
 
 
 def _settings(args):
     base = dict(EXPERIMENT.quick if args.quick else EXPERIMENT.full)
     if args.bits:
         base["n_bits"] = list(args.bits)
-    if args.steps:
-        base["max_steps"] = args.steps
-    base.update(n_seeds=args.seeds, feature_maps=list(args.feature_maps), n_heads=args.heads)
+    if args.epochs:
+        base["max_steps"] = args.epochs
+    base.update(n_seeds=args.n_seeds, feature_maps=list(args.feature_maps), n_heads=args.heads)
     return base
 
 
@@ -402,7 +408,7 @@ EXPERIMENT = register(Experiment(
     name="min-ip-law",
     command="min-ip-law",
     title="Min-IP: the exponential rank law on the worst case",
-    paper="seed 003 (Three tokens force exponential feature rank)",
+    paper="Three tokens force exponential feature rank in nonnegative kernel attention",
     help="the Min-IP rank law on every sequence of all m-bit tokens, with controls",
     description="Train kernel heads of feature ranks 1..2^m on every length-3 Min-IP "
     "sequence over all m-bit tokens and measure the smallest rank that solves all of "

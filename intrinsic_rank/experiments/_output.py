@@ -29,6 +29,7 @@ import numpy as np
 
 __all__ = [
     "MISSING",
+    "write_csv",
     "format_table",
     "format_column",
     "check_output_folder",
@@ -156,6 +157,66 @@ def write_json(path, payload, *, mark_nonfinite=False):
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_csv(path, records, columns=None):
+    """Write ``records`` (a list of dicts) as a CSV file, atomically.
+
+    One row per record, one column per key (``columns``, or the keys of the
+    records in first-seen order); ``None`` and NaN are written as empty cells,
+    floats with Python's shortest exact ``repr``.
+
+    Parameters
+    ----------
+    path : str or path-like
+    records : list of dict
+    columns : list of str or None, default=None
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "sweep.csv")
+    >>> write_csv(path, [{"rank": 1, "risk": 0.5}, {"rank": 2, "risk": None}])
+    >>> print(open(path).read(), end="")
+    rank,risk
+    1,0.5
+    2,
+    """
+    import csv
+    import io
+
+    path = os.fspath(path)
+    if columns is None:
+        columns = []
+        for record in records:
+            columns += [key for key in record if key not in columns]
+    stream = io.StringIO()
+    writer = csv.writer(stream, lineterminator="\n")
+    writer.writerow(columns)
+    for record in records:
+        row = []
+        for key in columns:
+            value = _plain(record.get(key)) if hasattr(record.get(key), "dtype") else \
+                record.get(key)
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                row.append("")
+            else:
+                row.append(value)
+        writer.writerow(row)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", newline="") as out:
+            out.write(stream.getvalue())
+            out.flush()
+            os.fsync(out.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:

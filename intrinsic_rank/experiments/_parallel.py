@@ -15,8 +15,11 @@ that runs the task: ``k = max(1, cpu_count // slots)``, where ``cpu_count`` is
 ``joblib.cpu_count()`` there (it respects cgroup and affinity limits) and
 ``slots`` is the number of tasks that machine runs at once -- for a Dask
 worker, the threads of all Dask workers on its host; elsewhere, the effective
-``n_jobs`` of the active backend. A run of one job in the calling process
-(plain sequential execution) keeps the caller's thread setting.
+``n_jobs`` of the active backend. ``OMP_NUM_THREADS``, when set in the calling
+process, caps ``k`` (``k = min(k, OMP_NUM_THREADS)``): the same rule the command
+line follows, so that ``OMP_NUM_THREADS=1`` keeps every task on one thread. A
+run of one job in the calling process (plain sequential execution) keeps the
+caller's thread setting.
 """
 
 import os
@@ -86,6 +89,7 @@ class _ThreadRule:
     slots: int  # effective n_jobs of the active backend
     caller_pid: int
     dask_host_slots: dict = field(default_factory=dict)  # worker address -> slots on its host
+    omp_threads: int | None = None  # the caller's OMP_NUM_THREADS: a ceiling
 
     def threads(self):
         """Thread count for a task running here; ``None`` keeps the current one."""
@@ -94,7 +98,19 @@ class _ThreadRule:
         slots = self.dask_host_slots.get(_dask_worker_address(), self.slots)
         if slots <= 1 and os.getpid() == self.caller_pid:
             return None  # a plain sequential run: the caller's setting stands
-        return max(1, joblib.cpu_count() // slots)
+        threads = max(1, joblib.cpu_count() // slots)
+        if self.omp_threads is not None:
+            threads = min(threads, self.omp_threads)
+        return threads
+
+
+def _omp_threads():
+    """``OMP_NUM_THREADS`` of this process as an integer >= 1, or ``None`` when unset."""
+    try:
+        value = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return None
+    return value if value >= 1 else None
 
 
 def _dask_worker_address():
@@ -151,9 +167,9 @@ def run_parallel(function, kwargs_list, n_jobs=None, threads_per_job=None, progr
     threads_per_job : int or None, default=None
         Torch threads of each call (``torch.set_num_threads``), restored when
         the call ends. ``None``: ``max(1, cpu_count // slots)`` on the machine
-        running the call, ``slots`` being the calls that machine runs at once
-        (see the module notes); a plain sequential run keeps the caller's
-        setting.
+        running the call, ``slots`` being the calls that machine runs at once,
+        and at most the caller's ``OMP_NUM_THREADS`` when that is set (see the
+        module notes); a plain sequential run keeps the caller's setting.
     progress : bool, default=False
         Draw a progress bar over finished calls (when stderr is a terminal).
         With joblib's Ray backend, which cannot stream results, it fills at
@@ -188,6 +204,7 @@ def run_parallel(function, kwargs_list, n_jobs=None, threads_per_job=None, progr
         slots=joblib.effective_n_jobs(n_jobs),
         caller_pid=os.getpid(),
         dask_host_slots=_dask_host_slots() if threads_per_job is None else {},
+        omp_threads=_omp_threads(),
     )
     tasks = (
         joblib.delayed(_call_with_threads)(function, kwargs, rule) for kwargs in kwargs_list

@@ -1262,13 +1262,14 @@ EXPERIMENT = register(Experiment(
     name="profile",
     command="profile",
     title="Real models: per-head static kernel ranks, realised mixers, sinks and locality",
-    paper="seeds 000-002 (The Entropic Bound, appendix B: real language models)",
+    paper="The Entropic Bound (appendix B: real language models)",
     help="per-head rank profile of a pretrained model (static QK kernel, realised "
     "attention, sinks, locality) and its reachability geometry",
     description="For every layer and head: the static query-key kernel's spectrum and rank "
     "measures, the realised attention matrices' energy rank averaged over inputs, the mass "
     "on the first token (sink), on the most-attended key and on a diagonal band (locality); "
-    "then the hidden-state radius and the bounds of seed 004 that apply to the model. "
+    "then the hidden-state radius and the bounds of \"How many different outputs can a "
+    "Transformer generate?\" that apply to the model. "
     "Prints the tables, saves profile.png (layer x head heat maps), profile.csv and "
     "profile.json. Runs offline.",
     quick=dict(models=["default", "all-MiniLM-L6-v2"], n_inputs=32, max_length=64,

@@ -1,4 +1,7 @@
-"""Accessibility curves and the reachable-length slope (SPEC section 4, seed 004)."""
+"""Accessibility curves and the reachable-length slope.
+
+From "How many different outputs can a Transformer generate?".
+"""
 
 import time
 
@@ -9,7 +12,7 @@ from .._validation import check_int, keyed_seed
 from ..datasets import make_random_targets
 from ..estimators import ReachabilityEstimator
 from ..nn import as_causal_lm
-from ._arguments import parse_precision, parse_ranks
+from ._arguments import add_hidden_alias, parse_lengths, parse_precision, parse_ranks
 from ._curves import fit_n50, fit_slope
 from ._output import jsonable, pyplot, save_figure
 from ._registry import (
@@ -79,7 +82,7 @@ def accessibility_curves(
     n_targets : int, default=16
         Random targets per point (the paper used 20).
     max_steps, patience, lr : int, int, float, default=3000, 500, 1e-2
-        Cramming protocol (SPEC section 4).
+        The paper's cramming protocol.
     precision : float, str or None, default=None
         ``eps`` of the bounds (see :class:`~intrinsic_rank.ReachabilityEstimator`).
     quick : bool, default=False
@@ -420,23 +423,21 @@ def _verdicts(result, paper_r2=0.99, paper_ratio=(4.5, 20.4)):
     return verdicts
 
 
-def _lengths(text):
-    """``--lengths``: ``"auto"`` or a grid such as ``2-16`` or ``2,4,8``."""
-    return "auto" if text == "auto" else parse_ranks(text)
-
-
 def _add_arguments(parser):
     parser.add_argument("--model", default="default",
                         help="'default', a Hugging Face model folder, or a saved "
                         "TinyCausalLM .pt")
     parser.add_argument("--memory", type=parse_ranks, default=[1, 2, 3, 4],
                         help="numbers of prompt vectors m, e.g. 1-4 or 1,2,4,8")
-    parser.add_argument("--lengths", type=_lengths, default="auto",
+    parser.add_argument("--lengths", type=parse_lengths, default="auto",
                         help="target lengths, e.g. 2-16 or 2,4,8 (default: auto, until "
                         "nobody is reached twice in a row)")
     parser.add_argument("--targets", type=int, default=16, help="random targets per point")
-    parser.add_argument("--max-steps", type=int, default=3000)
-    parser.add_argument("--patience", type=int, default=500)
+    parser.add_argument("--epochs", type=int, default=3000,
+                        help="at most this many full-batch optimiser steps per point")
+    add_hidden_alias(parser, "--max-steps", "--steps", dest="epochs", type=int)
+    parser.add_argument("--patience", type=int, default=500,
+                        help="stop a target after this many steps without a better accuracy")
     parser.add_argument("--precision", type=parse_precision, default=None,
                         help="eps of the bound: a number or a dtype name such as float16 "
                         "(default: the model's own dtype)")
@@ -446,7 +447,7 @@ def _add_arguments(parser):
 
 def _settings(args):
     return dict(model=args.model, n_memory=args.memory, lengths=args.lengths,
-                n_targets=args.targets, max_steps=args.max_steps, patience=args.patience,
+                n_targets=args.targets, max_steps=args.epochs, patience=args.patience,
                 precision=args.precision, quick=args.quick)
 
 
@@ -470,8 +471,8 @@ EXPERIMENT = register(Experiment(
     name="reach",
     command="reach",
     title="Reachable outputs: accessibility, n50 against m, and the slope bound",
-    paper="seed 004 (How many different outputs can a Transformer generate?)",
-    help="accessibility of random targets by cramming prompt vectors (seed 004)",
+    paper="How many different outputs can a Transformer generate?",
+    help="accessibility of random targets by cramming prompt vectors",
     description="Cram random target sequences into m prompt vectors of a frozen causal LM "
     "(the embedded default model unless --model is given), for a grid of m and target "
     "lengths; fit n50 per m, the slope of n50 against m, and compare it with the slope "

@@ -236,7 +236,11 @@ class Experiment:
             self.check(settings)
 
     def execute(self, settings, *, random_state, progress, device):
-        """``run(settings, ...)`` under an :class:`InterruptGuard`.
+        """``run(settings, ...)`` under an :class:`InterruptGuard`, with the progress convention.
+
+        With ``progress`` true, off a terminal a status line with the elapsed
+        time goes to stderr every 30 s (the bars show on a terminal); third-party
+        (Hugging Face) bars are silenced either way.
 
         Parameters
         ----------
@@ -256,7 +260,10 @@ class Experiment:
             When Ctrl-C arrived during ``run``, even if something inside ``run``
             caught it and carried on.
         """
-        with InterruptGuard():
+        from ._progress import StatusLines, silence_third_party_bars
+
+        silence_third_party_bars()
+        with InterruptGuard(), StatusLines(self.command, enabled=progress):
             return self.run(settings, random_state=random_state, progress=progress,
                             device=device)
 

@@ -115,6 +115,8 @@ def _resolve_pieces(pieces):
                          f"got {pieces!r}") from None
     if not names:
         raise ValueError(f"no piece given; use 'all' or some of {list(PIECES)}")
+    by_command = {piece.command: name for name, piece in PIECES.items()}
+    names = [n if n in PIECES else by_command.get(n, n) for n in names]  # sweep -> entropic
     unknown = [n for n in names if n != "all" and n not in PIECES]
     if unknown:
         raise ValueError(f"unknown piece(s) {unknown}; use 'all' or some of {list(PIECES)}")
@@ -362,7 +364,8 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
     pieces : "all", str or list of str, default="all"
         Which pieces, by name (``"entropic"``, ``"ladder"``, ``"frontier"``,
         ``"min-ip"``, ``"reach"``, ``"copy"``, ``"profile"``: the keys of
-        :data:`PIECES`); they run in that order. ``"all"`` is every piece
+        :data:`PIECES`), or by the command that runs it alone (``"sweep"``
+        for ``"entropic"``); they run in that order. ``"all"`` is every piece
         whose ``in_reproduce`` is true.
     quick : bool, default=True
         The quick settings of every piece (minutes in all on a 2-core CPU);

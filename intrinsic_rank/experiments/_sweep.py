@@ -4,7 +4,9 @@ Registered as the experiment ``entropic`` (CLI command ``sweep``): the command
 sweeps one teacher, the reproduce piece a linear and a softmax teacher.
 """
 
+import argparse
 import math
+import os
 import time
 
 import numpy as np
@@ -13,7 +15,8 @@ from sklearn.utils import Bunch
 from ..datasets import make_attention_task, make_fixed_operator_task
 from ..estimators import AttentionRankEstimator
 from ._arguments import parse_ranks, verbose_level
-from ._output import jsonable, pyplot, save_figure
+from ._data import load_xy, save_model_file, sweep_data
+from ._output import jsonable, pyplot, save_figure, write_csv
 from ._registry import Experiment, Verdict, grade, is_finite, number_text, register, save_plot
 
 __all__ = ["rank_sweep", "plot_sweep"]
@@ -36,6 +39,7 @@ def rank_sweep(
     progress=False,
     device="cpu",
     verbose="deprecated",
+    noise_floor=None,
 ):
     """Sweep student ranks on a teacher of known ``r*`` and estimate ``r*`` back.
 
@@ -67,14 +71,19 @@ def rank_sweep(
     verbose : int, optional
         Deprecated since 0.2 (removed in 0.3): use ``progress``. When given, it
         is passed to the estimator as before, with a ``FutureWarning``.
+    noise_floor : float or None, default=None
+        The floor the sweep judges against (the estimator's ``noise_floor``);
+        ``None`` estimates it from the sweep, as before.
 
     Returns
     -------
     result : Bunch
         ``records`` (one dict per rank), ``rank_`` (estimated ``r*``),
-        ``r_star``, ``noise_floor`` (true), ``noise_floor_`` (estimated),
-        ``excess_tol`` (the excess risk that counts as reaching the floor),
-        ``config`` and the fitted ``estimator``.
+        ``r_star``, ``noise_floor`` (true), ``noise_floor_`` (estimated, or
+        the one given), ``excess_tol`` (the excess risk that counts as
+        reaching the floor), ``floor_reached`` and ``reference_risk`` (the
+        estimator's ``floor_reached_`` and ``reference_risk_``), ``config``
+        and the fitted ``estimator``.
 
     Examples
     --------
@@ -103,13 +112,15 @@ def rank_sweep(
     attention = attention or teacher
     est = AttentionRankEstimator(
         attention=attention, ranks=list(ranks), max_epochs=max_epochs,
-        random_state=random_state, device=device, verbose=verbose,
+        noise_floor=noise_floor, random_state=random_state, device=device, verbose=verbose,
     ).fit(X, Y)
     config = dict(
         teacher=teacher, attention=attention, r_star=r_star, d=d, seq_len=seq_len,
         n_samples=n_samples, noise=noise, ranks=[int(r) for r in ranks],
         kernel_scale=kernel_scale, max_epochs=max_epochs, random_state=random_state,
     )
+    if noise_floor is not None:  # only then: the configs of earlier runs stay as they were
+        config["noise_floor"] = noise_floor
     return Bunch(
         records=est.sweep_,
         rank_=est.rank_,
@@ -117,6 +128,8 @@ def rank_sweep(
         noise_floor=info.noise_floor,
         noise_floor_=est.noise_floor_,
         excess_tol=est.excess_tol_,
+        floor_reached=est.floor_reached_,
+        reference_risk=est.reference_risk_,
         config=config,
         estimator=est,
     )
@@ -154,11 +167,14 @@ def plot_sweep(result, path=None):
     cfg = result.config
     fig, (ax_risk, ax_rank) = plt.subplots(1, 2, figsize=(11, 5.2))
 
-    ax_risk.axvspan(result.r_star - 0.12, result.r_star + 0.12, color="C2", alpha=0.25, lw=0,
-                    label=f"true $r^*$ = {result.r_star}")
+    known = result.r_star is not None  # a teacher; None for your own data (--data)
+    if known:
+        ax_risk.axvspan(result.r_star - 0.12, result.r_star + 0.12, color="C2", alpha=0.25,
+                        lw=0, label=f"true $r^*$ = {result.r_star}")
     ax_risk.semilogy(ranks, risk, "o-", color="C0", label="held-out risk of the rank-r student")
-    ax_risk.axhline(result.noise_floor, color="grey", ls=":",
-                    label=f"true noise floor $\\sigma^2$ = {result.noise_floor:.3g}")
+    if result.noise_floor is not None:
+        ax_risk.axhline(result.noise_floor, color="grey", ls=":",
+                        label=f"true noise floor $\\sigma^2$ = {result.noise_floor:.3g}")
     threshold = result.noise_floor_ + result.excess_tol
     ax_risk.axhline(threshold, color="C1", ls="--", lw=1,
                     label=f"reach threshold {threshold:.3g} (estimated floor "
@@ -178,8 +194,9 @@ def plot_sweep(result, path=None):
     offset = 0.06 * (ranks.max() > ranks.min())
     ax_rank.plot(ranks, ranks, color="0.75", lw=7, alpha=0.6, solid_capstyle="butt",
                  label="student rank r (the ceiling)")
-    ax_rank.axhline(result.r_star, color="C2", ls="-.", lw=1.2, label=f"true $r^*$ = "
-                                                                      f"{result.r_star}")
+    if known:
+        ax_rank.axhline(result.r_star, color="C2", ls="-.", lw=1.2,
+                        label=f"true $r^*$ = {result.r_star}")
     ax_rank.plot(ranks + offset, [rec["numerical_rank"] for rec in records], "s--", color="C1",
                  ms=6, mfc="none", mew=1.5, label="numerical rank of the learned kernel")
     ax_rank.plot(ranks - offset, [rec["energy_effective_rank"] for rec in records], "o-",
@@ -190,12 +207,14 @@ def plot_sweep(result, path=None):
     ax_rank.set_xticks(ranks)
     ax_rank.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1,
                    frameon=False)
-    fig.suptitle(
-        f"Rank sweep: {cfg['teacher']} teacher, r* = {cfg['r_star']}, d = {cfg['d']}, "
-        f"L = {cfg['seq_len']}, n = {cfg['n_samples']}, noise = {cfg['noise']}, "
-        f"seed {cfg['random_state']}",
-        fontsize=10,
-    )
+    if known:
+        title = (f"Rank sweep: {cfg['teacher']} teacher, r* = {cfg['r_star']}, d = {cfg['d']}, "
+                 f"L = {cfg['seq_len']}, n = {cfg['n_samples']}, noise = {cfg['noise']}, "
+                 f"seed {cfg['random_state']}")
+    else:
+        title = (f"Rank sweep on {os.path.basename(str(cfg.get('data')))}: d = {cfg['d']}, "
+                 f"L = {cfg['seq_len']}, n = {cfg['n_samples']}, seed {cfg['random_state']}")
+    fig.suptitle(title, fontsize=10)
     return save_figure(fig, path)
 
 
@@ -206,17 +225,36 @@ SWEEP_COLUMNS = ["rank", "train_risk", "heldout_risk", "excess_risk", "reached",
 """Columns of the rank sweep's table (the CLI's and the reproduce report's)."""
 
 
+_DATA_KEYS = ("data", "targets", "save_model")
+
+
 def _run(settings, *, random_state, progress, device):
-    """One :func:`rank_sweep` per teacher of ``settings["teachers"]``."""
-    kwargs = {k: v for k, v in settings.items() if k != "teachers"}
+    """One :func:`rank_sweep` per teacher of ``settings["teachers"]``, or one sweep of
+    ``settings["data"]`` (your own ``X`` and ``Y``, ``--data``)."""
+    kwargs = {k: v for k, v in settings.items() if k not in ("teachers", *_DATA_KEYS)}
+    save_model = settings.get("save_model")
     sweeps = {}
     tic = time.perf_counter()
-    for teacher in settings["teachers"]:
-        result = rank_sweep(teacher=teacher, random_state=random_state, progress=progress,
-                            device=device, **kwargs)
-        result.pop("estimator")
-        sweeps[teacher] = dict(result)
-    return jsonable({"sweeps": sweeps, "seconds": time.perf_counter() - tic})
+    if settings.get("data") is not None:
+        X, Y = load_xy(settings["data"], settings.get("targets"))
+        result = sweep_data(X, Y, attention=kwargs.get("attention") or "softmax",
+                            ranks=kwargs.get("ranks"), max_epochs=kwargs["max_epochs"],
+                            noise_floor=kwargs.get("noise_floor"), random_state=random_state,
+                            progress=progress, device=device, source=settings["data"])
+        results = {"data": result}
+    else:
+        results = {teacher: rank_sweep(teacher=teacher, random_state=random_state,
+                                       progress=progress, device=device, **kwargs)
+                   for teacher in settings["teachers"]}
+    for name, result in results.items():
+        estimator = result.pop("estimator")
+        if save_model is not None:  # the command runs one sweep: its fitted estimator
+            save_model_file(estimator, save_model)
+        sweeps[name] = dict(result)
+    payload = {"sweeps": sweeps, "seconds": time.perf_counter() - tic}
+    if save_model is not None:
+        payload["model_file"] = save_model
+    return jsonable(payload)
 
 
 def _plot(result, folder):
@@ -229,9 +267,11 @@ def _plot(result, folder):
 
 
 def _tables(result):
-    return [(f"{teacher} teacher, r* = {sweep['r_star']} (noise floor "
-             f"{number_text(sweep['noise_floor'])}; a rank reaches it when its excess risk "
-             f"is below {number_text(sweep['excess_tol'])})", sweep["records"], SWEEP_COLUMNS)
+    return [((f"{teacher} teacher, r* = {sweep['r_star']} (noise floor "
+              f"{number_text(sweep['noise_floor'])}" if sweep.get("r_star") is not None else
+              f"your data (estimated noise floor {number_text(sweep['noise_floor_'])}")
+             + f"; a rank reaches it when its excess risk is below "
+             f"{number_text(sweep['excess_tol'])})", sweep["records"], SWEEP_COLUMNS)
             for teacher, sweep in result["sweeps"].items()]
 
 
@@ -293,37 +333,120 @@ def _verdicts(result, recovery_tol=0.5):
 
 
 def _add_arguments(parser):
-    parser.add_argument("--teacher", choices=["linear", "softmax", "fixed"], default="softmax")
+    parser.add_argument("--quick", action="store_true",
+                        help="the reproduce report's quick size: 1536 samples, 150 epochs")
+    parser.add_argument("--teacher", choices=["linear", "softmax", "fixed"], default="softmax",
+                        help="the teacher task")
     parser.add_argument("--attention", choices=["fixed", "linear", "softmax", "block"],
                         default=None, help="student rung (default: match the teacher)")
     parser.add_argument("--r-star", type=int, default=4, help="true rank of the teacher")
     parser.add_argument("--d", type=int, default=16, help="token dimension")
     parser.add_argument("--seq-len", type=int, default=8, help="sequence length L")
-    parser.add_argument("--n-samples", type=int, default=2048)
+    parser.add_argument("--n-samples", type=int, default=None,
+                        help="number of sequences (default 2048, --quick 1536)")
     parser.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
     parser.add_argument("--ranks", type=parse_ranks, default=None,
                         help="rank grid, e.g. 1-8 or 1,2,4,8 (default 1..2r*)")
-    parser.add_argument("--epochs", type=int, default=200)
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="full-batch optimiser steps (default 200, --quick 150)")
+    parser.add_argument("--noise-floor", type=_noise_floor, default=None, metavar="RISK",
+                        help="the noise floor (an MSE) the ranks are judged against, when "
+                        "you know it (default: estimated from the sweep)")
+    data = parser.add_argument_group(
+        "your own data",
+        "sweep X and Y from files instead of a teacher (--teacher, --r-star, --d, --seq-len, "
+        "--n-samples and --noise then do not apply): X of shape (n, L, d), Y of shape "
+        "(n, L, d_out), (n,) or (n, k), checked by AttentionRankEstimator")
+    data.add_argument("--data", default=None, metavar="FILE",
+                      help="an .npz file with arrays X and Y (numpy.savez(FILE, X=X, Y=Y)), "
+                      "or an .npy file of X with --targets (default: a teacher task); the "
+                      "rank grid then defaults to 1..min(d, 16), the students to softmax")
+    data.add_argument("--targets", default=None, metavar="Y.npy",
+                      help="the .npy file of Y when --data is an .npy file of X (default: none)")
+    data.add_argument("--save-model", default=None, metavar="PATH",
+                      help="also store the fitted estimator in PATH (joblib, with the "
+                      "package version; load it with "
+                      "intrinsic_rank.experiments.load_model_file(PATH); default: not saved)")
+
+
+def _noise_floor(text):
+    """``--noise-floor``: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0; got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0; got {text}")
+    return value
+
+
+def _sized(args, option, key):
+    """An option that defaults to the full or the quick size (``EXPERIMENT``'s)."""
+    value = getattr(args, option)
+    if value is None:
+        value = (EXPERIMENT.quick if args.quick else EXPERIMENT.full)[key]
+    return value
 
 
 def _settings(args):
-    return dict(teachers=[args.teacher], attention=args.attention, r_star=args.r_star,
-                d=args.d, seq_len=args.seq_len, n_samples=args.n_samples, noise=args.noise,
-                ranks=args.ranks, max_epochs=args.epochs)
+    settings = dict(teachers=[args.teacher], attention=args.attention, r_star=args.r_star,
+                    d=args.d, seq_len=args.seq_len,
+                    n_samples=_sized(args, "n_samples", "n_samples"), noise=args.noise,
+                    ranks=args.ranks, max_epochs=_sized(args, "epochs", "max_epochs"))
+    if args.targets is not None and args.data is None:
+        raise ValueError("--targets: give it with --data X.npy (the file of X)")
+    if args.data is not None:
+        settings = dict(data=args.data, targets=args.targets, attention=args.attention,
+                        ranks=args.ranks, max_epochs=settings["max_epochs"])
+    if args.noise_floor is not None:
+        settings["noise_floor"] = args.noise_floor
+    if args.save_model is not None:
+        settings["save_model"] = _model_path(args.save_model)
+    return settings
+
+
+def _model_path(path):
+    """``--save-model``: a file path whose folder exists or can be created, not a folder."""
+    if os.path.isdir(path):
+        raise ValueError(f"--save-model: {path!r} is a folder; give a file name such as "
+                         f"{os.path.join(path, 'model.joblib')!r}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ValueError(f"--save-model: {folder!r} is not a folder")
+    return path
 
 
 def _summary(result):
     heads, tails = [], []
     for sweep in result["sweeps"].values():
         cfg = sweep["config"]
-        heads.append(
-            f"Rank sweep: {cfg['attention']} students on a {cfg['teacher']} teacher "
-            f"(r* = {cfg['r_star']}, d = {cfg['d']}, L = {cfg['seq_len']}, "
-            f"n = {cfg['n_samples']}, noise floor = {sweep['noise_floor']:.4g}), "
-            f"{cfg['max_epochs']} epochs, seed {cfg['random_state']}"
-        )
-        tails.append(f"estimated r* = {sweep['rank_']} (true r* = {sweep['r_star']}); "
-                     f"estimated noise floor = {sweep['noise_floor_']:.4g}")
+        given = cfg.get("noise_floor")
+        floor = (f"noise floor = {given:.4g} (given)" if given is not None else
+                 f"estimated noise floor = {sweep['noise_floor_']:.4g}")
+        if sweep.get("r_star") is None:  # your own data
+            heads.append(
+                f"Rank sweep: {cfg['attention']} students on {cfg['data']} "
+                f"(d = {cfg['d']}, L = {cfg['seq_len']}, n = {cfg['n_samples']}), "
+                f"{cfg['max_epochs']} epochs, seed {cfg['random_state']}")
+            tails.append(f"estimated r* = {sweep['rank_']}; {floor}")
+        else:
+            heads.append(
+                f"Rank sweep: {cfg['attention']} students on a {cfg['teacher']} teacher "
+                f"(r* = {cfg['r_star']}, d = {cfg['d']}, L = {cfg['seq_len']}, "
+                f"n = {cfg['n_samples']}, noise floor = {sweep['noise_floor']:.4g}), "
+                f"{cfg['max_epochs']} epochs, seed {cfg['random_state']}"
+            )
+            tails.append(f"estimated r* = {sweep['rank_']} (true r* = {sweep['r_star']}); "
+                         + floor.replace(" (given)", " (given by --noise-floor)"))
+        if sweep.get("floor_reached") is False:
+            reference = sweep.get("reference_risk")
+            beaten = (f" (a least-squares map of the whole sequence reaches a held-out risk of "
+                      f"{reference:.4g})" if is_finite(reference) else "")
+            tails.append(
+                f"warning: the estimated floor {sweep['noise_floor_']:.4g} is probably not the "
+                f"floor: the largest ranks are still improving or a simpler fit does "
+                f"better{beaten}, so estimated r* = {sweep['rank_']} is probably too small; "
+                "widen --ranks, train longer (--epochs) or give --noise-floor")
     tails[-1] += f"; {result['seconds']:.1f} s"
     return ["\n".join(heads), *tails]
 
@@ -333,16 +456,29 @@ def _saved(result):
     if len(result["sweeps"]) != 1:
         return result
     (sweep,) = result["sweeps"].values()
-    return dict(records=sweep["records"], config=sweep["config"], rank_=sweep["rank_"],
-                noise_floor=sweep["noise_floor"], noise_floor_=sweep["noise_floor_"],
-                seconds=result["seconds"])
+    saved = dict(records=sweep["records"], config=sweep["config"], rank_=sweep["rank_"],
+                 noise_floor=sweep["noise_floor"], noise_floor_=sweep["noise_floor_"],
+                 floor_reached=sweep.get("floor_reached"),
+                 reference_risk=sweep.get("reference_risk"), seconds=result["seconds"])
+    if "model_file" in result:
+        saved["model_file"] = result["model_file"]
+    return saved
+
+
+def _extra_files(result, folder):
+    """The command's ``sweep.csv`` (one row per rank); the reproduce piece writes none."""
+    if len(result["sweeps"]) != 1:
+        return []
+    (sweep,) = result["sweeps"].values()
+    write_csv(os.path.join(folder, "sweep.csv"), sweep["records"])
+    return ["sweep.csv"]
 
 
 EXPERIMENT = register(Experiment(
     name="entropic",
     command="sweep",
     title="The Entropic Bound: deficiency, achievability and recovery of r*",
-    paper="seeds 000-002 (The Entropic Bound)",
+    paper="The Entropic Bound",
     help="rank sweep on a teacher task with known r*",
     description="Train a grid of student ranks at once on a teacher task and "
     "estimate r* (the smallest rank reaching the noise floor).",
@@ -352,6 +488,6 @@ EXPERIMENT = register(Experiment(
               n_samples=2048, noise=0.1, max_epochs=200),
     run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,
     add_arguments=_add_arguments, settings=_settings, summary=_summary,
-    json_name="sweep", saved=_saved,
+    json_name="sweep", saved=_saved, extra_files=_extra_files,
 ))
 """The rank sweep as a registered experiment (piece ``entropic``, command ``sweep``)."""

@@ -1,7 +1,7 @@
 """Normalised nonnegative kernel attention and dense softmax attention (seed 003).
 
-A normalised nonnegative kernel-attention head of feature rank ``r`` (SPEC
-section 3) computes, for each position ``i``,
+A normalised nonnegative kernel-attention head of feature rank ``r`` (the Min-IP
+paper) computes, for each position ``i``,
 
 ``o_i = sum_j alpha(x_i, x_j) v(x_j) / sum_j alpha(x_i, x_j)``,
 ``alpha(x, z) = <phi_Q(x), phi_K(z)> >= 0``, ``phi_Q, phi_K : R^m -> R^r_{>=0}``,

@@ -2,7 +2,7 @@
 
 :class:`PromptedLM` holds ``m`` memory vectors per target, for many targets at
 once, in front of a frozen :class:`~intrinsic_rank.nn.CausalLMAdapter`: the
-cramming protocol of SPEC section 4 trains only these vectors.
+cramming protocol of the reachability paper trains only these vectors.
 """
 
 import numpy as np
@@ -21,7 +21,7 @@ class PromptedLM(nn.Module):
     The input for target ``t = (t_1, ..., t_n)`` is
     ``[mem_1, ..., mem_m, emb(t_1), ..., emb(t_{n-1})]``; the logits at the last
     ``n - 1`` positions predict ``t_2 .. t_n`` (the first target token is given,
-    SPEC section 4). Only ``memory`` has gradients.
+    the reachability paper). Only ``memory`` has gradients.
 
     Parameters
     ----------
