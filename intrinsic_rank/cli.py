@@ -38,6 +38,7 @@ What a command promises
 import argparse
 import os
 import shlex
+import signal
 import sys
 
 from . import __version__
@@ -437,6 +438,10 @@ def main(argv=None):
         print(error, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if as_program:
+            # We are leaving because of Ctrl-C: a second one during the interpreter's
+            # shutdown must not turn the one line into a traceback or a death by signal.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         print(f"{name}: interrupted", file=sys.stderr)
         return _INTERRUPTED
     except BrokenPipeError:
