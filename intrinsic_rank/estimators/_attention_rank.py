@@ -13,17 +13,21 @@ from .. import spectral
 from .._validation import check_int, check_real, draw_seed
 from ..nn import STUDENTS
 from ._base import (
+    CHUNK_ELEMENTS,
     DIVERGENCE_FACTOR,
+    PlateauStopping,
     ProgressBar,
     RankSweepNet,
     RankwiseMSELoss,
     SequenceRegressorMixin,
     TensorBatchIterator,
     TrainingDivergedError,
-    as_tensor,
     checked_device,
     check_verbose,
     fits_from_scratch,
+    forward_chunks,
+    rankwise_risks,
+    rows_as_tensor,
     scale_factor,
     select_rank,
     validate_sequences,
@@ -70,6 +74,139 @@ def _resolve_optimizer(optimizer):
     )
 
 
+EARLY_STOPPING_PATIENCE = 20
+"""Epochs without improvement after which a slot has plateaued (``early_stopping=True``)."""
+
+EARLY_STOPPING_DELTA = 0.01
+"""An improvement is a fall of the held-out risk by more than this share of ``tol * variance``."""
+
+AUTO_REFINE_WIDTH = 3
+"""Ranks trained per refinement round of ``ranks="auto"`` (all of a smaller bracket)."""
+
+
+def coarse_rank_grid(limit):
+    """The coarse grid of ``ranks="auto"``: the powers of two below ``limit``, and ``limit``.
+
+    Parameters
+    ----------
+    limit : int
+        The largest rank of the student.
+
+    Returns
+    -------
+    ranks : list of int
+
+    Examples
+    --------
+    >>> coarse_rank_grid(64), coarse_rank_grid(12)
+    ([1, 2, 4, 8, 16, 32, 64], [1, 2, 4, 8, 12])
+    """
+    ranks, r = [], 1
+    while r < limit:
+        ranks.append(r)
+        r *= 2
+    return ranks + [int(limit)]
+
+
+def refinement_ranks(lower, upper, width=AUTO_REFINE_WIDTH):
+    """The ranks of the next refinement round inside the bracket ``(lower, upper)``.
+
+    Every rank strictly between the two when there are at most ``width`` of
+    them, else ``width`` ranks spaced evenly across the bracket (bisection with
+    ``width + 1`` parts per round, all trained in one batch).
+
+    Parameters
+    ----------
+    lower : int
+        Largest trained rank below the selected one (0 when there is none).
+    upper : int
+        The selected (smallest reaching) rank.
+    width : int, default=3
+
+    Returns
+    -------
+    ranks : list of int
+        Empty when the bracket holds no untrained rank.
+
+    Examples
+    --------
+    >>> refinement_ranks(4, 8), refinement_ranks(32, 64), refinement_ranks(1, 2)
+    ([5, 6, 7], [40, 48, 56], [])
+    """
+    inside = list(range(lower + 1, upper))
+    if len(inside) <= width:
+        return inside
+    gap = upper - lower
+    return sorted({lower + round(gap * j / (width + 1)) for j in range(1, width + 1)})
+
+
+def adaptive_rank_search(coarse, evaluate, heldout_variance, tol, noise_floor=None,
+                         width=AUTO_REFINE_WIDTH):
+    """The search of ``ranks="auto"``: a coarse grid, then batched refinement of the bracket.
+
+    ``evaluate(ranks)`` trains one batch of ranks and returns their held-out
+    risks. After each round the estimator's own rule (:func:`select_rank`) is
+    applied to every rank trained so far; the next round trains
+    :func:`refinement_ranks` between the selected rank and the largest trained
+    rank below it. The search ends when that bracket holds no untrained rank,
+    or when no rank reaches the floor. It relies on the held-out excess risk
+    falling with rank (a larger rank can represent every smaller one's
+    solution), so that "reaches the floor" is monotone in the rank.
+
+    Parameters
+    ----------
+    coarse : list of int
+        The first round (:func:`coarse_rank_grid`).
+    evaluate : callable
+        ``evaluate(ranks) -> held-out risks``, one per rank.
+    heldout_variance, tol, noise_floor
+        As :func:`select_rank`.
+    width : int, default=3
+        Ranks per refinement round.
+
+    Returns
+    -------
+    rounds : list of list of int
+        The ranks of each round, in order.
+
+    Examples
+    --------
+    >>> risk = lambda ranks: [1.0 if r < 11 else 0.0 for r in ranks]  # r* = 11
+    >>> adaptive_rank_search([1, 2, 4, 8, 16, 32, 64], risk, 1.0, 0.02)
+    [[1, 2, 4, 8, 16, 32, 64], [10, 12, 14], [11]]
+    """
+    risks, rounds = {}, []
+    todo = list(coarse)
+    while todo:
+        rounds.append(list(todo))
+        risks.update(zip(todo, evaluate(todo)))
+        trained = sorted(risks)
+        selection = select_rank(trained, [risks[r] for r in trained], heldout_variance,
+                                tol, noise_floor=noise_floor)
+        if not selection["any_reached"]:
+            break
+        index = selection["index"]
+        lower = trained[index - 1] if index > 0 else 0
+        todo = refinement_ranks(lower, trained[index], width)
+    return rounds
+
+
+def _mean_square(Y_t):
+    """Mean square of a tensor's entries, accumulated in float64 by chunks of rows."""
+    total, rows = 0.0, max(1, CHUNK_ELEMENTS // max(1, Y_t[0].numel()))
+    for start in range(0, len(Y_t), rows):
+        total += float(Y_t[start:start + rows].double().square().sum())
+    return total / Y_t.numel()
+
+
+def _heldout_variance(Y, rows):
+    """Mean per-entry variance of ``Y[rows]`` (float64 arithmetic, whatever ``Y``'s dtype)."""
+    part = Y[rows]
+    if part.dtype == np.float64:
+        return np.mean(np.var(part, axis=0))
+    return np.mean(np.var(part, axis=0, dtype=np.float64))
+
+
 def _student_parameters(student_class):
     """Keyword parameters a student class accepts (following ``**kwargs`` up its bases)."""
     names = set()
@@ -89,7 +226,7 @@ def _student_parameters(student_class):
 class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     """Attention students of a given query-key rank, and the rank a task needs.
 
-    The estimator trains one rung of the interpolation ladder (SPEC section 2):
+    The estimator trains one rung of the interpolation ladder (the Entropic Bound paper):
     B0 ``"fixed"`` (``Y = A X V`` with an input-independent operator of rank
     ``r``), B1 ``"linear"`` attention, B2 ``"softmax"`` attention or B3
     ``"block"`` (a Transformer block around the rank-``r`` softmax attention).
@@ -110,10 +247,19 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         Rank of a single student: the query-key kernel rank (``1 <= rank <= d``),
         or the operator rank for ``"fixed"`` (``1 <= rank <= L``). ``None``
         means full rank. Must be ``None`` when ``ranks`` is given.
-    ranks : sequence of int or None, default=None
+    ranks : sequence of int, "auto" or None, default=None
         Rank grid of a sweep. ``fit`` trains every rank at once on a training
         part of the data, scores each on the held-out part
         (``validation_fraction``) and sets ``rank_`` to the estimated ``r*``.
+        ``"auto"`` is an adaptive search for the same ``r*`` with less training:
+        a coarse batched grid (the powers of two below the rank limit, and the
+        limit: ``1, 2, 4, ..., 64`` at ``d = 64``), then batched refinement
+        rounds of at most three ranks inside the bracket between the selected
+        rank and the trained rank below it, until the bracket is closed (see
+        :func:`adaptive_rank_search`). It relies on the excess risk falling
+        with rank. At ``d = 64`` it trains at most 14 ranks instead of 64
+        (``trained_ranks_``, ``rank_epochs_``), in up to four rounds one after
+        the other. The noise floor is estimated from the ranks trained.
     max_epochs : int, default=200
         Passes over the training data.
     lr : float, default=3e-3
@@ -144,6 +290,16 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         rank, which trains on all data). ``0`` trains every rank on all the data
         and scores the sweep in-sample: a capacity question (can rank ``r`` fit
         this family?) rather than a generalisation one.
+    early_stopping : bool or int, default=False
+        Convergence-aware stopping of a sweep (ignored for a single rank). After
+        every epoch each rank slot's held-out risk is evaluated; a slot has
+        plateaued when that risk has not fallen below its best so far by more
+        than ``0.01 * tol * variance`` (the held-out variance of the targets)
+        for ``patience`` consecutive epochs. Training ends when every slot has
+        plateaued; ``max_epochs`` stays the upper bound. ``True`` means a
+        patience of 20 epochs, an integer is the patience. The held-out risks
+        per epoch are in ``history_`` (``heldout_risk_per_rank``). The
+        per-epoch evaluation costs a forward pass over the held-out part.
     student_options : dict or None, default=None
         Extra keyword arguments of the student class, for example
         ``{"hidden": 32, "positional": True}`` for ``"kernel"`` or
@@ -158,6 +314,16 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         Torch device.
     verbose : int, default=0
         0 silent; 1 a progress bar over epochs; 2 skorch's per-epoch table.
+
+    Notes on memory
+    ---------------
+    ``X`` and ``Y`` are held on the device once, in float32 (a training part
+    and a held-out part, filled a chunk at a time); float32 and ``np.memmap``
+    input is not copied to float64. Held-out risks, kernels, predictions and
+    mixers are evaluated in chunks of about ``2^22`` outputs, so no
+    ``(n, R, L, d_out)`` array of every rank's outputs is built during ``fit``
+    (``predict_per_rank`` returns one, as documented). Below that size the
+    evaluation takes one pass, bit-identical to unchunked evaluation.
 
     Notes on training (faults)
     --------------------------
@@ -237,7 +403,19 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         the learned kernel. ``pandas.DataFrame(est.sweep_)`` makes a table.
     history_ : list of dict
         Per epoch: ``epoch``, ``train_loss`` (summed over ranks),
-        ``train_loss_per_rank`` and ``dur`` (seconds).
+        ``train_loss_per_rank`` and ``dur`` (seconds); with ``early_stopping``
+        also ``heldout_risk_per_rank``; after ``ranks="auto"`` the rows of every
+        round in order, each with ``round`` and that round's ``ranks``.
+    trained_ranks_ : ndarray
+        Every rank trained (equal to ``ranks_``; after ``ranks="auto"`` the
+        ranks of all rounds).
+    search_rounds_ : list of dict
+        One record per batched training run: ``ranks`` and ``epochs`` (one
+        round for an explicit grid).
+    rank_epochs_ : int
+        Training work: the sum over rounds of ranks times epochs trained.
+    n_epochs_ : int
+        Epochs trained by the longest round (``max_epochs`` unless stopped early).
     n_features_in_ : int
         Size of the last axis of ``X``: token dimension ``d`` for 3-D input,
         number of scalar tokens for 2-D input.
@@ -268,6 +446,13 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     ...                              max_epochs=100, random_state=0).fit(X, Y)
     >>> est.rank_
     2
+
+    The adaptive search finds the same rank with fewer trained ranks:
+
+    >>> auto = AttentionRankEstimator(attention="linear", ranks="auto",
+    ...                               max_epochs=100, random_state=0).fit(X, Y)
+    >>> auto.rank_, auto.trained_ranks_.tolist()
+    (2, [1, 2, 4, 6])
     """
 
     def __init__(
@@ -285,6 +470,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         noise_floor=None,
         tol=0.02,
         validation_fraction=0.2,
+        early_stopping=False,
         student_options=None,
         random_state=None,
         device="cpu",
@@ -302,6 +488,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.noise_floor = noise_floor
         self.tol = tol
         self.validation_fraction = validation_fraction
+        self.early_stopping = early_stopping
         self.student_options = student_options
         self.random_state = random_state
         self.device = device
@@ -324,9 +511,22 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         if self.noise_floor is not None:
             check_real(self.noise_floor, "noise_floor", 0.0)
         check_verbose(self.verbose)
+        self._patience()
         _resolve_optimizer(self.optimizer)
         self._student_options()
         return checked_device(self.device)
+
+    def _patience(self):
+        """Epochs without improvement that make a slot plateau (``None``: no early stop)."""
+        value = self.early_stopping
+        if value is False or value is None:
+            return None
+        if value is True:
+            return EARLY_STOPPING_PATIENCE
+        return check_int(value, "early_stopping", 1)
+
+    def _auto(self):
+        return isinstance(self.ranks, str)
 
     def _max_rank(self):
         return STUDENTS[self.attention].rank_limit(self.token_dim_, self.seq_len_)
@@ -349,6 +549,12 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
                 raise ValueError(
                     "give either rank (one student) or ranks (a sweep), not both"
                 )
+            if isinstance(self.ranks, str):
+                if self.ranks != "auto":
+                    raise ValueError(
+                        f"ranks must be a list of ranks or 'auto'; got {self.ranks!r}"
+                    )
+                return coarse_rank_grid(limit)
             grid = np.asarray(self.ranks)
             if grid.ndim != 1 or grid.size == 0:
                 raise ValueError(f"ranks must be a non-empty 1-D list; got {self.ranks!r}")
@@ -389,8 +595,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             return min(256, max(16, n_train // 8))
         return self.batch_size
 
-    def _build_net(self, ranks, seed, device, n_train, loss_limit=None):
-        callbacks = []
+    def _build_net(self, ranks, seed, device, n_train, loss_limit=None, extra_callbacks=()):
+        callbacks = list(extra_callbacks)
         if self.verbose == 1:
             callbacks.append(("progress", ProgressBar(postfix={"summed_loss": "train_loss"})))
         return RankSweepNet(
@@ -441,7 +647,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None"
             )
-        X, Y = validate_sequences(self, X, Y, reset=True)
+        X, Y = validate_sequences(self, X, Y, reset=True, keep_float32=True)
         ranks = self._rank_grid()
         seed = draw_seed(self.random_state)
         sweep = self.ranks is not None
@@ -452,33 +658,66 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         # far from unit size, X and Y are trained on in units of their own size
         # (a power of two each, exact); every reported number is converted back
         x_scale, y_scale = scale_factor(X), scale_factor(Y)
-        X_fit = X if x_scale == 1.0 else X * x_scale
-        Y_fit = Y if y_scale == 1.0 else Y * y_scale
-        X_t = as_tensor(X_fit, "X", device)
-        Y_t = as_tensor(Y_fit, "Y", device)
-        mean_square = float(np.mean(np.square(Y_fit[train])))
-        limit = DIVERGENCE_FACTOR * mean_square if mean_square > 0 else None
-        net = self._build_net(ranks, seed, device, len(train), loss_limit=limit)
-        net.fit(X_t[train], Y_t[train])
-        self.net_ = net
         self.x_scale_, self.y_scale_ = x_scale, y_scale
+        # the data on the device in float32, once: a training part and a held-out
+        # part, filled chunk by chunk (no float64 or scaled copy of X or Y)
+        X_train = rows_as_tensor(X, "X", device, train, x_scale)
+        Y_train = rows_as_tensor(Y, "Y", device, train, y_scale)
+        if sweep and self.validation_fraction > 0:
+            X_held = rows_as_tensor(X, "X", device, heldout, x_scale)
+            Y_held = rows_as_tensor(Y, "Y", device, heldout, y_scale)
+        else:
+            X_held, Y_held = X_train, Y_train
+        mean_square = _mean_square(Y_train)
+        limit = DIVERGENCE_FACTOR * mean_square if mean_square > 0 else None
+        variance = _heldout_variance(Y, heldout) if sweep else None
+        patience = self._patience() if sweep else None
+        min_delta = 0.0
+        if patience is not None:
+            # a fall smaller than a hundredth of the selection tolerance is no progress
+            min_delta = EARLY_STOPPING_DELTA * self.tol * variance * y_scale**2
+        held = (X_held, Y_held, patience, min_delta)
+        if self._auto():
+            nets, rounds = self._adaptive_search(
+                ranks, seed, device, (X_train, Y_train), held, variance, limit)
+            ranks = sorted({r for net in nets for r in net.module_.ranks})
+            net = self._merged_net(nets, ranks, seed, device, len(train), limit)
+        else:
+            net = self._train(ranks, seed, device, (X_train, Y_train), held, limit)
+            nets = [net]
+        self.net_ = net
         self.ranks_ = np.asarray(ranks)
-        self.history_ = [
-            {key: row[key] for key in ("epoch", "train_loss", "train_loss_per_rank", "dur")}
-            for row in self.net_.history
+        self.trained_ranks_ = np.asarray(ranks)
+        self.search_rounds_ = [
+            {"ranks": list(n.module_.ranks), "epochs": len(n.history)} for n in nets
         ]
+        self.rank_epochs_ = int(sum(len(r["ranks"]) * r["epochs"] for r in self.search_rounds_))
+        self.n_epochs_ = int(max(r["epochs"] for r in self.search_rounds_))
+        keys = ("epoch", "train_loss", "train_loss_per_rank", "dur")
+        self.history_ = []
+        for i, n in enumerate(nets):
+            for row in n.history:
+                entry = {key: row[key] for key in keys}
+                if "heldout_risk_per_rank" in row:
+                    entry["heldout_risk_per_rank"] = [
+                        v / y_scale**2 for v in row["heldout_risk_per_rank"]]
+                if len(nets) > 1:
+                    entry["round"] = i
+                    entry["ranks"] = list(n.module_.ranks)
+                self.history_.append(entry)
         if y_scale != 1.0:
             for row in self.history_:
                 row["train_loss"] = row["train_loss"] / y_scale**2
                 row["train_loss_per_rank"] = [v / y_scale**2 for v in row["train_loss_per_rank"]]
-        warn_if_loss_never_fell(self.net_)
-        self._store_kernels(X_t[train])
-        train_risk = self._risks(X_t[train], Y_t[train], "the training data")
+        for n in nets:
+            warn_if_loss_never_fell(n)
+        self._store_kernels(X_train)
+        train_risk = self._risks(X_train, Y_train, "the training data")
         if sweep:
-            reference = self._reference_risk(X_fit, Y_fit, train, heldout)
+            reference = self._reference_risk(X, Y, train, heldout, x_scale, y_scale)
             self._select_rank(
-                train_risk, self._risks(X_t[heldout], Y_t[heldout], "the held-out data"),
-                Y[heldout], reference,
+                train_risk, self._risks(X_held, Y_held, "the held-out data"),
+                variance, reference,
             )
         else:
             self.rank_index_ = 0
@@ -487,6 +726,56 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             self.train_risk_ = float(train_risk[0])
         self._store_selected()
         return self
+
+    def _train(self, ranks, seed, device, data, held, limit):
+        """Train one batched net over ``ranks`` (one round of a search)."""
+        X_train, Y_train = data
+        X_held, Y_held, patience, min_delta = held
+        callbacks = []
+        if patience is not None:
+            callbacks.append(("plateau", PlateauStopping(X_held, Y_held, patience, min_delta)))
+        net = self._build_net(ranks, seed, device, len(X_train), loss_limit=limit,
+                              extra_callbacks=callbacks)
+        net.fit(X_train, Y_train)
+        return net
+
+    def _adaptive_search(self, coarse, seed, device, data, held, variance, limit):
+        """``ranks="auto"``: a coarse batched grid, then batched bisection of the bracket.
+
+        Returns the nets of every round and the ranks of each round.
+        """
+        X_held, Y_held = held[0], held[1]
+        y_scale = self.y_scale_
+        nets = []
+
+        def evaluate(ranks):
+            net = self._train(ranks, seed, device, data, held, limit)
+            nets.append(net)
+            values, _ = rankwise_risks(net, X_held, Y_held)
+            return [float(v) / y_scale**2 if np.isfinite(v) else np.inf for v in values]
+
+        rounds = adaptive_rank_search(coarse, evaluate, variance, self.tol, self.noise_floor)
+        return nets, rounds
+
+    def _merged_net(self, nets, ranks, seed, device, n_train, limit):
+        """One initialised net over the union of the rounds' ranks, with their trained slots."""
+        net = self._build_net(ranks, seed, device, n_train, loss_limit=limit)
+        net.initialize()
+        merged = net.module_
+        slot_of = {r: i for i, r in enumerate(ranks)}
+        with torch.no_grad():
+            for part in nets:
+                module = part.module_
+                for name, _shape, _init, _fan_in, ranked in module._initializers:
+                    source, target = getattr(module, name), getattr(merged, name)
+                    for i, r in enumerate(module.ranks):
+                        if ranked:
+                            target[slot_of[r]].zero_()
+                            target[slot_of[r]][..., :source.shape[-1]] = source[i]
+                        else:
+                            target[slot_of[r]] = source[i]
+        net.initial_loss_ = None
+        return net
 
     def _split(self, n, seed):
         if self.validation_fraction == 0:
@@ -509,28 +798,37 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         return np.sort(order[n_heldout:]), np.sort(order[:n_heldout])
 
     def _outputs(self, X_t):
-        """Outputs of every rank slot, ``(n, R, ...)``, as a float64 array (training units)."""
-        return self.net_.forward(X_t, training=False).detach().cpu().double().numpy()
+        """Outputs of every rank slot, ``(n, R, ...)``, as a float64 array (training units).
+
+        Filled a chunk at a time (:func:`~intrinsic_rank.estimators._base.forward_chunks`).
+        """
+        out = None
+        for start, chunk in forward_chunks(self.net_, X_t):
+            chunk = chunk.cpu().double().numpy()
+            if len(chunk) == len(X_t):
+                return chunk
+            if out is None:
+                out = np.empty((len(X_t),) + chunk.shape[1:])
+            out[start:start + len(chunk)] = chunk
+        return out
 
     def _risks(self, X_t, Y_t, where):
-        outputs = self._outputs(X_t)
-        if not np.all(np.isfinite(outputs)):
+        risk, finite = rankwise_risks(self.net_, X_t, Y_t)
+        if not finite:
             raise TrainingDivergedError(
                 f"the trained students' outputs on {where} overflow float32 (not "
                 "finite); lower lr or init_scale"
             )
-        target = Y_t.detach().cpu().double().numpy()[:, None]
-        risk = ((outputs - target) ** 2).reshape(len(outputs), outputs.shape[1], -1).mean(axis=(0, 2))
         y_scale = getattr(self, "y_scale_", 1.0)
         return risk if y_scale == 1.0 else risk / y_scale**2
 
-    def _reference_risk(self, X, Y, train, heldout):
+    def _reference_risk(self, X, Y, train, heldout, x_scale=1.0, y_scale=1.0):
         """Held-out risk of a cheap reference: least squares of Y on the whole sequence.
 
         An affine map from the flattened sequence ``X`` to the flattened target,
-        fitted on the training part (float64). ``None`` for an in-sample sweep,
-        when there are too few training sequences for it (``n_train <= p + 1``)
-        or too many features (``p > 1024``).
+        fitted on the training part (float64, in training units). ``None`` for an
+        in-sample sweep, when there are too few training sequences for it
+        (``n_train <= p + 1``) or too many features (``p > 1024``).
         """
         if self.validation_fraction == 0:
             return None
@@ -540,11 +838,17 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         p = features.shape[1]
         if p > 1024 or len(train) <= p + 1:
             return None
-        x_mean, y_mean = features[train].mean(axis=0), targets[train].mean(axis=0)
-        coef = np.linalg.lstsq(features[train] - x_mean, targets[train] - y_mean,
-                               rcond=None)[0]
-        pred = (features[heldout] - x_mean) @ coef + y_mean
-        risk = float(np.mean((pred - targets[heldout]) ** 2))
+
+        def part(array, rows, scale):
+            values = np.asarray(array[rows], dtype=np.float64)
+            return values if scale == 1.0 else values * scale
+
+        f_train, t_train = part(features, train, x_scale), part(targets, train, y_scale)
+        x_mean, y_mean = f_train.mean(axis=0), t_train.mean(axis=0)
+        coef = np.linalg.lstsq(f_train - x_mean, t_train - y_mean, rcond=None)[0]
+        del f_train, t_train
+        pred = (part(features, heldout, x_scale) - x_mean) @ coef + y_mean
+        risk = float(np.mean((pred - part(targets, heldout, y_scale)) ** 2))
         y_scale = getattr(self, "y_scale_", 1.0)
         return risk if y_scale == 1.0 else risk / y_scale**2
 
@@ -569,9 +873,9 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             kernels = kernels * np.float32(self.x_scale_**2)
         self.kernels_ = kernels
 
-    def _select_rank(self, train_risk, heldout_risk, Y_heldout, reference=None):
+    def _select_rank(self, train_risk, heldout_risk, heldout_variance, reference=None):
         selection = select_rank(
-            self.ranks_, heldout_risk, np.mean(np.var(Y_heldout, axis=0)), self.tol,
+            self.ranks_, heldout_risk, heldout_variance, self.tol,
             noise_floor=self.noise_floor,
         )
         floor, excess, reached = selection["floor"], selection["excess"], selection["reached"]
@@ -670,9 +974,9 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     # -- prediction ---------------------------------------------------------------
     def _tensor(self, X):
         check_is_fitted(self)
-        X = validate_sequences(self, X, reset=False)
+        X = validate_sequences(self, X, reset=False, keep_float32=True)
         x_scale = getattr(self, "x_scale_", 1.0)
-        return as_tensor(X if x_scale == 1.0 else X * x_scale, "X", self.net_.device)
+        return rows_as_tensor(X, "X", self.net_.device, scale=x_scale)
 
     def predict(self, X):
         """Predictions of the selected student.
@@ -758,7 +1062,14 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         mixers : ndarray of shape (n, L, L)
         """
         X_t = self._tensor(X)
+        module = self.net_.module_
+        L = X_t.shape[1]
+        rows = len(X_t) if len(X_t) * len(self.ranks_) * L * L <= CHUNK_ELEMENTS else max(
+            1, CHUNK_ELEMENTS // (len(self.ranks_) * L * L))
+        mixers = np.empty((len(X_t), L, L))
         with torch.no_grad():
-            mixers = self.net_.module_.mixer(X_t)[:, self.rank_index_]
-        return mixers.cpu().double().numpy()
+            for start in range(0, len(X_t), rows):
+                part = module.mixer(X_t[start:start + rows])[:, self.rank_index_]
+                mixers[start:start + rows] = part.cpu().double().numpy()
+        return mixers
 

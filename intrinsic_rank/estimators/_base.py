@@ -188,7 +188,9 @@ def scale_factor(array):
     ``1.0`` when the root mean square of ``array`` lies in ``SCALE_WINDOW``
     (``[1e-2, 1e2]``) or is 0; otherwise ``2^k`` with ``2^k * rms`` in
     ``[2^-0.5, 2^0.5]``. A power of two rescales floats exactly, so undoing it
-    loses nothing.
+    loses nothing. Arrays of more than ``CHUNK_ELEMENTS`` entries (a float32
+    array or an ``np.memmap`` included) are read in chunks of rows, in float64,
+    without a whole float64 copy.
 
     Parameters
     ----------
@@ -204,14 +206,90 @@ def scale_factor(array):
     >>> scale_factor(np.ones(3)), scale_factor(np.full(3, 1e-6)) * 1e-6
     (1.0, 1.048576)
     """
-    array = np.asarray(array, dtype=np.float64)
-    peak = float(np.max(np.abs(array))) if array.size else 0.0
-    if peak == 0.0 or not np.isfinite(peak):
-        return 1.0
-    rms = peak * math.sqrt(float(np.mean(np.square(array / peak))))
+    if getattr(array, "size", 0) > CHUNK_ELEMENTS and getattr(array, "ndim", 0) >= 1:
+        rows = _chunk_rows(array)
+        peak = 0.0
+        for start in range(0, len(array), rows):
+            part = np.abs(np.asarray(array[start:start + rows], dtype=np.float64))
+            peak = max(peak, float(np.max(part)) if part.size else 0.0)
+        if peak == 0.0 or not np.isfinite(peak):
+            return 1.0
+        total = 0.0
+        for start in range(0, len(array), rows):
+            part = np.asarray(array[start:start + rows], dtype=np.float64) / peak
+            total += float(np.sum(np.square(part)))
+        rms = peak * math.sqrt(total / array.size)
+    else:
+        array = np.asarray(array, dtype=np.float64)
+        peak = float(np.max(np.abs(array))) if array.size else 0.0
+        if peak == 0.0 or not np.isfinite(peak):
+            return 1.0
+        rms = peak * math.sqrt(float(np.mean(np.square(array / peak))))
     if SCALE_WINDOW[0] <= rms <= SCALE_WINDOW[1]:
         return 1.0
     return math.ldexp(1.0, -round(math.log2(rms)))
+
+
+CHUNK_ELEMENTS = 2**22
+"""Arrays and evaluation outputs above this many entries are processed in chunks of rows.
+
+At and below it (every shipped test, example and documented run) the code takes
+the unchunked path, so those numbers are bit-identical to unchunked evaluation;
+above it, memory stays bounded: about ``CHUNK_ELEMENTS`` float64 entries (32 MiB)
+per temporary instead of the whole data set's."""
+
+
+def _chunk_rows(array, per_row=None):
+    """Rows per chunk so that one chunk holds about ``CHUNK_ELEMENTS`` entries."""
+    if per_row is None:
+        per_row = int(np.prod(array.shape[1:], dtype=np.int64)) if array.ndim > 1 else 1
+    return max(1, CHUNK_ELEMENTS // max(1, per_row))
+
+
+def rows_as_tensor(array, name, device, rows=None, scale=1.0):
+    """Rows of ``array``, times ``scale``, as one float32 tensor on ``device``, checked finite.
+
+    The tensor is filled chunk by chunk, so the only whole copy made is the
+    float32 tensor itself: no float64 or scaled copy of the data, and an
+    ``np.memmap`` is read a chunk at a time. Every entry gets the same
+    arithmetic as ``as_tensor(array[rows] * scale, ...)``: the two are
+    bit-identical.
+
+    Parameters
+    ----------
+    array : ndarray
+    name : str
+        Named in the error for entries too large for float32.
+    device : torch.device
+    rows : ndarray of int or None, default=None
+        Row indices to take (all rows when ``None``).
+    scale : float, default=1.0
+        A power of two multiplying every entry (see :func:`scale_factor`).
+
+    Returns
+    -------
+    tensor : torch.Tensor of float32
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rows_as_tensor(np.arange(6.0).reshape(3, 2), "X", "cpu", rows=np.array([0, 2]),
+    ...                scale=0.5)
+    tensor([[0.0000, 0.5000],
+            [2.0000, 2.5000]])
+    """
+    n = len(array) if rows is None else len(rows)
+    if n * int(np.prod(array.shape[1:], dtype=np.int64)) <= CHUNK_ELEMENTS:
+        part = array if rows is None else array[rows]
+        return as_tensor(part if scale == 1.0 else part * scale, name, device)
+    out = torch.empty((n,) + tuple(array.shape[1:]), dtype=torch.float32, device=device)
+    step = _chunk_rows(array)
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        part = array[start:stop] if rows is None else array[rows[start:stop]]
+        part = np.asarray(part)
+        out[start:stop] = as_tensor(part if scale == 1.0 else part * scale, name, device)
+    return out
 
 
 def as_tensor(array, name, device):
@@ -363,30 +441,36 @@ class ProgressBar(Callback):
         del self.bar_  # a closed bar need not travel with a pickled estimator
 
 
-def _finite_float_array(array, name, ndims):
+def _finite_float_array(array, name, ndims, keep_float32=False):
+    dtype = (np.float64, np.float32) if keep_float32 else np.float64
     array = check_array(
         array,
         ensure_2d=False,
         allow_nd=True,
-        dtype=np.float64,
+        dtype=dtype,
         ensure_all_finite=False,
         ensure_min_samples=1,
         input_name=name,
+        copy=False,
     )
     if array.ndim not in ndims:
         raise ValueError(
             f"{name} must have {' or '.join(map(str, ndims))} dimensions; "
             f"got an array of shape {array.shape}"
         )
-    if not np.all(np.isfinite(array)):
-        bad = "NaN" if np.isnan(array).any() else "infinity"
-        raise ValueError(f"{name} contains {bad}; remove or impute those entries")
+    # checked a chunk of rows at a time: no whole boolean temporary on big data
+    step = _chunk_rows(array)
+    for start in range(0, len(array), step):
+        part = array[start:start + step]
+        if not np.all(np.isfinite(part)):
+            bad = "NaN" if np.isnan(part).any() else "infinity"
+            raise ValueError(f"{name} contains {bad}; remove or impute those entries")
     if array.size == 0:
         raise ValueError(f"{name} is empty (shape {array.shape})")
     return array
 
 
-def validate_sequences(estimator, X, Y=None, reset=True):
+def validate_sequences(estimator, X, Y=None, reset=True, keep_float32=False):
     """Check ``X`` (and ``Y``) and return them as float arrays ``(n, L, d)``.
 
     Parameters
@@ -399,6 +483,10 @@ def validate_sequences(estimator, X, Y=None, reset=True):
     reset : bool
         ``True`` in ``fit`` (store the shapes), ``False`` at predict time (check
         them against the fitted ones).
+    keep_float32 : bool, default=False
+        Keep 3-D float32 input (and its ``Y``) in float32 instead of making a
+        float64 copy; for callers that compute in float32 anyway (and reduce in
+        float64 themselves).
 
     Returns
     -------
@@ -428,7 +516,7 @@ def validate_sequences(estimator, X, Y=None, reset=True):
             )
         X = X[:, :, None]
     else:
-        X = _finite_float_array(X, "X", (3,))
+        X = _finite_float_array(X, "X", (3,), keep_float32)
         if reset:
             estimator.n_features_in_ = X.shape[2]
             if hasattr(estimator, "feature_names_in_"):
@@ -451,7 +539,7 @@ def validate_sequences(estimator, X, Y=None, reset=True):
         )
     if Y is None:
         return X
-    Y = _finite_float_array(Y, "Y", (1, 2, 3))
+    Y = _finite_float_array(Y, "Y", (1, 2, 3), keep_float32 and ndim == 3)
     if Y.shape[0] != n:
         raise ValueError(
             f"X and Y have different numbers of samples: {n} and {Y.shape[0]}"
@@ -625,6 +713,136 @@ class RankwiseMSELoss(torch.nn.Module):
         return residual.pow(2).flatten(2).mean(dim=(0, 2))
 
 
+def forward_chunks(net, X_t):
+    """``net.forward`` on ``X_t`` a chunk of rows at a time: ``(start, outputs)`` pairs.
+
+    One chunk (the whole of ``X_t``) when the outputs hold at most
+    ``CHUNK_ELEMENTS`` entries; otherwise chunks of a whole number of the net's
+    batches, so every sample goes through the same batched forward as in one
+    call. Outputs are float32 tensors on the net's device, without gradient.
+
+    Parameters
+    ----------
+    net : skorch.NeuralNet
+        An initialised net whose module returns ``(n, R, ...)``.
+    X_t : torch.Tensor of shape (n, ...)
+
+    Yields
+    ------
+    start : int
+    outputs : torch.Tensor of shape (m, R, ...)
+    """
+    n = len(X_t)
+    per_row = _output_entries_per_row(net, X_t)
+    if n * per_row <= CHUNK_ELEMENTS:
+        yield 0, net.forward(X_t, training=False).detach()
+        return
+    batch = int(net.batch_size) if isinstance(net.batch_size, int) and net.batch_size > 0 else 256
+    step = max(batch, (CHUNK_ELEMENTS // per_row) // batch * batch)
+    for start in range(0, n, step):
+        yield start, net.forward(X_t[start:start + step], training=False).detach()
+
+
+def _output_entries_per_row(net, X_t):
+    """Output entries per sample of ``net`` (from a forward pass on one sample)."""
+    with torch.no_grad():
+        was_training = net.module_.training
+        net.module_.eval()
+        one = net.module_(X_t[:1].to(net.device))
+        net.module_.train(was_training)
+    return int(one[0].numel())
+
+
+def rankwise_risks(net, X_t, Y_t):
+    """Per-rank mean squared error of a rank-batched net on ``(X_t, Y_t)``, in float64.
+
+    Evaluated in chunks (:func:`forward_chunks`): the memory is one chunk's
+    outputs, not ``(n, R, ...)`` of them. At most ``CHUNK_ELEMENTS`` outputs
+    take one float64 pass over the whole array, bit-identical to unchunked
+    evaluation.
+
+    Parameters
+    ----------
+    net : skorch.NeuralNet
+    X_t, Y_t : torch.Tensor
+        Inputs ``(n, ...)`` and targets ``(n, ...)`` (one target per sample for
+        every rank slot).
+
+    Returns
+    -------
+    risks : ndarray of float64, shape (R,)
+        ``nan`` where a slot's outputs are not finite.
+    finite : bool
+        Whether every output was finite.
+    """
+    total, finite, count = None, True, 0
+    for start, outputs in forward_chunks(net, X_t):
+        out = outputs.cpu().double().numpy()
+        if not np.all(np.isfinite(out)):
+            finite = False
+        m = len(out)
+        target = Y_t[start:start + m].detach().cpu().double().numpy()[:, None]
+        squared = ((out - target) ** 2).reshape(m, out.shape[1], -1)
+        if m == len(X_t):
+            return squared.mean(axis=(0, 2)), finite
+        part = squared.sum(axis=(0, 2))
+        total = part if total is None else total + part
+        count = squared.shape[2]
+    return total / (len(X_t) * count), finite
+
+
+class PlateauStopping(Callback):
+    """skorch callback: end a rank sweep once every slot's held-out risk has plateaued.
+
+    After each epoch the held-out risk of every rank slot is evaluated (in
+    chunks, without gradient). A slot has **plateaued** when its held-out risk
+    has not fallen below its best so far by more than ``min_delta`` for
+    ``patience`` consecutive epochs. Training ends (:class:`TrainingFinished`)
+    at the end of the first epoch at which every slot has plateaued;
+    ``max_epochs`` stays the upper bound. The per-epoch held-out risks are
+    recorded in the history (``heldout_risk_per_rank``).
+
+    Parameters
+    ----------
+    X_valid, y_valid : torch.Tensor
+        The held-out data (training units).
+    patience : int, default=20
+    min_delta : float, default=0.0
+        Smallest fall of the held-out risk that counts as an improvement.
+
+    Examples
+    --------
+    >>> PlateauStopping(None, None, patience=5).patience
+    5
+    """
+
+    def __init__(self, X_valid, y_valid, patience=20, min_delta=0.0):
+        self.X_valid = X_valid
+        self.y_valid = y_valid
+        self.patience = patience
+        self.min_delta = min_delta
+
+    def on_train_begin(self, net, **kwargs):
+        self.best_ = None
+        self.since_ = None
+        self.stopped_epoch_ = None
+
+    def on_epoch_end(self, net, **kwargs):
+        risks, _ = rankwise_risks(net, self.X_valid, self.y_valid)
+        net.history.record("heldout_risk_per_rank", risks.tolist())
+        risks = np.where(np.isfinite(risks), risks, np.inf)
+        if self.best_ is None:
+            self.best_ = risks.copy()
+            self.since_ = np.zeros(len(risks), dtype=int)
+            return
+        improved = risks < self.best_ - self.min_delta
+        self.best_ = np.minimum(self.best_, risks)
+        self.since_ = np.where(improved, 0, self.since_ + 1)
+        if np.all(self.since_ >= self.patience) and len(net.history) < net.max_epochs:
+            self.stopped_epoch_ = len(net.history)
+            raise TrainingFinished(f"every slot plateaued at epoch {self.stopped_epoch_}")
+
+
 class RankSweepNet(InterruptibleNet):
     """skorch net that trains every rank slot of a batched student at once.
 
@@ -652,8 +870,11 @@ class RankSweepNet(InterruptibleNet):
         self.initial_loss_ = None
         if X is not None and y is not None:
             # the loss before any step, on all the training data (no randomness used)
-            per_rank = self.criterion_(self.forward(X, training=False), y.to(self.device))
-            self.initial_loss_ = per_rank.tolist()
+            if len(X) * _output_entries_per_row(self, X) <= CHUNK_ELEMENTS:
+                per_rank = self.criterion_(self.forward(X, training=False), y.to(self.device))
+                self.initial_loss_ = per_rank.tolist()
+            else:  # in chunks: never all (n, R, ...) outputs at once
+                self.initial_loss_ = [float(v) for v in rankwise_risks(self, X, y)[0]]
             self._check_loss(self.initial_loss_, "at initialisation")
         super().on_train_begin(net, X=X, y=y, **kwargs)
 

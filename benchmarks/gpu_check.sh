@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The GPU check of issue [12], in one go (a few minutes on one GPU):
+#   1. the CUDA tests (tests/test_cuda.py),
+#   2. bench_scale.py --device cuda (time to r* against GridSearchCV and the full
+#      batched grid, scaling curves, memory at n = 50,000),
+#   3. bench_sweep.py --device cuda (the batched sweep against one fit per rank at
+#      equal work; target >= 5x on a GPU).
+# Every number goes to one folder (default gpu_check_out/, or $1): the test log,
+# each benchmark's stdout and bench_scale's JSON, plus nvidia-smi's device line.
+#
+#   bash benchmarks/gpu_check.sh [out_dir]
+set -u
+OUT="${1:-gpu_check_out}"
+mkdir -p "$OUT"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(dirname "$HERE")"
+cd "$ROOT"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}"
+{
+  date -u
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+  python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
+} > "$OUT/device.txt" 2>&1
+status=0
+timeout 180 python -m pytest -q -p no:cacheprovider tests/test_cuda.py > "$OUT/test_cuda.txt" 2>&1 || status=1
+# the scale benchmark, every section at its default size
+timeout 420 python benchmarks/bench_scale.py --device cuda --threads "$OMP_NUM_THREADS" \
+  --out "$OUT/bench_scale_cuda.json" > "$OUT/bench_scale_cuda.txt" 2>&1 || status=1
+timeout 240 python benchmarks/bench_sweep.py --device cuda > "$OUT/bench_sweep_cuda.txt" 2>&1 || status=1
+grep -hE '^[A-Za-z_]+: ' "$OUT"/bench_*_cuda.txt > "$OUT/metrics.txt" || true
+tail -n 3 "$OUT/test_cuda.txt" >> "$OUT/metrics.txt" || true
+cat "$OUT/metrics.txt"
+exit $status
