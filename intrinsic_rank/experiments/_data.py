@@ -18,13 +18,13 @@ target read at the final position): exactly what
 """
 
 import os
-import tempfile
 import warnings
 
 import numpy as np
 from sklearn.utils import Bunch
 
 from ..estimators import AttentionRankEstimator
+from ._output import atomic_file
 
 __all__ = ["MODEL_FORMAT", "ModelVersionWarning", "load_model_file", "load_xy",
            "save_model_file", "sweep_data"]
@@ -217,18 +217,9 @@ def save_model_file(estimator, path):
     import joblib
 
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
     payload = {"format": MODEL_FORMAT, "version": _package_version(), "estimator": estimator}
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".model-", suffix=".tmp")
-    os.close(handle)
-    try:
-        joblib.dump(payload, temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
+    with atomic_file(path) as tmp:
+        joblib.dump(payload, tmp)
     return path
 
 

@@ -148,21 +148,7 @@ def write_json(path, payload, *, mark_nonfinite=False):
         if places:
             payload = {**payload, _NONFINITE_KEY: places}
     # allow_nan=False: anything non-finite that _standard missed is an error, not "NaN"
-    text = json.dumps(payload, indent=2, default=_plain, allow_nan=False)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    write_text(path, json.dumps(payload, indent=2, default=_plain, allow_nan=False))
 
 
 def write_csv(path, records, columns=None):
@@ -209,14 +195,53 @@ def write_csv(path, records, columns=None):
             else:
                 row.append(value)
         writer.writerow(row)
+    write_text(path, stream.getvalue())
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_file(path, suffix=".tmp"):
+    """Write a file atomically: yield a temporary path beside ``path``, then rename it.
+
+    The block writes the temporary file (whatever writer it uses); when the
+    block ends normally the file gets the usual permissions and replaces
+    ``path`` in one rename; when it raises (an error, an interrupt) the
+    temporary file is removed and ``path`` is left as it was. Missing folders
+    are created.
+
+    Parameters
+    ----------
+    path : str or path-like
+    suffix : str, default=".tmp"
+        The temporary file's ending (writers that infer the format from it,
+        like matplotlib's ``savefig``, need the real one).
+
+    Yields
+    ------
+    tmp : str
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> target = os.path.join(tempfile.mkdtemp(), "a.txt")
+    >>> with atomic_file(target) as tmp:
+    ...     _ = open(tmp, "w").write("done")
+    >>> open(target).read()
+    'done'
+    """
+    path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
+                                   suffix=suffix)
+    os.close(handle)
     try:
-        with os.fdopen(handle, "w", newline="") as out:
-            out.write(stream.getvalue())
-            out.flush()
-            os.fsync(out.fileno())
+        yield tmp
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
@@ -225,10 +250,19 @@ def write_csv(path, records, columns=None):
         raise
 
 
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def write_text(path, text):
+    """Write ``text`` at ``path`` atomically and durably (flushed to disk, then renamed).
+
+    Parameters
+    ----------
+    path : str or path-like
+    text : str
+    """
+    with atomic_file(path) as tmp:
+        with open(tmp, "w", newline="") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
 
 
 def _restore(payload):
@@ -666,17 +700,7 @@ def write_figure(fig, path, dpi=120):
     path : str
     """
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    stem, ext = os.path.splitext(os.path.basename(path))
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{stem}.", suffix=ext or ".png")
-    os.close(handle)
-    try:
+    ext = os.path.splitext(path)[1]
+    with atomic_file(path, suffix=ext or ".png") as tmp:
         fig.savefig(tmp, dpi=dpi, format=(ext[1:] or "png"))
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
     return path

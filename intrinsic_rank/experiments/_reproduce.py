@@ -76,6 +76,7 @@ from ._output import (
     markdown_text,
     read_json,
     write_json,
+    write_text,
 )
 from ._registry import EXPERIMENTS, VERDICTS, Experiment, Verdict
 
@@ -593,23 +594,5 @@ def write_report(out, pieces, command, seconds, machine=None, mode="quick", rand
             lines += ["", f"![{p.name}]({p.name}/{f})"]
     path = os.path.join(out, _REPORT_FILE)
     _clear_path(path, want_folder=False)
-    _write_text(path, "\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
     return path
-
-
-def _write_text(path, text):
-    """Write ``text`` at ``path`` atomically (a temporary file, then a rename)."""
-    import tempfile
-
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".",
-                                   suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
