@@ -256,7 +256,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         limit: ``1, 2, 4, ..., 64`` at ``d = 64``), then batched refinement
         rounds of at most three ranks inside the bracket between the selected
         rank and the trained rank below it, until the bracket is closed (see
-        :func:`adaptive_rank_search`). It relies on the excess risk falling
+        ``adaptive_rank_search``). It relies on the excess risk falling
         with rank. At ``d = 64`` it trains at most 14 ranks instead of 64
         (``trained_ranks_``, ``rank_epochs_``), in up to four rounds one after
         the other. The noise floor is estimated from the ranks trained.
@@ -314,48 +314,6 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         Torch device.
     verbose : int, default=0
         0 silent; 1 a progress bar over epochs; 2 skorch's per-epoch table.
-
-    Notes on memory
-    ---------------
-    ``X`` and ``Y`` are held on the device once, in float32 (a training part
-    and a held-out part, filled a chunk at a time); float32 and ``np.memmap``
-    input is not copied to float64. Held-out risks, kernels, predictions and
-    mixers are evaluated in chunks of about ``2^22`` outputs, so no
-    ``(n, R, L, d_out)`` array of every rank's outputs is built during ``fit``
-    (``predict_per_rank`` returns one, as documented). Below that size the
-    evaluation takes one pass, bit-identical to unchunked evaluation.
-
-    Notes on training (faults)
-    --------------------------
-    * **Scale.** ``X`` and ``Y`` whose root mean square lies outside
-      ``[1e-2, 1e2]`` are trained on internally in units of their own size: each
-      is multiplied by a power of two (exact in floating point; ``x_scale_``,
-      ``y_scale_``) that brings it near 1, since far from unit size the students
-      stall (``X * 1e-6`` gave the same risk at every rank) or freeze (``X * 1e6``
-      a loss of 3e30). Every reported number is converted back to the units of
-      the data: predictions, risks, ``history_``, ``noise_floor_``, the noise
-      floor you pass, and the ``"linear"``/``"softmax"`` kernels (``s^2 K``
-      for tokens scaled by ``s``; operators, ``"block"`` kernels, which act on
-      normalised tokens, and Min-IP kernels are unit-free). Inside the window
-      nothing is rescaled, so results there are exactly those of plain training.
-    * **Divergence.** Training stops with :class:`TrainingDivergedError` when a
-      batch loss is not finite, or exceeds ``1e6`` times the mean square of the
-      training targets (the risk of predicting zero, about where training
-      starts; a blow-up such as ``lr=1e6`` or ``init_scale=1e6``). A rank whose
-      loss in the last epoch is no lower than before the first step gets a
-      :class:`~sklearn.exceptions.ConvergenceWarning`. ``predict`` whose output
-      overflows float32 raises a ``ValueError`` instead of returning inf/NaN.
-    * **Interrupts.** A :class:`KeyboardInterrupt` during ``fit`` is raised
-      again after skorch's clean-up (skorch itself would swallow it); the
-      estimator is then unfitted, as after any failed ``fit``. Each ``fit``
-      starts by removing the attributes of the previous one.
-    * **A floor not reached.** After a sweep with an estimated floor,
-      ``floor_reached_`` is ``False`` (with a warning) when the top of the grid
-      is still improving (the largest rank alone reaches the floor, below the
-      rank limit) or when a least-squares affine map of the whole sequence
-      (``reference_risk_``) has a held-out risk lower than the floor by more
-      than ``tol`` times the variance: then the grid has not reached the floor
-      the data allow and ``rank_`` is probably too small.
 
     Attributes
     ----------
@@ -430,6 +388,46 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
 
     Notes
     -----
+    **Memory.** ``X`` and ``Y`` are held on the device once, in float32 (a training part
+    and a held-out part, filled a chunk at a time); float32 and ``np.memmap``
+    input is not copied to float64. Held-out risks, kernels, predictions and
+    mixers are evaluated in chunks of about ``2^22`` outputs, so no
+    ``(n, R, L, d_out)`` array of every rank's outputs is built during ``fit``
+    (``predict_per_rank`` returns one, as documented). Below that size the
+    evaluation takes one pass, bit-identical to unchunked evaluation.
+
+    **Training faults.**
+
+    * **Scale.** ``X`` and ``Y`` whose root mean square lies outside
+      ``[1e-2, 1e2]`` are trained on internally in units of their own size: each
+      is multiplied by a power of two (exact in floating point; ``x_scale_``,
+      ``y_scale_``) that brings it near 1, since far from unit size the students
+      stall (``X * 1e-6`` gave the same risk at every rank) or freeze (``X * 1e6``
+      a loss of 3e30). Every reported number is converted back to the units of
+      the data: predictions, risks, ``history_``, ``noise_floor_``, the noise
+      floor you pass, and the ``"linear"``/``"softmax"`` kernels (``s^2 K``
+      for tokens scaled by ``s``; operators, ``"block"`` kernels, which act on
+      normalised tokens, and Min-IP kernels are unit-free). Inside the window
+      nothing is rescaled, so results there are exactly those of plain training.
+    * **Divergence.** Training stops with :class:`TrainingDivergedError` when a
+      batch loss is not finite, or exceeds ``1e6`` times the mean square of the
+      training targets (the risk of predicting zero, about where training
+      starts; a blow-up such as ``lr=1e6`` or ``init_scale=1e6``). A rank whose
+      loss in the last epoch is no lower than before the first step gets a
+      :class:`~sklearn.exceptions.ConvergenceWarning`. ``predict`` whose output
+      overflows float32 raises a ``ValueError`` instead of returning inf/NaN.
+    * **Interrupts.** A :class:`KeyboardInterrupt` during ``fit`` is raised
+      again after skorch's clean-up (skorch itself would swallow it); the
+      estimator is then unfitted, as after any failed ``fit``. Each ``fit``
+      starts by removing the attributes of the previous one.
+    * **A floor not reached.** After a sweep with an estimated floor,
+      ``floor_reached_`` is ``False`` (with a warning) when the top of the grid
+      is still improving (the largest rank alone reaches the floor, below the
+      rank limit) or when a least-squares affine map of the whole sequence
+      (``reference_risk_``) has a held-out risk lower than the floor by more
+      than ``tol`` times the variance: then the grid has not reached the floor
+      the data allow and ``rank_`` is probably too small.
+
     Input shapes: ``X`` is ``(n, L, d)``, or ``(n, L)`` read as ``L`` scalar
     tokens. ``Y`` is ``(n, L, d_out)`` for per-token targets, or ``(n,)`` /
     ``(n, k)`` for a target read at the final position. ``predict`` returns

@@ -11,7 +11,7 @@ Interrupts
 ----------
 Both the CLI and ``reproduce`` run an experiment through
 :meth:`Experiment.execute`, never ``run`` directly. It runs ``run`` under
-:class:`InterruptGuard`: while it runs, Ctrl-C (SIGINT) is recorded as well as
+``InterruptGuard``: while it runs, Ctrl-C (SIGINT) is recorded as well as
 raised as ``KeyboardInterrupt``, so an interrupt that some library swallows
 (skorch's ``partial_fit`` catches ``KeyboardInterrupt`` and returns a
 truncated fit) still ends the run with ``KeyboardInterrupt`` when ``run``
@@ -236,7 +236,7 @@ class Experiment:
             self.check(settings)
 
     def execute(self, settings, *, random_state, progress, device):
-        """``run(settings, ...)`` under an :class:`InterruptGuard`, with the progress convention.
+        """``run(settings, ...)`` under an ``InterruptGuard``, with the progress convention.
 
         With ``progress`` true, off a terminal a status line with the elapsed
         time goes to stderr every 30 s (the bars show on a terminal); third-party

@@ -160,7 +160,7 @@ def decoder_cell_proportions(adapter, hidden_states=None, *, low=None, high=None
     only on ``random_state`` and the block's index (so the numbers do not depend
     on ``device`` or ``max_bytes``), then both rules run on ``device`` in chunks
     whose logits take at most about ``max_bytes``, in float32 (float64 for a
-    float64 head). The region is the one :meth:`final_hidden` states live in:
+    float64 head). The region is the one ``final_hidden`` states live in:
     after the model's final norm, which is what the head reads
     (:func:`check_decoder` verifies it on the model first).
 
