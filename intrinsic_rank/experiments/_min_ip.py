@@ -103,6 +103,7 @@ from ..estimators import AttentionRankEstimator
 from ..metrics import exact_sequence_error
 from ._arguments import add_hidden_alias, parse_ranks
 from ._output import jsonable, pyplot, save_figure
+from ._progress import steps
 from ._registry import Experiment, Verdict, grade, is_finite, number_text, register, save_plot
 
 __all__ = [
@@ -348,40 +349,38 @@ def min_ip_phase_transition(
     threshold = _check_threshold(threshold)
     budget = dict(max_epochs=max_epochs, lr=lr, batch_size=batch_size, hidden=hidden)
     records, bounds = [], []
-    for seed in consecutive_seeds(random_state, n_seeds):
-        X3, y3, info = make_min_ip_witness_family(
-            n_bits=n_bits, weight=weight, n_codewords=n_codewords, min_gap=min_gap,
-            random_state=seed, return_info=True,
-        )
-        bounds.append(
-            witness_feature_rank_bound(info.codewords, gap=min_gap, ratio=min_gap - 1.0)
-            if min_gap >= 3 else None
-        )
-        for length in lengths:
-            X, y = (X3, y3) if length == 3 else witness_length2(X3, info)
-            base = dict(length=length, seed=seed, n_sequences=int(len(X)))
-            tic = time.perf_counter()
-            est = _fit("kernel", X, y, ranks, seed, budget, device)
-            seconds = time.perf_counter() - tic
-            out = _outputs(est, X)
-            for i, r in enumerate(ranks):
-                records.append(dict(base, model="kernel", rank=int(r),
-                                    **_errors(y, out[:, i], info.anchor), seconds=seconds))
-            if progress:
+    n_fits = n_seeds * len(lengths) * (2 if dense else 1)
+    with steps(n_fits, "min-ip", enabled=progress) as bar:
+        for seed in consecutive_seeds(random_state, n_seeds):
+            X3, y3, info = make_min_ip_witness_family(
+                n_bits=n_bits, weight=weight, n_codewords=n_codewords, min_gap=min_gap,
+                random_state=seed, return_info=True,
+            )
+            bounds.append(
+                witness_feature_rank_bound(info.codewords, gap=min_gap, ratio=min_gap - 1.0)
+                if min_gap >= 3 else None
+            )
+            for length in lengths:
+                X, y = (X3, y3) if length == 3 else witness_length2(X3, info)
+                base = dict(length=length, seed=seed, n_sequences=int(len(X)))
+                tic = time.perf_counter()
+                est = _fit("kernel", X, y, ranks, seed, budget, device)
+                seconds = time.perf_counter() - tic
+                out = _outputs(est, X)
+                for i, r in enumerate(ranks):
+                    records.append(dict(base, model="kernel", rank=int(r),
+                                        **_errors(y, out[:, i], info.anchor), seconds=seconds))
                 errs = " ".join(f"{r}:{rec['error']:.3f}"
                                 for r, rec in zip(ranks, records[-len(ranks):]))
-                print(f"  seed {seed} length {length} kernel {errs} ({seconds:.0f} s)",
-                      flush=True)
-            if dense:
-                tic = time.perf_counter()
-                est = _fit("dense", X, y, [info.n_bits], seed, budget, device)
-                seconds = time.perf_counter() - tic
-                rec = dict(base, model="dense", rank=int(info.n_bits),
-                           **_errors(y, _outputs(est, X)[:, 0], info.anchor), seconds=seconds)
-                records.append(rec)
-                if progress:
-                    print(f"  seed {seed} length {length} dense {rec['error']:.3f} "
-                          f"({seconds:.0f} s)", flush=True)
+                bar.update(f"seed {seed} L={length} kernel errors {errs}")
+                if dense:
+                    tic = time.perf_counter()
+                    est = _fit("dense", X, y, [info.n_bits], seed, budget, device)
+                    seconds = time.perf_counter() - tic
+                    rec = dict(base, model="dense", rank=int(info.n_bits),
+                               **_errors(y, _outputs(est, X)[:, 0], info.anchor), seconds=seconds)
+                    records.append(rec)
+                    bar.update(f"seed {seed} L={length} dense error {rec['error']:.3f}")
     summary = summarize_min_ip(records, ("length", "model", "rank"))
     transition = {
         length: _transition(
@@ -506,35 +505,36 @@ def min_ip_ood_scaling(
     threshold = _check_threshold(threshold)
     budget = dict(max_epochs=max_epochs, lr=lr, batch_size=batch_size, hidden=hidden)
     records = []
-    for setting in settings:
-        n_bits, pool, n_train = setting["n_bits"], setting["pool"], setting["n_train_sequences"]
-        for seed in consecutive_seeds(random_state, n_seeds):
-            X_tr, y_tr, X_te, y_te, info = make_min_ip_family_pools(
-                n_bits=n_bits, n_train_codewords=pool, n_test_codewords=pool,
-                min_gap=min_gap, n_train_sequences=n_train,
-                n_test_sequences=n_test_sequences, random_state=seed,
-            )
-            base = dict(n_bits=n_bits, pool=pool, n_train_sequences=int(len(X_tr)),
-                        n_test_sequences=int(len(X_te)), seed=seed)
-            fits = [("kernel", ranks)] + ([("dense", [n_bits])] if dense else [])
-            for model, grid in fits:
-                tic = time.perf_counter()
-                est = _fit(model, X_tr, y_tr, grid, seed, budget, device)
-                seconds = time.perf_counter() - tic
-                out_tr, out_te = _outputs(est, X_tr), _outputs(est, X_te)
-                for i, r in enumerate(grid):
-                    test = _errors(y_te, out_te[:, i], info.test.anchor)
-                    records.append(dict(
-                        base, model=model, rank=int(r),
-                        train_error=exact_sequence_error(y_tr, out_tr[:, i]),
-                        test_error=test["error"], test_witness_error=test["witness_error"],
-                        seconds=seconds,
-                    ))
-                if progress:
+    n_fits = len(settings) * n_seeds * (2 if dense else 1)
+    with steps(n_fits, "min-ip ood", enabled=progress) as bar:
+        for setting in settings:
+            n_bits, pool = setting["n_bits"], setting["pool"]
+            n_train = setting["n_train_sequences"]
+            for seed in consecutive_seeds(random_state, n_seeds):
+                X_tr, y_tr, X_te, y_te, info = make_min_ip_family_pools(
+                    n_bits=n_bits, n_train_codewords=pool, n_test_codewords=pool,
+                    min_gap=min_gap, n_train_sequences=n_train,
+                    n_test_sequences=n_test_sequences, random_state=seed,
+                )
+                base = dict(n_bits=n_bits, pool=pool, n_train_sequences=int(len(X_tr)),
+                            n_test_sequences=int(len(X_te)), seed=seed)
+                fits = [("kernel", ranks)] + ([("dense", [n_bits])] if dense else [])
+                for model, grid in fits:
+                    tic = time.perf_counter()
+                    est = _fit(model, X_tr, y_tr, grid, seed, budget, device)
+                    seconds = time.perf_counter() - tic
+                    out_tr, out_te = _outputs(est, X_tr), _outputs(est, X_te)
+                    for i, r in enumerate(grid):
+                        test = _errors(y_te, out_te[:, i], info.test.anchor)
+                        records.append(dict(
+                            base, model=model, rank=int(r),
+                            train_error=exact_sequence_error(y_tr, out_tr[:, i]),
+                            test_error=test["error"], test_witness_error=test["witness_error"],
+                            seconds=seconds,
+                        ))
                     errs = " ".join(f"{rec['rank']}:{rec['test_error']:.3f}"
                                     for rec in records[-len(grid):])
-                    print(f"  m={n_bits} pool={pool} seed {seed} {model} test {errs} "
-                          f"({seconds:.0f} s)", flush=True)
+                    bar.update(f"m={n_bits} pool={pool} seed {seed} {model} test errors {errs}")
     summary = summarize_min_ip(records, ("n_bits", "pool", "model", "rank"), "test_error")
     transition = []
     for setting in settings:

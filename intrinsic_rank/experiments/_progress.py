@@ -7,6 +7,12 @@
   :class:`StatusLines` writes one line every ``interval`` seconds to stderr,
   ``intrinsic-rank sweep: running, 30 s elapsed``, so that a long command is
   never silent.
+* An experiment made of many fits (the Min-IP runs, the accessibility
+  curves, the profiles) reports them through :func:`steps`: a tqdm bar over
+  the fits on a terminal whose postfix names the fit running; off a terminal
+  the same text is appended to the periodic status line
+  (``intrinsic-rank reach: running, 30 s elapsed, m = 2, n = 6 (4/20)``).
+  No experiment prints a line per fit.
 * With ``--quiet`` (``progress=False``) nothing is drawn or written.
 * Third-party bars are silenced: :func:`silence_third_party_bars` turns off
   the Hugging Face loading bars (``HF_HUB_DISABLE_PROGRESS_BARS`` and
@@ -18,7 +24,10 @@ import sys
 import threading
 import time
 
-__all__ = ["StatusLines", "silence_third_party_bars"]
+__all__ = ["StatusLines", "Steps", "silence_third_party_bars", "steps"]
+
+# the text of the step running now, appended to the status line off a terminal
+_CURRENT = {"text": ""}
 
 
 def silence_third_party_bars():
@@ -83,7 +92,9 @@ class StatusLines:
         while not self._stop.wait(self.interval):
             elapsed = time.perf_counter() - start
             try:
-                self.stream.write(f"{self.label}: running, {elapsed:.0f} s elapsed\n")
+                current = _CURRENT["text"]
+                tail = f", {current}" if current else ""
+                self.stream.write(f"{self.label}: running, {elapsed:.0f} s elapsed{tail}\n")
                 self.stream.flush()
             except (OSError, ValueError):  # the log went away: stop quietly
                 return
@@ -103,8 +114,115 @@ class StatusLines:
         return self
 
     def __exit__(self, *exc):
+        _CURRENT["text"] = ""
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
             self._thread = None
         return False
+
+
+class Steps:
+    """The fits of one experiment: a bar on a terminal, the status line's tail off one.
+
+    Made by :func:`steps`; use it as a context manager and call :meth:`update`
+    once per finished fit.
+
+    Parameters
+    ----------
+    total : int or None
+        How many fits (``None``: unknown).
+    desc : str
+        The bar's label, e.g. ``"reach"``.
+    enabled : bool, default=True
+        ``False`` (``--quiet``, ``progress=False``): nothing is drawn or recorded.
+    stream : file-like or None, default=None
+        Where the bar goes (``None``: ``sys.stderr``). The bar is drawn only when
+        it is a terminal (tqdm's ``disable=None``).
+
+    Examples
+    --------
+    >>> import io
+    >>> with steps(3, "demo", stream=io.StringIO()) as bar:
+    ...     bar.update("m = 1: accessibility 0.90")
+    ...     bar.done
+    1
+    """
+
+    def __init__(self, total, desc, enabled=True, stream=None):
+        self.total = None if total is None else int(total)
+        self.desc = str(desc)
+        self.enabled = bool(enabled)
+        self.stream = stream
+        self.done = 0
+        self._bar = None
+
+    def _tail(self, text):
+        count = f"{self.done}/{self.total}" if self.total is not None else f"{self.done}"
+        return f"{text} ({count})" if text else f"{self.desc} {count}"
+
+    def __enter__(self):
+        if self.enabled:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=self.total, desc=self.desc, leave=False, disable=None,
+                             file=self.stream if self.stream is not None else sys.stderr)
+        return self
+
+    def update(self, text=""):
+        """Count one finished fit and say what it gave.
+
+        Parameters
+        ----------
+        text : str, default=""
+            A short description of the fit that finished (its setting and
+            result), shown as the bar's postfix and appended to the next
+            status line.
+        """
+        self.done += 1
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            if text:
+                self._bar.set_postfix_str(text, refresh=False)
+            self._bar.update(1)
+        _CURRENT["text"] = self._tail(text)
+
+    def __exit__(self, *exc):
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        return False
+
+
+def steps(total, desc, enabled=True, stream=None):
+    """Progress over the fits of one experiment, in the one convention of the commands.
+
+    Parameters
+    ----------
+    total : int or None
+        How many fits the experiment runs (``None`` when unknown).
+    desc : str
+        What runs, e.g. ``"min-ip-law"``.
+    enabled : bool, default=True
+        The experiment's ``progress`` flag.
+    stream : file-like or None, default=None
+        Where the bar goes (``None``: ``sys.stderr``).
+
+    Returns
+    -------
+    Steps
+        A context manager; call ``update(text)`` once per finished fit.
+
+    Examples
+    --------
+    >>> import io
+    >>> log = io.StringIO()
+    >>> with StatusLines("demo", interval=0.05, stream=log):
+    ...     with steps(2, "demo", stream=io.StringIO()) as bar:
+    ...         bar.update("seed 0 rank 4: error 0.00")
+    ...         time.sleep(0.2)
+    >>> "seed 0 rank 4: error 0.00 (1/2)" in log.getvalue()
+    True
+    """
+    return Steps(total, desc, enabled=enabled, stream=stream)
