@@ -192,7 +192,8 @@ def parse_args(argv=None):
     parser.add_argument("--plot", default=None,
                         help="folder for the PNG curves (time and memory against n, L, d, R)")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["baselines", "curves", "big"], help="sections to skip")
+                        choices=["baselines", "rank_epochs_64", "curves", "big"],
+                        help="sections to skip")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -404,7 +405,7 @@ def plot(result, folder):
         axes[1, j].loglog(xs, [r["data_f32_mb"] for r in recs], ":", color="gray",
                           label="data (float32)")
         axes[1, j].set_title(f"peak MB vs {axis} (slope {fit['memory']:.2f})")
-        axes[1, j].set_xlabel(axis)
+        axes[1, j].set_xlabel("R (slots of one width, d)" if axis == "R" else axis)
         axes[1, j].legend(fontsize=7)
     axes[0, 0].set_ylabel("seconds per epoch")
     axes[1, 0].set_ylabel("peak RSS above import (MB)")
@@ -429,8 +430,9 @@ def main(argv=None):
     if "baselines" not in args.skip:
         result["baselines"], same = baselines(args, common)
         agree.append(same)
-    result["rank_epochs_64"], same64 = rank_epochs_at_64(args, common)
-    agree.append(same64)
+    if "rank_epochs_64" not in args.skip:
+        result["rank_epochs_64"], same64 = rank_epochs_at_64(args, common)
+        agree.append(same64)
     if "curves" not in args.skip:
         result["curves"], result["fits"] = curves(args, common)
     if "big" not in args.skip and not args.quick:

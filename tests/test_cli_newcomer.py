@@ -346,3 +346,41 @@ def test_commands_silence_the_hugging_face_bars(monkeypatch):
 
     silence_third_party_bars()
     assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+
+
+def test_steps_count_fits_and_feed_the_status_line():
+    import io
+    import time
+
+    from intrinsic_rank.experiments._progress import StatusLines, steps
+
+    log = io.StringIO()
+    with StatusLines("intrinsic-rank reach", interval=0.03, stream=log):
+        with steps(3, "reach", stream=io.StringIO()) as bar:
+            bar.update("m = 1, n = 4: accessibility 0.75")
+            time.sleep(0.15)
+            bar.update("m = 1, n = 5: accessibility 0.25")
+            time.sleep(0.15)
+        assert bar.done == 2
+    lines = log.getvalue().splitlines()
+    assert any(re.fullmatch(r"intrinsic-rank reach: running, \d+ s elapsed, "
+                            r"m = 1, n = 4: accessibility 0\.75 \(1/3\)", line)
+               for line in lines)
+    assert any(line.endswith("m = 1, n = 5: accessibility 0.25 (2/3)") for line in lines)
+    # quiet: nothing recorded for the status line
+    quiet_log = io.StringIO()
+    with StatusLines("x", interval=0.03, stream=quiet_log):
+        with steps(2, "x", enabled=False) as bar:
+            bar.update("should not show")
+            time.sleep(0.1)
+    assert "should not show" not in quiet_log.getvalue() and bar.done == 1
+
+
+def test_min_ip_reports_its_fits_through_steps_not_prints(capsys):
+    from intrinsic_rank.experiments import min_ip_phase_transition
+
+    min_ip_phase_transition(ranks=[1, 2], n_seeds=1, n_bits=12, n_codewords=8, min_gap=3,
+                            max_epochs=2, hidden=8, progress=True)
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no line per fit on stdout; the bar is off a terminal
+    assert "seed 0 length" not in captured.err
