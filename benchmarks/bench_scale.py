@@ -194,6 +194,12 @@ def parse_args(argv=None):
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["baselines", "rank_epochs_64", "curves", "big"],
                         help="sections to skip")
+    parser.add_argument("--axes", nargs="*", default=["n", "L", "d", "R"],
+                        choices=["n", "L", "d", "R"],
+                        help="which scaling curves to measure (default all four)")
+    parser.add_argument("--merge", default=None,
+                        help="a previous --out JSON whose curves fill the axes not measured "
+                             "now (for the plot)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -288,6 +294,8 @@ def curves(args, common):
           f"(R=7 at d=64), median epoch of {epochs}, float32 data (load average {load()})")
     records, fits = [], {}
     for axis, values in axes.items():
+        if axis not in args.axes:
+            continue
         xs, per_epoch, memory = [], [], []
         for value in values:
             size = dict(ref)
@@ -442,6 +450,14 @@ def main(argv=None):
         with open(args.out, "w") as handle:
             json.dump(result, handle, indent=1, default=str)
         print(f"wrote {args.out}")
+    if args.merge and "curves" in result:
+        with open(args.merge) as handle:
+            previous = json.load(handle)
+        kept = [r for r in previous["curves"] if r["axis"] not in args.axes]
+        result["curves"] = kept + result["curves"]
+        for axis, fit in previous["fits"]["exponents"].items():
+            result["fits"]["exponents"].setdefault(axis, fit)
+        result["merged_from"] = dict(path=args.merge, axes=sorted({r["axis"] for r in kept}))
     if args.plot and "curves" in result:
         plot(result, args.plot)
     return 0

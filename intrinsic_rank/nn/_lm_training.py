@@ -10,13 +10,16 @@ __all__ = ["train_causal_lm"]
 
 
 def train_causal_lm(model, sample_batch, n_steps, batch_size=32, lr=1e-3, weight_decay=0.01,
-                    warmup=100, random_state=0, progress=False):
+                    warmup=100, random_state=0, progress=False, callback=None):
     """Train a causal LM on next-token cross-entropy with AdamW and a cosine schedule.
 
     Parameters
     ----------
     model : torch.nn.Module
-        Maps ids ``(B, T)`` to logits ``(B, T, V)`` (e.g. :class:`TinyCausalLM`).
+        Maps ids ``(B, T)`` to logits ``(B, T, V)`` (e.g. :class:`TinyCausalLM`),
+        or to an output object whose ``.logits`` are those logits (a Hugging
+        Face causal LM such as ``transformers.GPT2LMHeadModel``: it is called
+        as ``model(ids)``, so ``ids`` are its ``input_ids``).
     sample_batch : callable
         ``sample_batch(batch_size, rng) -> (inputs, targets)``: int arrays of
         shape ``(B, T)``; ``targets`` holds the next token, or -100 where the
@@ -33,11 +36,28 @@ def train_causal_lm(model, sample_batch, n_steps, batch_size=32, lr=1e-3, weight
         weights are whatever ``model`` holds.
     progress : bool, default=False
         Show a tqdm bar (only when the output is a terminal).
+    callback : callable or None, default=None
+        ``callback(step, model)`` after each optimiser step (``step`` counts
+        from 1), e.g. to save checkpoints; the model is in train mode then,
+        and a callback that switches it to eval mode must switch it back.
 
     Returns
     -------
     losses : ndarray of shape (n_steps,)
         Training loss of every step.
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from intrinsic_rank.nn import TinyCausalLM
+    >>> _ = torch.manual_seed(0)
+    >>> lm = TinyCausalLM(vocab_size=8, d_model=8, n_layers=1, n_heads=2, max_length=8)
+    >>> def sample_batch(batch_size, rng):  # predict a constant next token
+    ...     ids = rng.randint(8, size=(batch_size, 8))
+    ...     return ids, np.zeros_like(ids)
+    >>> losses = train_causal_lm(lm, sample_batch, 60, lr=1e-2, warmup=5)
+    >>> bool(losses[-5:].mean() < 0.5 * losses[:5].mean())
+    True
     """
     rng = np.random.RandomState(int(random_state))
     device = next(model.parameters()).device
@@ -62,6 +82,7 @@ def train_causal_lm(model, sample_batch, n_steps, batch_size=32, lr=1e-3, weight
         inputs = torch.as_tensor(inputs, dtype=torch.long, device=device)
         targets = torch.as_tensor(targets, dtype=torch.long, device=device)
         logits = model(inputs)
+        logits = getattr(logits, "logits", logits)  # transformers' CausalLMOutput
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -71,5 +92,7 @@ def train_causal_lm(model, sample_batch, n_steps, batch_size=32, lr=1e-3, weight
         losses[step] = loss.item()
         if not math.isfinite(losses[step]):
             raise FloatingPointError(f"LM training diverged at step {step}; lower lr")
+        if callback is not None:
+            callback(step + 1, model)
     model.eval()
     return losses
