@@ -1,18 +1,35 @@
-"""Batched cramming against cramming targets one at a time (issue [4/6] speed target).
+"""Speed of cramming: batched against one target at a time, the decoder-cell Monte Carlo, one curve point.
 
-Both sides run the same :class:`~intrinsic_rank.ReachabilityEstimator` code with
-the paper's protocol on the embedded default model: the batched side fits all
-targets in one estimator (one optimisation, active targets drop out as they
-finish), the baseline fits one estimator per target. Each target's trajectory
-is the same on both sides (its memory depends only on the seed and the target,
-and AdamW is elementwise), which the script checks. It prints targets per second
-of each and their ratio (target: >= 5x at 16 targets).
+Three measurements on the embedded default model, each against a baseline
+measured in the same run:
+
+1. **Batching** (issue [4/6]): both sides run the same
+   :class:`~intrinsic_rank.ReachabilityEstimator` code with the paper's
+   protocol; the batched side fits all targets in one estimator (one
+   optimisation, active targets drop out as they finish), the baseline fits
+   one estimator per target. Each target's trajectory is the same on both
+   sides (its memory depends only on the seed and the target, and AdamW is
+   elementwise), which the script checks. It prints targets per second of
+   each and their ratio (target: >= 5x at 16 targets).
+2. **The decoder-cell Monte Carlo** (issue [9]):
+   :func:`~intrinsic_rank.nn.decoder_cell_proportions` with the estimator's
+   sample count (``2**17``) and memory cap (``max_bytes=2**27``), batched in
+   chunks on the device, against a per-sample Python loop over a small count
+   (the same rules, one point at a time); and the time of
+   :func:`~intrinsic_rank.bounds.cell_decay` (the closed form, the fitted
+   median and their 100-replicate bootstrap).
+3. **One accessibility-curve point** (issue [9]): ``--point-targets`` (20, the
+   paper's) random targets at one ``(m, n)`` with the full protocol, the cell
+   estimate included, as :func:`~intrinsic_rank.experiments.accessibility_curves`
+   runs it; its time per target against one target fitted alone, and the share
+   the cell estimate adds (the same point with ``n_cell_samples=0``).
 
 Run on an otherwise idle machine::
 
     python benchmarks/bench_reach.py                 # 16 targets, length 8, m = 2
     python benchmarks/bench_reach.py --targets 32 --length 12 --memory 4
     python benchmarks/bench_reach.py --device cuda
+    python benchmarks/bench_reach.py --skip-batching # sections 2 and 3 only
 """
 
 import argparse
@@ -21,11 +38,118 @@ import time
 import numpy as np
 import torch
 
-from intrinsic_rank import ReachabilityEstimator
+from intrinsic_rank import ReachabilityEstimator, bounds
 from intrinsic_rank.datasets import make_random_targets
-from intrinsic_rank.nn import as_causal_lm
+from intrinsic_rank.nn import as_causal_lm, decoder_cell_proportions, random_prompt_hidden_states
 
 TARGET = 5.0  # issue [4/6]: at least 5x more targets per second at 16 targets
+N_CELL_SAMPLES = 2**17  # ReachabilityEstimator's default
+MAX_BYTES = 2**27  # the estimator's memory cap of one Monte Carlo chunk
+
+
+def _timed(fn, repeats=1):
+    """Best wall time of ``repeats`` calls and the last result."""
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def bench_batching(lm, args):
+    X = make_random_targets(args.targets, args.length, lm.vocab_size, random_state=args.seed)
+    params = dict(model=lm, n_memory=args.memory, max_epochs=args.max_epochs,
+                  patience=args.patience, n_radius_prompts=16, n_cell_samples=0,
+                  random_state=args.seed, device=args.device)
+    ReachabilityEstimator(**dict(params, max_epochs=20)).fit(X[:2])  # warm-up
+    t_batched, batched = _timed(lambda: ReachabilityEstimator(**params).fit(X))
+    t_single, single = _timed(
+        lambda: [ReachabilityEstimator(**params).fit(X[i:i + 1]) for i in range(len(X))])
+
+    reached_single = np.array([est.reached_[0] for est in single])
+    steps_single = np.array([est.n_steps_[0] for est in single])
+    agree = int((reached_single == batched.reached_).sum())
+    print(f"1. batching: {args.targets} random targets of length {args.length}, m = "
+          f"{args.memory}, max {args.max_epochs} steps, patience {args.patience}")
+    print(f"{'mode':<14}{'seconds':>9}{'targets/s':>11}{'steps run':>11}{'reached':>9}")
+    print(f"{'batched':<14}{t_batched:>9.2f}{args.targets / t_batched:>11.2f}"
+          f"{int(batched.n_steps_.max()):>11d}{int(batched.reached_.sum()):>9d}")
+    print(f"{'one by one':<14}{t_single:>9.2f}{args.targets / t_single:>11.2f}"
+          f"{int(steps_single.sum()):>11d}{int(reached_single.sum()):>9d}")
+    print(f"speed-up (batched / one by one, targets per second): {t_single / t_batched:.2f}x "
+          f"(target >= {TARGET:g}x)")
+    print(f"same reached flag for {agree} of {args.targets} targets; step counts equal for "
+          f"{int((steps_single == batched.n_steps_).sum())}")
+    return t_single / t_batched
+
+
+def _loop_rules(W, b, half_norm, points):
+    """The baseline: both decision rules one point at a time."""
+    out = np.empty((len(points), 2), dtype=np.int64)
+    for i, h in enumerate(points):
+        logits = W @ h
+        out[i, 0] = int(torch.argmax(logits + b if b is not None else logits))
+        out[i, 1] = int(torch.argmax(logits - half_norm))
+    return out
+
+
+def bench_cells(lm, args):
+    states = random_prompt_hidden_states(lm, args.memory, args.length - 1, n_prompts=256,
+                                         random_state=args.seed)
+    run = dict(n_samples=N_CELL_SAMPLES, random_state=args.seed, max_bytes=MAX_BYTES,
+               device=args.device)
+    decoder_cell_proportions(lm, states, **dict(run, n_samples=4096))  # warm-up
+    t_cells, cells = _timed(lambda: decoder_cell_proportions(lm, states, **run), repeats=3)
+    t_decay, decay = _timed(lambda: bounds.cell_decay(cells, random_state=args.seed))
+
+    flat = np.asarray(states, dtype=np.float64).reshape(-1, lm.width)
+    low, high = flat.min(axis=0), flat.max(axis=0)
+    points = bounds.sample_box(low, high, args.loop_samples, random_state=args.seed)
+    W, b = lm.output_head()
+    with torch.no_grad():
+        W = W.detach().to(args.device, torch.float32)
+        b = None if b is None else b.detach().to(args.device, torch.float32)
+        half_norm = 0.5 * (W * W).sum(dim=1)
+        pts = torch.as_tensor(points, dtype=torch.float32, device=args.device)
+        t_loop, _ = _timed(lambda: _loop_rules(W, b, half_norm, pts))
+    per_batched = t_cells / N_CELL_SAMPLES
+    per_loop = t_loop / args.loop_samples
+    rows = max(1, MAX_BYTES // (4 * (3 * lm.vocab_size + lm.width)))
+    print(f"\n2. decoder-cell Monte Carlo on the default model (d = {lm.width}, |V| = "
+          f"{lm.vocab_size}, box of {len(flat)} final hidden states, both rules)")
+    print(f"{'mode':<32}{'points':>9}{'seconds':>10}{'µs/point':>10}")
+    print(f"{'batched (memory cap 2^27 B)':<32}{N_CELL_SAMPLES:>9d}{t_cells:>10.3f}"
+          f"{1e6 * per_batched:>10.2f}")
+    print(f"{'per-sample loop':<32}{args.loop_samples:>9d}{t_loop:>10.3f}"
+          f"{1e6 * per_loop:>10.2f}")
+    print(f"chunks of at most {rows} points under the cap; batched is {per_loop / per_batched:.0f}x "
+          f"faster per point; cell_decay (closed form, fitted median, 100-replicate "
+          f"bootstrap): {t_decay:.3f} s; c = {decay.closed_form:.4g} ± "
+          f"{decay.closed_form_se:.2g}, {decay.n_empty} empty cells")
+    return t_cells, t_decay, per_loop / per_batched
+
+
+def bench_point(lm, args):
+    n_targets = args.point_targets
+    X = make_random_targets(n_targets, args.length, lm.vocab_size, random_state=args.seed)
+    params = dict(model=lm, n_memory=args.memory, max_epochs=args.max_epochs,
+                  patience=args.patience, random_state=args.seed, device=args.device)
+    t_point, point = _timed(lambda: ReachabilityEstimator(**params).fit(X))
+    t_bare, _ = _timed(lambda: ReachabilityEstimator(**params, n_cell_samples=0).fit(X))
+    t_one, one = _timed(lambda: ReachabilityEstimator(**params).fit(X[:1]))
+    print(f"\n3. one accessibility-curve point: {n_targets} targets, m = {args.memory}, n = "
+          f"{args.length}, max {args.max_epochs} steps, patience {args.patience}, "
+          "cells included")
+    print(f"{'fit':<34}{'seconds':>9}{'s/target':>10}{'reached':>9}")
+    print(f"{'the point (' + str(n_targets) + ' targets)':<34}{t_point:>9.2f}"
+          f"{t_point / n_targets:>10.3f}{int(point.reached_.sum()):>9d}")
+    print(f"{'the point without the cells':<34}{t_bare:>9.2f}{t_bare / n_targets:>10.3f}")
+    print(f"{'one target alone':<34}{t_one:>9.2f}{t_one:>10.3f}{int(one.reached_.sum()):>9d}")
+    print(f"time per target: the point is {t_one / (t_point / n_targets):.1f}x faster than one "
+          f"target alone; the cell estimate adds {t_point - t_bare:.2f} s "
+          f"({100 * (t_point - t_bare) / t_point:.0f}% of the point)")
+    return t_point
 
 
 def main(argv=None):
@@ -36,43 +160,29 @@ def main(argv=None):
     parser.add_argument("--max-epochs", "--max-steps", dest="max_epochs", type=int, default=3000,
                         help="most optimisation steps per target (one epoch is one step)")
     parser.add_argument("--patience", type=int, default=500)
+    parser.add_argument("--point-targets", type=int, default=20,
+                        help="targets of the accessibility-curve point (the paper's 20)")
+    parser.add_argument("--loop-samples", type=int, default=2048,
+                        help="points of the per-sample loop baseline of the cell estimate")
+    parser.add_argument("--skip-batching", action="store_true",
+                        help="skip section 1 (batched against one by one)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (CI: 2 cores)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu",
                         help="torch device of every fit, e.g. cpu or cuda (default cpu)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    lm = as_causal_lm("default")  # loaded once, shared by every fit
-    X = make_random_targets(args.targets, args.length, lm.vocab_size, random_state=args.seed)
-    params = dict(model=lm, n_memory=args.memory, max_epochs=args.max_epochs,
-                  patience=args.patience, n_radius_prompts=16, random_state=args.seed,
-                  device=args.device)
-
-    ReachabilityEstimator(**dict(params, max_epochs=20)).fit(X[:2])  # warm-up
-    start = time.perf_counter()
-    batched = ReachabilityEstimator(**params).fit(X)
-    t_batched = time.perf_counter() - start
-
-    start = time.perf_counter()
-    single = [ReachabilityEstimator(**params).fit(X[i:i + 1]) for i in range(len(X))]
-    t_single = time.perf_counter() - start
-
-    reached_single = np.array([est.reached_[0] for est in single])
-    steps_single = np.array([est.n_steps_[0] for est in single])
-    agree = int((reached_single == batched.reached_).sum())
-    print(f"{args.targets} random targets of length {args.length}, m = {args.memory}, "
-          f"max {args.max_epochs} steps, patience {args.patience}, {args.threads} torch threads, "
-          f"device {args.device}")
-    print(f"{'mode':<14}{'seconds':>9}{'targets/s':>11}{'steps run':>11}{'reached':>9}")
-    print(f"{'batched':<14}{t_batched:>9.2f}{args.targets / t_batched:>11.2f}"
-          f"{int(batched.n_steps_.max()):>11d}{int(batched.reached_.sum()):>9d}")
-    print(f"{'one by one':<14}{t_single:>9.2f}{args.targets / t_single:>11.2f}"
-          f"{int(steps_single.sum()):>11d}{int(reached_single.sum()):>9d}")
-    print(f"speed-up (batched / one by one, targets per second): {t_single / t_batched:.2f}x "
-          f"(target >= {TARGET:g}x)")
-    print(f"same reached flag for {agree} of {args.targets} targets; step counts equal for "
-          f"{int((steps_single == batched.n_steps_).sum())}")
-    print(f"\nreach_batched_speedup: {t_single / t_batched:.2f} (target >= {TARGET:g})")
+    lm = as_causal_lm("default").to(args.device)  # loaded once, shared by every fit
+    print(f"{args.threads} torch threads, device {args.device}\n")
+    speedup = None if args.skip_batching else bench_batching(lm, args)
+    t_cells, t_decay, cell_speedup = bench_cells(lm, args)
+    t_point = bench_point(lm, args)
+    print()
+    if speedup is not None:
+        print(f"reach_batched_speedup: {speedup:.2f} (target >= {TARGET:g})")
+    print(f"reach_cells_seconds: {t_cells:.3f} ({N_CELL_SAMPLES} points; decay "
+          f"{t_decay:.3f} s; {cell_speedup:.0f}x the per-sample loop)")
+    print(f"reach_point_seconds: {t_point:.2f} ({args.point_targets} targets)")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,8 @@ from ..nn import (
 )
 from ._arguments import parse_precision
 from ._output import jsonable, pyplot, save_figure
-from ._reach import reachability_geometry
+from ._progress import steps as progress_steps
+from ._reach import GEOMETRY_BOUND_COLUMNS, _refinement_rows, reachability_geometry
 from ._registry import Experiment, Verdict, grade, is_finite, number_text, register, save_plot
 
 __all__ = [
@@ -812,7 +813,8 @@ def kernel_rank_trajectory(steps=(0, 100, 200, 400, 800), vocab_size=32, d_model
         Seeds the initialisation (torch, without touching the global torch
         generator), the training stream and the held-out data.
     progress : bool, default=False
-        Print one line per checkpoint.
+        Report each checkpoint through the commands' progress convention (a
+        bar on a terminal, the status line off one).
     device : str or torch.device, default="cpu"
         Where the model trains and is profiled (initialised on the CPU first,
         so a seed gives the same initial weights on every device).
@@ -858,28 +860,29 @@ def kernel_rank_trajectory(steps=(0, 100, 200, 400, 800), vocab_size=32, d_model
                                      random_state=int(random_state) + 7919)
     ids = torch.as_tensor(held_out).to(device)
     records, summary, done = [], [], 0
-    for step in steps:
-        if step > done:
-            train_causal_lm(lm, sample, step - done, batch_size=batch_size, lr=lr,
-                            warmup=min(20, step - done), random_state=int(random_state) + step)
-            done = step
-        lm.eval()
-        with torch.no_grad():
-            logits = lm(ids[:, :-1])
-            loss = float(torch.nn.functional.cross_entropy(
-                logits.reshape(-1, vocab_size), ids[:, 1:].reshape(-1)))
-        profile = profile_heads(lm, held_out, device=device)
-        keys = ("kernel_energy_rank", "kernel_stable_rank", "attn_energy_rank", "sink_mass",
-                "band_mass")
-        for layer in range(n_layers):
-            rows = [r for r in profile.records if r["layer"] == layer]
-            records.append(dict(step=step, layer=layer, loss=loss,
-                                **{k: float(np.mean([r[k] for r in rows])) for k in keys}))
-        summary.append(dict(step=step, loss=loss, **{
-            k: float(np.mean([r[k] for r in profile.records])) for k in keys}))
-        if progress:
-            print(f"  step {step}: held-out loss {loss:.3f}, mean kernel energy rank "
-                  f"{summary[-1]['kernel_energy_rank']:.2f}", flush=True)
+    with progress_steps(len(steps), "profile trajectory", enabled=progress) as bar:
+        for step in steps:
+            if step > done:
+                train_causal_lm(lm, sample, step - done, batch_size=batch_size, lr=lr,
+                                warmup=min(20, step - done),
+                                random_state=int(random_state) + step)
+                done = step
+            lm.eval()
+            with torch.no_grad():
+                logits = lm(ids[:, :-1])
+                loss = float(torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, vocab_size), ids[:, 1:].reshape(-1)))
+            profile = profile_heads(lm, held_out, device=device)
+            keys = ("kernel_energy_rank", "kernel_stable_rank", "attn_energy_rank",
+                    "sink_mass", "band_mass")
+            for layer in range(n_layers):
+                rows = [r for r in profile.records if r["layer"] == layer]
+                records.append(dict(step=step, layer=layer, loss=loss,
+                                    **{k: float(np.mean([r[k] for r in rows])) for k in keys}))
+            summary.append(dict(step=step, loss=loss, **{
+                k: float(np.mean([r[k] for r in profile.records])) for k in keys}))
+            bar.update(f"step {step}: held-out loss {loss:.3f}, mean kernel energy rank "
+                       f"{summary[-1]['kernel_energy_rank']:.2f}")
     config = dict(steps=steps, vocab_size=vocab_size, d_model=d_model, n_layers=n_layers,
                   n_heads=n_heads, d_head=d_model // n_heads, seq_len=seq_len,
                   max_segment=max_segment, lr=lr, batch_size=batch_size, n_inputs=n_inputs,
@@ -965,7 +968,7 @@ def _run_one(settings, *, random_state, device):
         geometry = dict(reachability_geometry(
             as_model_adapter(loaded.module, copy_model=False), n_memory=settings["memory"],
             n_tokens=settings["tokens"], precision=settings["precision"],
-            random_state=random_state))
+            measured_slope=settings.get("slope"), random_state=random_state))
     return jsonable(dict(records=result.records, config=result.config,
                          baselines=result.baselines, summary=result.summary,
                          kernel_spectra=result.kernel_spectra, geometry=geometry,
@@ -975,18 +978,19 @@ def _run_one(settings, *, random_state, device):
 def _run_models(settings, *, random_state, progress, device):
     """The reproduce piece: several models' profiles and the training trajectory."""
     models = {}
-    for name in settings["models"]:
-        try:
-            profile = profile_heads(name, n_inputs=settings["n_inputs"],
-                                    max_length=settings["max_length"],
-                                    random_state=random_state, device=device)
-        except ImportError as error:  # a packaged model that is not installed
-            models[name] = {"missing": str(error)}
-            continue
-        models[name] = dict(records=profile.records, baselines=profile.baselines,
-                            summary=profile.summary, config=profile.config)
-        if progress:
-            print(f"profiled {name} ({profile.seconds:.1f} s)", flush=True)
+    with progress_steps(len(settings["models"]), "profile", enabled=progress) as bar:
+        for name in settings["models"]:
+            try:
+                profile = profile_heads(name, n_inputs=settings["n_inputs"],
+                                        max_length=settings["max_length"],
+                                        random_state=random_state, device=device)
+            except ImportError as error:  # a packaged model that is not installed
+                models[name] = {"missing": str(error)}
+                bar.update(f"{name}: not installed")
+                continue
+            models[name] = dict(records=profile.records, baselines=profile.baselines,
+                                summary=profile.summary, config=profile.config)
+            bar.update(f"profiled {name} ({profile.seconds:.1f} s)")
     trajectory = kernel_rank_trajectory(steps=settings["steps"], random_state=random_state,
                                         progress=progress, device=device)
     return jsonable({"models": models, "trajectory": dict(trajectory)})
@@ -1058,11 +1062,29 @@ def _tables_models(result):
     ]
 
 
+def _geometry_tables(geometry):
+    """The geometry's bounds table and its cone and cell numbers (none before issue [9])."""
+    if not geometry or not geometry.get("bounds"):
+        return []
+    slope = geometry.get("measured_slope")
+    ratio = (f"ratio = bound / the given slope {number_text(slope)}" if slope is not None
+             else "ratio: – (no measured slope; give one with --slope)")
+    cone = {k: geometry[k] for k in ("min_cosine", "cone_half_angle", "cone_log_fraction")}
+    return [
+        (f"reachability bounds per precision convention (m = {geometry['n_memory']}): "
+         f"log_count_bound in nats, slope_bound in tokens per prompt vector ('–' where the "
+         f"model has no next-token head); {ratio}", geometry["bounds"],
+         GEOMETRY_BOUND_COLUMNS, None),
+        ("the cone and the decoder cells of the reachability geometry",
+         _refinement_rows(cone, geometry.get("cells")), ["quantity", "value"]),
+    ]
+
+
 def _tables(result):
     if "models" in result:
         return _tables_models(result)
     return [(f"per-head profile of {result['config']['model']}", result["records"],
-             PROFILE_COLUMNS)]
+             PROFILE_COLUMNS), *_geometry_tables(result.get("geometry"))]
 
 
 def _verdicts(result, structured_share=0.5, spearman_max=0.3, moved=0.25):
@@ -1173,8 +1195,13 @@ def _add_arguments(parser):
     parser.add_argument("--tokens", type=int, default=8,
                         help="random tokens after the prompt vectors (geometry)")
     parser.add_argument("--precision", type=parse_precision, default=None,
-                        help="eps of the bounds: a number or a dtype name such as float16 "
-                        "(default: the model's own dtype)")
+                        help="eps of the summary's bounds: a number, a dtype name such as "
+                        "float16, or a convention: machine, paper (2^-10) or relative "
+                        "(r_inf / 2048) (default: the model's own dtype); the bounds table "
+                        "shows all three conventions")
+    parser.add_argument("--slope", type=float, default=None,
+                        help="a measured slope (tokens per prompt vector, e.g. of "
+                        "'intrinsic-rank reach') to divide the slope bounds by")
     parser.add_argument("--no-geometry", action="store_true",
                         help="skip the reachability geometry")
     parser.add_argument("--exclude-first", action="store_true",
@@ -1188,7 +1215,7 @@ def _settings(args):
     return dict(model=args.model, texts=_read_texts(args.texts) if args.texts else None,
                 n_inputs=args.n_inputs, max_length=args.max_length, band=args.band,
                 memory=args.memory, tokens=args.tokens, precision=args.precision,
-                geometry=not args.no_geometry, exclude_first=args.exclude_first,
+                slope=args.slope, geometry=not args.no_geometry, exclude_first=args.exclude_first,
                 exclude_diagonal=args.exclude_diagonal)
 
 
@@ -1250,10 +1277,19 @@ def _summary(result):
                 f"random prompts of {g['n_tokens']} tokens): radius r = {g['radius']:.4g}, "
                 f"eps = {g['precision']:.3g}; count bound ln N <= "
                 f"{g['log_count_bound']:.4g} nats (box {g['box_log_count_bound']:.4g})")
-        if math.isfinite(g["slope_bound"]):
+        if g["slope_bound"] is not None and math.isfinite(g["slope_bound"]):
             line += (f"; slope bound C = {g['slope_bound']:.4g} tokens per vector (box "
                      f"{g['box_slope_bound']:.4g})")
         lines.append(line)
+        if g.get("min_cosine") is not None:
+            cells = g.get("cells") or {}
+            decay = cells.get("closed_form")
+            lines.append(
+                f"  cone: smallest pairwise cosine {g['min_cosine']:.3f}, ln(cone share of the "
+                f"ball) {g['cone_log_fraction']:.3g} nats per vector; decoder cells: "
+                + (f"c = {decay:.4g} nats per token against ln|V| = {cells['ln_vocab']:.4g}, "
+                   f"{cells['n_empty']} empty cells, {cells['n_samples']} Monte Carlo points"
+                   if decay is not None else "–"))
         lines += [f"  does not apply: {item}" for item in g["not_applicable"]]
     return lines
 

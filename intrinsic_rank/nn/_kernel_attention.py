@@ -511,6 +511,11 @@ class TripleAttentionHead(nn.Module):
     attention : {"kernel", "dense"}, default="kernel"
     temperature : float, default=0.25
         Temperature of the dense head.
+    init_scale : float, default=0.3
+        Standard deviation of the initial token table (``encoder="table"``; the
+        MLP encoder's first layer is scaled by it over ``sqrt(m)``). A table
+        drawn at scale 1 starts the exponential maps in a rugged region where
+        Adam stalls or spikes; 0.3 trains several times faster (docs/min_ip.md).
 
     Examples
     --------
@@ -523,7 +528,7 @@ class TripleAttentionHead(nn.Module):
     """
 
     def __init__(self, tokens, ranks, seeds, feature_map="exp", n_heads=1, hidden=32,
-                 encoder="table", attention="kernel", temperature=0.25):
+                 encoder="table", attention="kernel", temperature=0.25, init_scale=0.3):
         super().__init__()
         tokens = torch.as_tensor(tokens, dtype=torch.float32)
         if tokens.ndim != 2 or tokens.shape[0] < 1:
@@ -548,6 +553,7 @@ class TripleAttentionHead(nn.Module):
         self.feature_map, self.attention, self.encoder = feature_map, attention, encoder
         self.n_heads, self.hidden = check_int(n_heads, "n_heads", 1), check_int(hidden, "hidden", 1)
         self.temperature = check_real(temperature, "temperature", 0, low_open=True)
+        self.init_scale = check_real(init_scale, "init_scale", 0, low_open=True)
         self.nonnegative = attention == "dense" or FEATURE_MAPS[feature_map][0]
         S, h, H = len(ranks), self.n_heads, self.hidden
         self.r_max = max(ranks) if attention == "kernel" else m
@@ -578,6 +584,7 @@ class TripleAttentionHead(nn.Module):
         for s, r in enumerate(ranks):
             mask[s, : (_taylor_dim(r) if feature_map == "taylor" else r)] = 1.0
         self.register_buffer("mask", mask)
+        self._slots = None
         for s in range(S):
             self.reset_slot(s, seeds[s])
 
@@ -595,25 +602,32 @@ class TripleAttentionHead(nn.Module):
                 if name in ("score_q", "score_k"):
                     fan_in = m
                 value = torch.randn(shape, generator=gen) / math.sqrt(fan_in)
+                if name == "embed":
+                    value = value * self.init_scale
             getattr(self, name)[slot].copy_(value.to(self.tokens.device))
         if hasattr(self, "omega"):
             self.omega[slot].copy_(torch.randn(self.omega.shape[1:], generator=gen).to(self.omega.device))
 
+    def _p(self, name):
+        # a parameter or buffer, restricted to the slots of the running forward
+        value = getattr(self, name)
+        return value if self._slots is None else value[self._slots]
+
     def _code(self):
         if self.encoder == "table":
-            pre = self.embed
+            pre = self._p("embed")
         else:
-            pre = torch.einsum("vm,smh->svh", self.tokens, self.embed)
-        return torch.nn.functional.gelu(pre + self.embed_bias[:, None, :])  # (S, V, H)
+            pre = torch.einsum("vm,smh->svh", self.tokens, self._p("embed"))
+        return torch.nn.functional.gelu(pre + self._p("embed_bias")[:, None, :])  # (S, V, H)
 
     def _features(self, code, side):
-        weight, bias = getattr(self, f"map_{side}"), getattr(self, f"map_{side}_bias")
+        weight, bias = self._p(f"map_{side}"), self._p(f"map_{side}_bias")
         fmap = self.feature_map
         if fmap == "hedgehog":
             u = torch.einsum("vm,shmk->shvk", self.tokens, weight) + bias[:, :, None, :]
         else:
             u = torch.einsum("svi,shik->shvk", code, weight) + bias[:, :, None, :]
-        mask = self.mask[:, None, None, :]
+        mask = self._p("mask")[:, None, None, :]
         if fmap == "exp":
             return torch.exp(u.clamp(-_LOGIT_CLAMP, _LOGIT_CLAMP)) * mask
         if fmap == "elu+1":
@@ -627,7 +641,7 @@ class TripleAttentionHead(nn.Module):
             sign = 2 * half - 1  # +, -, +, -, ...: the pairs exp(z), exp(-z)
             return torch.exp((sign * u).clamp(-_LOGIT_CLAMP, _LOGIT_CLAMP)) * mask
         if fmap == "favor+":
-            proj = torch.einsum("shvd,shkd->shvk", u, self.omega)
+            proj = torch.einsum("shvd,shkd->shvk", u, self._p("omega"))
             expo = proj - 0.5 * (u * u).sum(-1, keepdim=True)
             return torch.exp(expo.clamp(-_LOGIT_CLAMP, _LOGIT_CLAMP)) * mask / math.sqrt(self.r_max)
         # taylor: [1, u, vec(u u^T)/sqrt 2] on the slot's first d coordinates
@@ -639,19 +653,30 @@ class TripleAttentionHead(nn.Module):
         """Per slot and head, the token kernel ``alpha(x, z)`` ``(S, h, V, V)``
         (dense: the scores ``<x W_Q, z W_K> / T``)."""
         if self.attention == "dense":
-            q = torch.einsum("vm,shmk->shvk", self.tokens, self.score_q)
-            k = torch.einsum("vm,shmk->shvk", self.tokens, self.score_k)
+            q = torch.einsum("vm,shmk->shvk", self.tokens, self._p("score_q"))
+            k = torch.einsum("vm,shmk->shvk", self.tokens, self._p("score_k"))
             return q @ k.transpose(-1, -2) / self.temperature
         code = self._code()
         return self._features(code, "q") @ self._features(code, "k").transpose(-1, -2)
 
-    def forward(self, triples):
-        """Outputs ``(S, n)`` at the query of each triple ``(n, L)`` of token indices."""
+    def forward(self, triples, slots=None):
+        """Outputs ``(S, n)`` at the query of each triple ``(n, L)`` of token indices.
+
+        ``slots`` (a 1-D index tensor) evaluates only those slots, ``(len(slots), n)``:
+        the trainer skips solved and frozen slots this way.
+        """
+        self._slots = slots
+        try:
+            return self._forward(triples)
+        finally:
+            self._slots = None
+
+    def _forward(self, triples):
         V = self.tokens.shape[0]
         flat = triples[:, :1] * V + triples  # (n, L): pair (query, token j)
         code = self._code()
-        values = torch.einsum("svi,shie->shve", code, self.value)
-        readout = torch.einsum("svi,shie->shve", code, self.readout) + 1.0
+        values = torch.einsum("svi,shie->shve", code, self._p("value"))
+        readout = torch.einsum("svi,shie->shve", code, self._p("readout")) + 1.0
         pair_out = (readout @ values.transpose(-1, -2)).flatten(-2)[..., flat]  # a(q).v(z)
         kern = self.kernel().flatten(-2)[..., flat]  # (S, h, n, L)
         if self.attention == "dense":
@@ -664,8 +689,8 @@ class TripleAttentionHead(nn.Module):
                 total = torch.where(total.abs() < 1e-6, torch.full_like(total, 1e-6), total)
             weights = kern / total
         mixed = (weights * pair_out).sum(-1).sum(1)  # (S, n)
-        bias = code @ self.bias[:, :, None]  # (S, V, 1)
-        return mixed + bias[:, :, 0][:, triples[:, 0]] + self.bias0[:, None]
+        bias = code @ self._p("bias")[:, :, None]  # (S, V, 1)
+        return mixed + bias[:, :, 0][:, triples[:, 0]] + self._p("bias0")[:, None]
 
 
 @torch.no_grad()
@@ -678,20 +703,25 @@ def _triple_scores(outputs, targets, weights, sequence_triples):
     return position, sequence
 
 
-def fit_triple_heads(head, data, max_steps=3000, lr=0.03, check_every=100, patience=3,
-                     tol=1e-3, restarts=1, device="cpu", targets=None, margin=10.0):
+def fit_triple_heads(head, data, max_steps=3000, lr=0.02, check_every=100, patience=3,
+                     tol=1e-3, restarts=1, device="cpu", targets=None, margin=10.0,
+                     decays=2, decay_factor=0.3, margin_on="triples"):
     """Train every slot of a :class:`TripleAttentionHead` full-batch on weighted triples.
 
     The loss of a slot is the multiplicity-weighted mean squared error over the
     distinct triples of ``data`` (:func:`~intrinsic_rank.datasets.min_ip_exhaustive_triples`),
-    which equals the mean over every position of every sequence. Adam with a
-    step count per slot, so that a restarted slot gets a fresh optimiser state.
-    Every ``check_every`` steps each slot is scored; a slot that solves every
-    sequence is *solved* and frozen; a slot whose best loss improved by less
-    than the relative ``tol`` over ``patience`` checks has *plateaued*: if unsolved
-    and restarts remain it is re-drawn from a new seed, otherwise it is frozen.
-    The best state of each slot (fewest unsolved sequences, then lowest loss)
-    is the one reported.
+    which equals the mean over every position of every sequence, plus a margin
+    term that pushes every position inside the rounding interval. Adam with a
+    step count and a learning rate per slot, so that a restarted slot gets a
+    fresh optimiser state. Every ``check_every`` steps each slot is scored; a
+    slot that solves every sequence is *solved* and frozen; a slot whose best
+    loss improved by less than the relative ``tol`` over ``patience`` checks has
+    *plateaued*: if unsolved, its learning rate is first multiplied by
+    ``decay_factor`` (up to ``decays`` times, to polish a slot that bounces
+    around a solution); after that, if restarts remain it is re-drawn from a new
+    seed (fresh initialisation, the initial learning rate), otherwise it is
+    frozen. The best state of each slot (fewest unsolved sequences, then lowest
+    loss) is the one reported, and its parameters are restored at the end.
 
     Parameters
     ----------
@@ -699,27 +729,39 @@ def fit_triple_heads(head, data, max_steps=3000, lr=0.03, check_every=100, patie
     data : Bunch
         ``triples``, ``weights``, ``targets`` and optionally ``sequence_triples``.
     max_steps : int, default=3000
-    lr : float, default=0.03
+    lr : float, default=0.02
+        Initial learning rate (higher rates make the exponential maps spike).
     check_every, patience : int
         The plateau rule.
     tol : float, default=1e-3
     restarts : int, default=1
-        Restarts per slot after an unsolved plateau.
+        Fresh-initialisation restarts per slot after an unsolved plateau (once
+        its learning-rate decays are used up).
     device : str or torch.device, default="cpu"
     targets : array-like of shape (n,) or None
         Targets to fit instead of ``data.targets`` (the controls).
     margin : float, default=10.0
         Weight of the margin term ``relu(|error| - 0.3)^2`` added to the squared
         error (0: plain weighted MSE, which is what ``loss`` reports).
+    decays : int, default=2
+        Learning-rate decays per initialisation of a slot, on an unsolved plateau.
+    decay_factor : float, default=0.3
+        Factor of each decay, in ``(0, 1)``.
+    margin_on : {"triples", "positions"}, default="triples"
+        Weights of the margin term: every distinct triple alike (a triple is
+        solved or not whatever its multiplicity, and every one of them occurs in
+        some sequence, so this matches the exactness criterion), or by
+        multiplicity like the squared error.
 
     Returns
     -------
     result : dict
-        Per slot (lists): ``loss`` (the training loss, weighted MSE plus the
-        margin term, of the reported state), ``position_error``
-        (share of positions not solved), ``sequence_error`` (share of sequences
-        with any position not solved), ``converged`` (solved or plateaued before
-        ``max_steps``), ``restarts`` (used), ``steps`` (trained); and ``steps_run``.
+        Per slot (lists): ``loss`` (the weighted MSE of the reported state),
+        ``position_error`` (share of positions not solved), ``sequence_error``
+        (share of sequences with any position not solved), ``converged`` (solved,
+        or plateaued with every decay and restart used, before ``max_steps``),
+        ``restarts`` (used), ``steps`` (trained), ``curve`` (the loss at every
+        check, restarts included); and ``steps_run``.
 
     Examples
     --------
@@ -733,42 +775,57 @@ def fit_triple_heads(head, data, max_steps=3000, lr=0.03, check_every=100, patie
     check_every = check_int(check_every, "check_every", 1)
     patience = check_int(patience, "patience", 1)
     restarts = check_int(restarts, "restarts", 0)
+    decays = check_int(decays, "decays", 0)
     lr = check_real(lr, "lr", 0, low_open=True)
+    decay_factor = check_real(decay_factor, "decay_factor", 0, 1, low_open=True, high_open=True)
+    margin = check_real(margin, "margin", 0)
+    if margin_on not in ("triples", "positions"):
+        raise ValueError(f"margin_on must be 'triples' or 'positions'; got {margin_on!r}")
     device = torch.device(device)
     head = head.to(device)
+    dtype = head.tokens.dtype
     triples = torch.as_tensor(data.triples, device=device)
-    y = torch.as_tensor(data.targets if targets is None else targets, dtype=torch.float32,
+    y = torch.as_tensor(data.targets if targets is None else targets, dtype=dtype,
                         device=device)
-    w = torch.as_tensor(data.weights, dtype=torch.float32, device=device)
+    if y.shape != (len(triples),):
+        raise ValueError(f"targets must have shape ({len(triples)},); got {tuple(y.shape)}")
+    w = torch.as_tensor(data.weights, dtype=dtype, device=device)
     w = w / w.sum()
+    # exactness is decided per distinct triple (each occurs in some sequence), so
+    # the margin term weighs the distinct triples equally, not by multiplicity
+    w_margin = torch.full_like(w, 1.0 / len(w)) if margin_on == "triples" else w
     seq = data.get("sequence_triples") if hasattr(data, "get") else None
     seq = None if seq is None else torch.as_tensor(seq, device=device)
     params = [p for p in head.parameters()]
     S = len(head.ranks)
     state = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
-    t = torch.zeros(S, device=device)
+    t = torch.zeros(S, device=device, dtype=dtype)
+    rate = torch.full((S,), lr, device=device, dtype=dtype)
     active = torch.ones(S, dtype=torch.bool, device=device)
     best_loss = torch.full((S,), math.inf)
     stall = torch.zeros(S, dtype=torch.long)
-    used = [0] * S
-    steps = [0] * S
+    used, decayed, steps = [0] * S, [0] * S, [0] * S
     out = {k: [math.nan] * S for k in ("loss", "position_error", "sequence_error")}
+    curves = [[] for _ in range(S)]
     converged = [False] * S
     best_key = [(math.inf, math.inf)] * S
+    best_params = [p.detach().clone() for p in params]
     beta1, beta2 = 0.9, 0.999
     step = 0
     while step < max_steps and bool(active.any()):
         n_inner = min(check_every, max_steps - step)
+        live = active.nonzero().squeeze(1)  # solved and frozen slots are not computed
         for _ in range(n_inner):
-            pred = head(triples)
+            pred = head(triples, slots=live)
             err = pred - y
             # squared error plus a margin term that pushes every position inside
             # the rounding interval (|error| < 1/2), where exactness is decided
-            losses = ((err**2 + margin * torch.relu(err.abs() - 0.3) ** 2) * w).sum(-1)
+            losses = (err**2 * w).sum(-1) + margin * (
+                torch.relu(err.abs() - 0.3) ** 2 * w_margin).sum(-1)
             head.zero_grad(set_to_none=False)
             losses.sum().backward()
             with torch.no_grad():
-                t += active.float()
+                t += active.to(dtype)
                 for p, (m1, m2) in zip(params, state):
                     g = p.grad
                     shape = (S,) + (1,) * (p.dim() - 1)
@@ -776,40 +833,61 @@ def fit_triple_heads(head, data, max_steps=3000, lr=0.03, check_every=100, patie
                     m1.copy_(torch.where(keep, beta1 * m1 + (1 - beta1) * g, m1))
                     m2.copy_(torch.where(keep, beta2 * m2 + (1 - beta2) * g * g, m2))
                     tt = t.clamp_min(1).view(shape)
-                    upd = lr * (m1 / (1 - beta1**tt)) / ((m2 / (1 - beta2**tt)).sqrt() + 1e-8)
+                    upd = rate.view(shape) * (m1 / (1 - beta1**tt)) / (
+                        (m2 / (1 - beta2**tt)).sqrt() + 1e-8)
                     p.sub_(torch.where(keep, upd, torch.zeros_like(upd)))
         step += n_inner
         with torch.no_grad():
-            pred = head(triples)
-            losses = ((pred - y) ** 2 * w).sum(-1).cpu()
-            pos, sq = _triple_scores(pred, y, w, seq)
+            pred = head(triples, slots=live)
+            live_losses = ((pred - y) ** 2 * w).sum(-1).cpu()
+            live_pos, live_sq = _triple_scores(pred, y, w, seq)
+        losses, pos, sq = (torch.full((S,), math.nan, dtype=dtype) for _ in range(3))
+        losses[live.cpu()], pos[live.cpu()], sq[live.cpu()] = (
+            live_losses, live_pos.cpu(), live_sq.cpu())
         for s in range(S):
             if not active[s]:
                 continue
             steps[s] += n_inner
-            key = (float(sq[s]), float(losses[s]))
+            loss_s = float(losses[s])
+            curves[s].append(loss_s if math.isfinite(loss_s) else math.inf)
+            key = (float(sq[s]), loss_s if math.isfinite(loss_s) else math.inf)
             if key < best_key[s]:
                 best_key[s] = key
-                out["loss"][s], out["position_error"][s] = float(losses[s]), float(pos[s])
+                out["loss"][s], out["position_error"][s] = loss_s, float(pos[s])
                 out["sequence_error"][s] = float(sq[s])
+                with torch.no_grad():
+                    for b, p in zip(best_params, params):
+                        b[s].copy_(p[s])
             solved = float(sq[s]) == 0.0
-            if float(losses[s]) < best_loss[s] * (1 - tol):
-                best_loss[s], stall[s] = float(losses[s]), 0
+            if loss_s < best_loss[s] * (1 - tol):
+                best_loss[s], stall[s] = loss_s, 0
             else:
                 stall[s] += 1
+            if not math.isfinite(loss_s):
+                stall[s] = patience  # diverged: go straight to a restart
+                decayed[s] = decays
             if solved:
                 active[s], converged[s] = False, True
             elif stall[s] >= patience:
-                if used[s] < restarts:
+                if decayed[s] < decays:
+                    decayed[s] += 1
+                    rate[s] *= decay_factor
+                    stall[s] = 0
+                elif used[s] < restarts:
                     used[s] += 1
+                    decayed[s] = 0
                     head.reset_slot(s, head.seeds[s] + 1000 * used[s])
                     for (m1, m2) in state:
                         m1[s].zero_()
                         m2[s].zero_()
-                    t[s], best_loss[s], stall[s] = 0, math.inf, 0
+                    t[s], rate[s], best_loss[s], stall[s] = 0, lr, math.inf, 0
                 else:
                     active[s], converged[s] = False, True
-    return dict(out, converged=converged, restarts=used, steps=steps, steps_run=step)
+    with torch.no_grad():
+        for b, p in zip(best_params, params):
+            p.copy_(b)
+    return dict(out, converged=converged, restarts=used, steps=steps, curve=curves,
+                steps_run=step)
 
 
 _LN_SQRT6 = 0.5 * math.log(6.0)
