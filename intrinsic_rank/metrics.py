@@ -1,6 +1,6 @@
 """Task metrics usable as scikit-learn scorers (numpy and scikit-learn only).
 
-``exact_sequence_error`` is the Min-IP papers' error (seed 003): the fraction of
+``exact_sequence_error`` is the Min-IP paper's error: the fraction of
 sequences whose rounded prediction is wrong at any position or output.
 """
 

@@ -1,4 +1,4 @@
-"""Non-uniform decoder cells: the cell-volume refinement of seed 004 (numpy only).
+"""Non-uniform decoder cells: the cell-volume refinement of the reachability paper (numpy only).
 
 A decoder splits the hidden-state region into one cell per next token. With
 ``p_t`` the fraction of the region that goes to token ``t`` (estimated by Monte
@@ -471,7 +471,7 @@ def cell_decay(proportions, n_samples=None, *, max_k=16, n_sequences=10_000,
 
 
 def cell_slope_bound(box_slope, vocab_size, decay, *, estimate="closed_form"):
-    """Cell-volume refined slope bound ``C_cell = C_box ln|V| / c`` (seed 004).
+    """Cell-volume refined slope bound ``C_cell = C_box ln|V| / c`` (the reachability paper).
 
     The box bound counts cells as if every token's cell were equal (a volume
     ``|V|**-k`` for ``k`` tokens); with the measured decay ``c`` of a typical

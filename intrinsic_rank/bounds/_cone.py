@@ -1,4 +1,4 @@
-"""The cone refinement of seed 004's reachable-sequence bounds (the reachability paper).
+"""The cone refinement of the reachability paper's reachable-sequence bounds.
 
 Hidden states that lie in a cone of half-angle ``theta`` about some axis fill
 only a fraction of the ball; the log of that fraction is added to the log cell
@@ -57,7 +57,7 @@ def _states(hidden_states, name="hidden_states"):
 def min_pairwise_cosine(hidden_states, *, chunk_size=1024):
     """Smallest cosine similarity over all pairs of distinct states.
 
-    The cone refinement of seed 004 needs the widest angle between two hidden
+    The cone refinement of the reachability paper needs the widest angle between two hidden
     states: ``arccos`` of this number (:func:`cone_half_angle`).
 
     Parameters
@@ -270,7 +270,7 @@ def cone_log_fraction(theta, d):
 
 
 def cone_log_count_bound(width, n_memory, radius, precision, theta):
-    """Log reachable-sequence count with the cone refinement (seed 004).
+    """Log reachable-sequence count with the cone refinement (the reachability paper).
 
     ``m * (d ln(1 + 2r/epsilon) + ln frac_cone(theta, d))``: the ball count of
     :func:`~intrinsic_rank.bounds.reachable_log_count_bound` with each memory

@@ -1,4 +1,4 @@
-"""Min-IP feature-rank bounds of seed 003 (the Min-IP paper).
+"""Min-IP feature-rank bounds of the Min-IP paper.
 
 Paper: "Three tokens force exponential feature rank in nonnegative kernel
 attention". The transcript bound of finite-precision sketch models, the
@@ -67,7 +67,7 @@ def approximate_identity_rank_bound(n, eps):
     of absolute value at most ``eps``: the ``k <= rank(A)`` nonzero eigenvalues
     sum to ``tr(A) = n``, and by Cauchy-Schwarz and Schur's inequality
     ``n^2 = |sum lambda_i|^2 <= k sum |lambda_i|^2 <= rank(A) ||A||_F^2``, with
-    ``||A||_F^2 <= n + n (n - 1) eps^2``. This is the step of seed 003
+    ``||A||_F^2 <= n + n (n - 1) eps^2``. This is the step of the Min-IP paper
     (the Min-IP paper) that turns kernel-weight dominance into a feature-rank
     bound.
 
@@ -105,7 +105,7 @@ def approximate_identity_rank_bound(n, eps):
 def witness_feature_rank_bound(
     codewords, gap=1, ratio=None, triples=None, return_info=False
 ):
-    """Feature-rank lower bound implied by a Min-IP witness code (seed 003).
+    """Feature-rank lower bound implied by a Min-IP witness code (the Min-IP paper).
 
     Setting (the Min-IP paper): a normalised nonnegative kernel head with kernel
     ``alpha(x, z) = <phi_Q(x), phi_K(z)> >= 0`` of feature rank ``r`` answers the

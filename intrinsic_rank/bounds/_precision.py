@@ -1,4 +1,4 @@
-"""The precision conventions of seed 004's bounds, side by side (numpy only).
+"""The precision conventions of the reachability paper's bounds, side by side (numpy only).
 
 The cell size ``epsilon`` of :func:`~intrinsic_rank.bounds.reachable_slope_bound`
 and its refinements is a modelling choice; :func:`precision_for` gives the three
@@ -26,7 +26,7 @@ _RELATIVE_EXPONENT = 11  # the authors' notebook: epsilon = 2 ** (log2(r_inf) - 
 
 
 def precision_for(convention, dtype=None, radius_inf=None):
-    """The cell size ``epsilon`` of one of seed 004's precision conventions.
+    """The cell size ``epsilon`` of one of the reachability paper's precision conventions.
 
     Parameters
     ----------

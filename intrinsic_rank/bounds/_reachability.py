@@ -1,4 +1,4 @@
-"""Reachable output sequences of seed 004 (the reachability paper).
+"""Reachable output sequences of the reachability paper.
 
 The machine epsilon of a floating format, the count, slope and box bounds on the
 number of sequences a frozen Transformer can be prompted to produce, and the
@@ -31,7 +31,7 @@ _DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64"}
 
 
 def precision_from_dtype(dtype):
-    """Machine epsilon of a floating dtype, the ``epsilon`` of seed 004's bounds.
+    """Machine epsilon of a floating dtype, the ``epsilon`` of the reachability paper's bounds.
 
     Parameters
     ----------
@@ -142,7 +142,7 @@ def reachable_log_count_bound(width, n_memory, radius, precision):
         ``r >= 0``, in hidden-state units.
     precision : float
         ``epsilon`` in ``(0, 1)``: an absolute cell size in hidden-state units,
-        usually :func:`precision_from_dtype` (machine epsilon, seed 004's
+        usually :func:`precision_from_dtype` (machine epsilon, the reachability paper's
         convention; the paper's table uses ``2**-10``, fp16). Floats near ``x``
         are spaced about ``|x| * epsilon`` apart, so for ``|x| > 1`` the real
         cells are coarser and this remains an upper bound, while for
@@ -177,11 +177,11 @@ def reachable_log_count_bound(width, n_memory, radius, precision):
 def reachable_slope_bound(width, vocab_size, radius, precision):
     """Upper bound ``C <= d ln(1 + 2r/epsilon) / ln|V|`` on the slope of ``n*(m)``.
 
-    Corollary 4.6 of seed 004 (the reachability paper): all ``|V|**n`` sequences of
+    Corollary 4.6 of the reachability paper: all ``|V|**n`` sequences of
     length ``n`` can be reachable only if ``|V|**n <= (1 + 2r/epsilon)**(d m)``
     (:func:`reachable_log_count_bound`), so the reachable length grows at most
     like ``n* ~ C m`` with this ``C``. Compare it with the measured slope of
-    ``n50`` against ``m``; seed 004 reports theory/experiment ratios of 4.5 to
+    ``n50`` against ``m``; the reachability paper reports theory/experiment ratios of 4.5 to
     20.4.
 
     Parameters
@@ -215,7 +215,7 @@ def reachable_slope_bound(width, vocab_size, radius, precision):
 
 
 def box_log_count_bound(widths, n_memory, precision):
-    """Log reachable-sequence count for an axis-aligned box support (seed 004).
+    """Log reachable-sequence count for an axis-aligned box support (the reachability paper).
 
     Refinement of :func:`reachable_log_count_bound` (the reachability paper): if the
     hidden states lie in a box whose coordinate ``i`` spans ``w_i`` (as
@@ -294,7 +294,7 @@ def box_slope_bound(widths, vocab_size, precision):
 def hidden_state_geometry(hidden_states):
     """Radius and per-coordinate box of a set of final hidden states.
 
-    Measures the support that seed 004's bounds need (the reachability paper): the
+    Measures the support that the reachability paper's bounds need: the
     radius ``r`` is the largest infinity-norm over all states (the paper
     measures it over random prompts), the box is the per-coordinate range.
 

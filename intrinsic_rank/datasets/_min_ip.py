@@ -1,4 +1,4 @@
-"""Min-IP tasks of seed 003 (the Min-IP paper).
+"""Min-IP tasks of the Min-IP paper.
 
 Paper: "Three tokens force exponential feature rank in nonnegative kernel
 attention".
@@ -288,7 +288,7 @@ def make_min_ip_witness_suite(
 ):
     """Length-3 Min-IP witnesses: a query chooses between two coded candidates.
 
-    Construction, in the spirit of the constant-weight-code witness of seed 003
+    Construction, in the spirit of the constant-weight-code witness of the Min-IP paper
     (the Min-IP paper):
 
     1. A constant-weight code: ``n_codewords`` distinct uniformly random words of

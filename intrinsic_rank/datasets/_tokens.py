@@ -1,4 +1,4 @@
-"""Token-id tasks of seed 004 (the reachability paper): cramming targets, pre-training and copying.
+"""Token-id tasks of the reachability paper: cramming targets, pre-training and copying.
 
 * :func:`make_random_targets` -- uniformly random target sequences to cram into
   prompt vectors (accessibility of *random* outputs, the paper's hardest case);

@@ -184,7 +184,7 @@ _RENAMED = {"max_steps": "max_epochs", "init_std": "init_scale", "batch_size": "
 
 
 class ReachabilityEstimator(BaseEstimator):
-    """Cram target sequences into prompt vectors of a frozen causal LM (seed 004).
+    """Cram target sequences into prompt vectors of a frozen causal LM (reachability paper).
 
     For every target sequence ``t = (t_1, ..., t_n)`` (a row of ``X``), ``fit``
     optimises ``n_memory`` prompt vectors placed in front of ``t_1`` so that the
@@ -202,7 +202,7 @@ class ReachabilityEstimator(BaseEstimator):
     slope bound ``C = d ln(1 + 2r/eps) / ln|V|`` on the reachable length per
     prompt vector (:mod:`intrinsic_rank.bounds`).
 
-    From the same hidden states it computes seed 004's two refinements
+    From the same hidden states it computes the reachability paper's two refinements
     (``docs/reachability_bounds.md``, "Cone and cell-volume refinements"):
 
     * the cone: ``min_cosine_``, the smallest pairwise cosine of the states,

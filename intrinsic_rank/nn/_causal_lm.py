@@ -6,7 +6,8 @@ operations, collected in :class:`CausalLMAdapter`:
 
 * ``embed(ids)`` -- input embeddings of token ids (the space prompt vectors live in),
 * ``final_hidden(inputs_embeds)`` -- the last hidden states, the ones the
-  unembedding reads (the "embedding space" partitioned by the decoder in seed 004),
+  unembedding reads (the "embedding space" partitioned by the decoder in the reachability
+  paper),
 * ``logits(inputs_embeds)`` -- next-token logits,
 * ``decode(hidden)`` -- the output head alone, ``W h + b``: the decision rule
   that sends a final hidden state to a next token (``logits(x)`` equals

@@ -1,6 +1,6 @@
-"""Decoder cells of a model's output head, by Monte Carlo on the device (seed 004).
+"""Decoder cells of a model's output head, by Monte Carlo on the device (the reachability paper).
 
-The cell-volume refinement of seed 004 (issue [9]) needs the share ``p_t`` of
+The cell-volume refinement of the reachability paper (issue [9]) needs the share ``p_t`` of
 the region of final hidden states that the model's head sends to each next
 token ``t``. :func:`decoder_cell_proportions` samples the region (the box of
 the measured states, or a ball), applies the real rule ``argmax(W h + b)`` and

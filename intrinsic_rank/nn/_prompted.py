@@ -1,4 +1,4 @@
-"""A frozen causal LM steered by trainable prompt ("memory") vectors (seed 004).
+"""A frozen causal LM steered by trainable prompt ("memory") vectors (the reachability paper).
 
 :class:`PromptedLM` holds ``m`` memory vectors per target, for many targets at
 once, in front of a frozen :class:`~intrinsic_rank.nn.CausalLMAdapter`: the
@@ -106,7 +106,7 @@ class PromptedLM(nn.Module):
 
 def random_prompt_hidden_states(lm, n_memory, n_tokens, n_prompts=256, init_std=None,
                                 batch_size=256, random_state=0):
-    """Final hidden states of a frozen LM under random prompts (seed 004's radius).
+    """Final hidden states of a frozen LM under random prompts (the reachability paper's radius).
 
     Each prompt is ``n_memory`` random vectors drawn as a cramming run draws its
     initial memory (``randn(m, d)`` times the embedding matrix's standard

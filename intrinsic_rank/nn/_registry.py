@@ -18,7 +18,7 @@ STUDENTS = {
     "kernel": KernelAttentionStudent,
     "dense": DenseAttentionStudent,
 }
-"""Rungs B0-B3 of the interpolation ladder, and the two Min-IP heads of seed 003."""
+"""Rungs B0-B3 of the interpolation ladder, and the two Min-IP heads of the Min-IP paper."""
 
 
 def make_student(attention, **kwargs):
