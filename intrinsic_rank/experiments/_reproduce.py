@@ -529,7 +529,7 @@ def write_report(out, pieces, command, seconds, machine=None, mode="quick", rand
     ...                        "rank": 8, "train_risk": 0.01, "test_risk": 0.01,
     ...                        "excess_risk": 0.0, "excess_over_floor": 0.0}],
     ...           "noise_floor": 0.01}
-    >>> piece = Bunch(name="ladder", title="The ladder", paper="seeds 000-002",
+    >>> piece = Bunch(name="ladder", title="The ladder", paper="The Entropic Bound",
     ...               settings={}, result=result,
     ...               verdicts=PIECES["ladder"].verdicts(result), seconds=1.0,
     ...               cached=False, finished="today", files=[])
