@@ -162,3 +162,76 @@ def test_ray_grid_matches_sequential(sequential):
         ray.shutdown()
     assert outcome(records) == outcome(sequential)
     assert os.getpid() not in worker_pids(records)
+
+
+# -- one estimator's seeds across workers ------------------------------------------
+
+SEED_TASK = dict(n_samples=400, seq_len=4, d=6, rank=2, random_state=3)
+
+
+def _risks(result):
+    return [[row["heldout_risk"] for row in est.sweep_] for est in result.estimators]
+
+
+@pytest.fixture(scope="module")
+def seeds_sequential():
+    from intrinsic_rank.experiments import fit_seeds
+
+    X, Y = make_attention_task("linear", **SEED_TASK)
+    est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3], max_epochs=60)
+    return X, Y, est, fit_seeds(est, X, Y, seeds=[0, 1, 2], threads_per_job=1)
+
+
+def test_fit_seeds_fits_one_clone_per_seed(seeds_sequential):
+    X, Y, est, result = seeds_sequential
+    assert result.seeds == [0, 1, 2]
+    assert [e.random_state for e in result.estimators] == [0, 1, 2]
+    assert not hasattr(est, "rank_")  # the template is cloned, never fitted
+    assert result.ranks == [2, 2, 2] and result.rank == 2 and result.agreement == 1.0
+    # each clone is the fit its seed gives on its own
+    alone = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3], max_epochs=60,
+                                   random_state=1)
+    with _parallel._torch_threads(1):
+        alone.fit(X, Y)
+    assert [row["heldout_risk"] for row in alone.sweep_] == _risks(result)[1]
+    # different seeds, different fits
+    assert _risks(result)[0] != _risks(result)[1]
+
+
+def test_fit_seeds_threads_backend_matches_sequential(seeds_sequential):
+    from intrinsic_rank.experiments import fit_seeds
+
+    X, Y, est, sequential = seeds_sequential
+    with joblib.parallel_backend("threading", n_jobs=2):
+        result = fit_seeds(est, X, Y, seeds=[0, 1, 2], threads_per_job=1)
+    assert _risks(result) == _risks(sequential)
+
+
+def test_fit_seeds_on_dask_matches_sequential(dask_client, seeds_sequential):
+    from intrinsic_rank.experiments import fit_seeds
+
+    X, Y, est, sequential = seeds_sequential
+    with joblib.parallel_backend("dask"):
+        result = fit_seeds(est, X, Y, seeds=[0, 1, 2], threads_per_job=1)
+    assert _risks(result) == _risks(sequential) and result.ranks == sequential.ranks
+
+
+def test_fit_seeds_majority_rule():
+    assert _parallel._majority([3, 2, 3]) == (3, pytest.approx(2 / 3))
+    assert _parallel._majority([4, 2]) == (2, 0.5)  # a tie: the smallest rank
+    assert _parallel._majority([5]) == (5, 1.0)
+
+
+def test_fit_seeds_bad_input():
+    from sklearn.linear_model import LinearRegression
+
+    from intrinsic_rank.experiments import fit_seeds
+
+    X, Y = make_attention_task("linear", **SEED_TASK)
+    est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3], max_epochs=60)
+    with pytest.raises(ValueError, match="seeds is empty"):
+        fit_seeds(est, X, Y, seeds=[])
+    with pytest.raises(ValueError, match="every seed must be >= 0; got -1"):
+        fit_seeds(est, X, Y, seeds=[0, -1])
+    with pytest.raises(ValueError, match="LinearRegression has no random_state parameter"):
+        fit_seeds(LinearRegression(), X.reshape(len(X), -1), Y.reshape(len(Y), -1))

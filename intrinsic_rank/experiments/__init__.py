@@ -63,7 +63,7 @@ from ._output import (
     write_csv,
     write_json,
 )
-from ._parallel import SWEEP_GRID_KEYS, run_parallel, sweep_grid
+from ._parallel import SWEEP_GRID_KEYS, fit_seeds, run_parallel, sweep_grid
 from ._registry import EXPERIMENTS, Experiment, register
 from ._reproduce import PIECES, VERDICTS, ReproductionPiece, Verdict, reproduce, write_report
 
@@ -101,6 +101,7 @@ __all__ = [
     "parse_ranks",
     "write_json",
     "SWEEP_GRID_KEYS",
+    "fit_seeds",
     "run_parallel",
     "sweep_grid",
     "PIECES",

@@ -32,13 +32,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import joblib
+import numpy as np
 import torch
+from sklearn.base import clone
 from sklearn.model_selection import ParameterGrid
+from sklearn.utils import Bunch
 
 from .._validation import check_int
 from ._sweep import rank_sweep
 
-__all__ = ["run_parallel", "sweep_grid", "SWEEP_GRID_KEYS"]
+__all__ = ["fit_seeds", "run_parallel", "sweep_grid", "SWEEP_GRID_KEYS"]
 
 #: Keyword arguments of :func:`rank_sweep` that a :func:`sweep_grid` setting may vary
 #: (the seed is given separately, through ``seeds``).
@@ -339,3 +342,88 @@ def sweep_grid(settings, seeds=(0,), n_jobs=None, threads_per_job=None, progress
         _sweep_record, tasks, n_jobs=n_jobs, threads_per_job=threads_per_job,
         progress=progress,
     )
+
+
+# -- one estimator, many seeds ----------------------------------------------------
+
+
+def _majority(ranks):
+    """The value most entries hold (the smallest among ties) and its share."""
+    values, counts = np.unique(ranks, return_counts=True)  # sorted: ties -> smallest
+    best = int(np.argmax(counts))
+    return int(values[best]), float(counts[best]) / len(ranks)
+
+
+def _fit_one(estimator, X, Y):
+    return estimator.fit(X) if Y is None else estimator.fit(X, Y)
+
+
+def fit_seeds(estimator, X, Y=None, seeds=(0, 1, 2), n_jobs=None, threads_per_job=None,
+              progress=False):
+    """Fit one estimator under several seeds, each seed a task of :func:`run_parallel`.
+
+    The scale-out of one big sweep: the same data, the same settings, one
+    clone of ``estimator`` per seed (``random_state=seed``), run locally or,
+    inside ``with joblib.parallel_backend("dask"):``, on a Dask cluster. Each
+    fit is seeded, so the result does not depend on the backend or on
+    ``n_jobs`` (only on the torch thread count, which ``threads_per_job``
+    fixes).
+
+    Parameters
+    ----------
+    estimator : estimator with a ``random_state`` parameter
+        Cloned, never fitted itself (e.g. an
+        :class:`~intrinsic_rank.AttentionRankEstimator` with its rank grid).
+    X : array-like
+        Passed to every ``fit``. With a process-based backend it is pickled
+        to each task; for large arrays on Dask, scatter them first or load
+        them inside the workers.
+    Y : array-like or None, default=None
+        Targets, passed to ``fit`` when given.
+    seeds : sequence of int, default=(0, 1, 2)
+        One fit per seed, each an integer >= 0.
+    n_jobs, threads_per_job, progress
+        As in :func:`run_parallel`.
+
+    Returns
+    -------
+    result : sklearn.utils.Bunch
+        ``seeds``; ``estimators`` (the fitted clones, in the order of
+        ``seeds``); and, when the fitted estimators have a ``rank_``:
+        ``ranks`` (``rank_`` per seed), ``rank`` (the value most seeds
+        gave; the smallest among ties) and ``agreement`` (the share of seeds
+        that gave it).
+
+    Raises
+    ------
+    ValueError
+        If ``seeds`` is empty or holds a negative or non-integer value, or
+        ``estimator`` has no ``random_state`` parameter.
+
+    Examples
+    --------
+    >>> from intrinsic_rank import AttentionRankEstimator
+    >>> from intrinsic_rank.datasets import make_attention_task
+    >>> X, Y = make_attention_task("linear", n_samples=300, seq_len=4, d=6, rank=2,
+    ...                            random_state=0)
+    >>> est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3], max_epochs=60)
+    >>> result = fit_seeds(est, X, Y, seeds=[0, 1])
+    >>> result.ranks, result.rank, result.agreement
+    ([2, 2], 2, 1.0)
+    """
+    if "random_state" not in estimator.get_params(deep=False):
+        raise ValueError(
+            f"estimator {type(estimator).__name__} has no random_state parameter; "
+            "fit_seeds varies the seed"
+        )
+    seeds = _check_seeds(seeds)
+    calls = [dict(estimator=clone(estimator).set_params(random_state=seed), X=X, Y=Y)
+             for seed in seeds]
+    fitted = run_parallel(_fit_one, calls, n_jobs=n_jobs, threads_per_job=threads_per_job,
+                          progress=progress)
+    result = Bunch(seeds=seeds, estimators=fitted)
+    if all(hasattr(est, "rank_") for est in fitted):
+        ranks = [int(est.rank_) for est in fitted]
+        rank, agreement = _majority(ranks)
+        result.update(ranks=ranks, rank=rank, agreement=agreement)
+    return result
