@@ -1,4 +1,4 @@
-"""Speed of cramming: batched against one target at a time, the decoder-cell Monte Carlo, one curve point.
+"""Speed of reachability: batched cramming, the decoder-cell Monte Carlo, one curve point.
 
 Three measurements on the embedded default model, each against a baseline
 measured in the same run:
@@ -123,9 +123,9 @@ def bench_cells(lm, args):
           f"{1e6 * per_batched:>10.2f}")
     print(f"{'per-sample loop':<32}{args.loop_samples:>9d}{t_loop:>10.3f}"
           f"{1e6 * per_loop:>10.2f}")
-    print(f"chunks of at most {rows} points under the cap; batched is {per_loop / per_batched:.0f}x "
-          f"faster per point; cell_decay (closed form, fitted median, 100-replicate "
-          f"bootstrap): {t_decay:.3f} s; c = {decay.closed_form:.4g} ± "
+    print(f"chunks of at most {rows} points under the cap; batched is "
+          f"{per_loop / per_batched:.0f}x faster per point; cell_decay (closed form, fitted "
+          f"median, 100-replicate bootstrap): {t_decay:.3f} s; c = {decay.closed_form:.4g} ± "
           f"{decay.closed_form_se:.2g}, {decay.n_empty} empty cells")
     return t_cells, t_decay, per_loop / per_batched
 

@@ -232,3 +232,15 @@ def test_tail_decays_per_m():
     assert given[0]["n50"] == 4.0 and np.isnan(given[2]["rate"])  # m = 3 has no n50
     one = fit_tail_decays([dict(n_memory=1, length=4, accessibility=0.5)])
     assert np.isnan(one[0]["rate"])
+
+
+def test_binomial_tail_needs_two_nonzero_lengths():
+    # one nonzero length and zeros after it: the rate is not identified (it runs off to
+    # infinity), so no number is reported rather than an arbitrary large one
+    one = fit_tail_decay([2, 4, 6, 8, 10], [1.0, 0.9, 0.15, 0.0, 0.0], n50=5.0, n_targets=20)
+    assert one["method"] is None and np.isnan(one["rate"]) and np.isnan(one["rate_se"])
+    assert (one["n_points"], one["n_zero"]) == (3, 2)
+    # two nonzero lengths identify it: k = 8 and 2 of 20 give rate ln(4) / 2 per token
+    two = fit_tail_decay([2, 4, 6, 8], [1.0, 0.6, 0.4, 0.1], n50=5.0, n_targets=20)
+    assert two["method"] == "binomial"
+    assert two["rate"] == pytest.approx(np.log(4) / 2, rel=1e-4)

@@ -576,3 +576,35 @@ def test_head_scores_reach_the_csv_table_summary_and_plot(tmp_path, capsys):
     saved = json.load(open(tmp_path / "o" / "profile.json"))
     assert saved["config"]["exclude_first"] and "sink_rate" in saved["summary"]
     assert "profile_scores.png" in os.listdir(tmp_path / "o")
+
+
+def test_cli_prints_the_bound_rows_with_ratios_when_a_slope_is_given(tmp_path, capsys):
+    assert main(["profile", "default", "--n-inputs", "3", "--max-length", "16", "--no-geometry",
+                 "--out", str(tmp_path / "none")]) == 0
+    assert "reachability bounds per precision convention" not in capsys.readouterr().out
+    assert main(["profile", "default", "--n-inputs", "3", "--max-length", "16", "--slope", "3",
+                 "--precision", "paper", "--out", str(tmp_path / "o")]) == 0
+    text = capsys.readouterr().out
+    assert "ratio = bound / the given slope 3" in text and "paper fp16 ε = 2^-10" in text
+    g = json.load(open(tmp_path / "o" / "profile.json"))["geometry"]
+    assert g["precision"] == 2.0 ** -10 and g["measured_slope"] == 3.0
+    assert len(g["bounds"]) == 12
+    for row in g["bounds"]:
+        assert row["ratio"] == pytest.approx(row["slope_bound"] / 3.0)
+    paper = {r["bound"]: r for r in g["bounds"] if r["precision_convention"] == "paper"}
+    assert paper["ball"]["slope_bound"] == pytest.approx(g["slope_bound"])
+    assert paper["box + cells"]["slope_bound"] == pytest.approx(
+        paper["box"]["slope_bound"] * math.log(64) / g["cells"]["closed_form"])
+    assert "cone: smallest pairwise cosine" in text
+
+
+def test_encoder_geometry_rows_have_counts_but_no_slopes(minilm_path):
+    g = reachability_geometry(MINILM, n_memory=1, n_tokens=4, n_prompts=16, random_state=0)
+    assert g.cells is None and math.isnan(g.cone_slope_bound)
+    assert all(math.isnan(r["slope_bound"]) and math.isnan(r["ratio"]) for r in g.bounds)
+    ball = [r for r in g.bounds if r["bound"] == "ball" and r["precision_convention"] == "paper"]
+    assert ball[0]["log_count_bound"] == pytest.approx(
+        bounds.reachable_log_count_bound(384, 1, g.radius, 2.0 ** -10))
+    cone = [r for r in g.bounds if r["bound"] == "cone" and r["precision_convention"] == "paper"]
+    assert cone[0]["log_count_bound"] <= ball[0]["log_count_bound"]
+    assert "decoder cells" in g.not_applicable[0]

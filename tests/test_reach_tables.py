@@ -1,4 +1,4 @@
-"""The reach/profile bound tables: ratios, conventions, refinements, sizes and bad input (issue [9])."""
+"""The reach/profile bound tables: ratios, conventions, refinements, sizes, bad input."""
 
 import json
 import math
@@ -77,6 +77,7 @@ def test_cone_cells_and_tail_numbers(curves):
     assert [t["n_memory"] for t in curves.tail] == [1, 2]
     for tail, fit in zip(curves.tail, curves.n50):
         assert tail["n50"] == fit["n50"]
+        assert tail["logistic_rate"] == pytest.approx(1 / fit["scale"])
         if tail["method"] is not None:
             assert tail["method"] == "binomial" and tail["rate"] > 0
 

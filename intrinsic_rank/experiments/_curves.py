@@ -330,7 +330,10 @@ def fit_tail_decay(lengths, accessibility, n50=None, *, n_targets=None):
     * with ``n_targets`` (targets per point): binomial maximum likelihood with
       a log link, ``k ~ Binomial(n_targets, exp(a - rate n))``, which keeps the
       zeros (a zero is evidence of a fast decay); ``rate_se`` comes from the
-      observed information.
+      observed information. It needs nonzero accessibility at 2 or more
+      lengths past ``n50``: one nonzero length followed by zeros does not
+      identify the rate (the likelihood grows without bound as the rate goes
+      to infinity), and gives ``method=None``.
 
     Parameters
     ----------
@@ -353,7 +356,8 @@ def fit_tail_decay(lengths, accessibility, n50=None, *, n_targets=None):
         under 3 of them), ``n50``, ``n_points`` (points past ``n50`` used),
         ``n_zero`` (points past ``n50`` with accessibility 0) and ``method``
         (``"log-ols"`` or ``"binomial"``; None when there is too little to fit:
-        fewer than 2 usable points past ``n50``, or all of them zero).
+        fewer than 2 usable points past ``n50``, or fewer than 2 of them
+        nonzero).
 
     Examples
     --------
@@ -402,7 +406,9 @@ def fit_tail_decay(lengths, accessibility, n50=None, *, n_targets=None):
             se = float(np.sqrt(np.sum(resid**2) / (nz_x.size - 2) / sxx))
         return _tail_result(n50, rate=-slope, rate_se=se, intercept=intercept, r2=r2,
                             n_points=int(nz_x.size), n_zero=n_zero, method="log-ols")
-    if xs.size < 2 or np.unique(xs).size < 2 or nz_x.size == 0:
+    if xs.size < 2 or np.unique(xs).size < 2 or np.unique(nz_x).size < 2:
+        # one nonzero length and zeros after it do not identify the rate: the
+        # likelihood keeps growing as the rate goes to infinity
         return _tail_result(n50, n_points=int(xs.size), n_zero=n_zero)
     k = np.round(ys * trials)
     rate, se, intercept = _binomial_log_link(xs, k, trials)

@@ -1201,7 +1201,8 @@ def _add_arguments(parser):
                         "shows all three conventions")
     parser.add_argument("--slope", type=float, default=None,
                         help="a measured slope (tokens per prompt vector, e.g. of "
-                        "'intrinsic-rank reach') to divide the slope bounds by")
+                        "'intrinsic-rank reach') to divide the slope bounds by (default: none, the "
+                        "ratio column reads –)")
     parser.add_argument("--no-geometry", action="store_true",
                         help="skip the reachability geometry")
     parser.add_argument("--exclude-first", action="store_true",
@@ -1290,6 +1291,12 @@ def _summary(result):
                 + (f"c = {decay:.4g} nats per token against ln|V| = {cells['ln_vocab']:.4g}, "
                    f"{cells['n_empty']} empty cells, {cells['n_samples']} Monte Carlo points"
                    if decay is not None else "–"))
+            slope = g.get("measured_slope")
+            lines.append(
+                "  bounds table: one row per bound (ball, box, cone, box + cells) and precision "
+                "convention; " + (f"ratio = bound / the given slope {number_text(slope)}"
+                                  if slope is not None else
+                                  "ratio – (no measured slope here; give one with --slope)"))
         lines += [f"  does not apply: {item}" for item in g["not_applicable"]]
     return lines
 

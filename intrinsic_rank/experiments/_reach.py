@@ -93,7 +93,7 @@ def _check_precision(precision):
 
 
 def _convention_label(convention, eps):
-    """``machine ε = 2^-23``, ``paper fp16 ε = 2^-10``, ``relative ε = 2^(log2 r∞ − 11) = ...``."""
+    """The row label of a convention: ``machine ε = 2^-23``, ``paper fp16 ε = 2^-10``, ..."""
     if not (isinstance(eps, float) and math.isfinite(eps) and eps > 0):
         return f"{convention} ε: –"
     exponent = math.log2(eps)
@@ -210,8 +210,10 @@ def accessibility_curves(
         ``records`` (one per ``(m, n)``: ``n_memory``, ``length``,
         ``accessibility``, ``token_accuracy``, ``mean_steps``, ``seconds``),
         ``n50`` (one record per ``m``: ``n_memory``, ``n50``, ``scale``, ``r2``,
-        ``bracketed``), ``tail`` (one record per ``m``: ``n_memory`` and the keys
-        of :func:`fit_tail_decay`, ``rate`` in nats per token), ``slope``
+        ``bracketed``), ``tail`` (one record per ``m``: ``n_memory``, the keys
+        of :func:`fit_tail_decay` -- ``rate`` in nats per token, NaN when fewer
+        than 2 lengths past ``n50`` are reached at all -- and ``logistic_rate``,
+        ``1 / scale``, the decay rate of the fitted logistic's own tail), ``slope``
         (``slope``, ``intercept``, ``r2``, ``n_points``), ``bound`` (``width``,
         ``vocab_size``, ``radius``, ``precision``, ``slope_bound``,
         ``box_slope_bound``, ``cone_slope_bound``, ``cell_slope_bound`` and
@@ -244,7 +246,9 @@ def accessibility_curves(
         if not grid or grid[0] < 2:
             raise ValueError(f"lengths must be integers >= 2; got {list(lengths)}")
     lm = as_causal_lm(model)
-    records, fits, radius, fitted = [], [], 0.0, None
+    records, fits, radius, widest = [], [], 0.0, None
+    settings = dict(model=lm, max_epochs=max_steps, patience=patience, lr=lr,
+                    precision=estimator_precision, random_state=random_state, device=device)
     with steps(None if auto else len(n_memory) * len(grid), "reach", enabled=progress) as bar:
         for m in n_memory:
             zeros = 0
@@ -254,17 +258,15 @@ def accessibility_curves(
                 X = make_random_targets(n_targets, n, lm.vocab_size,
                                         random_state=_length_seed(random_state, n))
                 tic = time.perf_counter()
-                est = ReachabilityEstimator(
-                    model=lm, n_memory=m, max_epochs=max_steps, patience=patience, lr=lr,
-                    precision=estimator_precision, random_state=random_state, device=device,
-                ).fit(X)
+                # the cells are measured once, below, for the fit with the largest radius
+                est = ReachabilityEstimator(n_memory=m, n_cell_samples=0, **settings).fit(X)
                 rec = dict(n_memory=m, length=n, accessibility=est.accessibility_,
                            token_accuracy=float(est.token_accuracy_.mean()),
                            mean_steps=float(est.n_steps_.mean()),
                            seconds=time.perf_counter() - tic)
                 records.append(rec)
                 if est.radius_ >= radius:
-                    radius, fitted = est.radius_, est
+                    radius, widest = est.radius_, (m, X)
                 bar.update(f"m = {m}, n = {n}: accessibility {rec['accessibility']:.2f}")
                 zeros = zeros + 1 if rec["accessibility"] == 0 else 0
                 if auto and zeros >= 2:
@@ -287,6 +289,12 @@ def accessibility_curves(
     else:
         slope = dict(slope=np.nan, intercept=np.nan, r2=np.nan, n_points=len(finite))
     measured = slope["slope"]
+    # The geometry (radius, box, cone, cells, bounds table) depends on the seed, m and the
+    # length only, never on the optimisation: one step recomputes the widest fit's, cells on.
+    fitted = ReachabilityEstimator(n_memory=widest[0], **dict(settings, max_epochs=1)).fit(
+        widest[1])
+    if fitted.radius_ != radius:  # pragma: no cover - the geometry is seeded
+        raise RuntimeError("the reachability geometry changed between two fits of one seed")
     table = _bound_rows(fitted.bounds_table_, measured)
     if precision == "relative":
         eps = _table_row(table, "ball", "relative")["precision"]
@@ -306,6 +314,9 @@ def accessibility_curves(
     cell_facts = _decay_facts(fitted.cell_decay_, fitted.rule_disagreement_,
                               fitted.cell_region, fitted.vocab_size_)
     tail = fit_tail_decays(records, fits, n_targets=n_targets)
+    for row, fit in zip(tail, fits):  # both in increasing m
+        # a decreasing logistic falls like exp(-(n - n50) / scale) past n50
+        row["logistic_rate"] = 1.0 / fit["scale"] if fit["scale"] > 0 else float("nan")
     config = dict(model=model if isinstance(model, str) else type(model).__name__,
                   n_memory=n_memory, lengths=lengths if auto else grid, n_targets=n_targets,
                   max_steps=max_steps, patience=patience, lr=lr, precision=precision,
@@ -375,7 +386,8 @@ def plot_accessibility(result, path=None):
     for text in (f"slope bound C = {b['slope_bound']:.0f} tokens/vector (box "
                  f"{b['box_slope_bound']:.0f}{refined})",
                  f"d = {b['width']}, |V| = {b['vocab_size']}, r = {b['radius']:.2f}, "
-                 f"ε = {b['precision']:.3g}",
+                 f"ε = {b['precision']:.3g}" + (f" ({_convention_of(result)})"
+                                                  if result.get("bounds") else ""),
                  f"theory / experiment = {b['ratio']:.0f} (box {b['box_ratio']:.0f}{ratios})"):
         right.plot([], [], " ", label=text)
     right.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14))
@@ -586,7 +598,8 @@ REACH_COLUMNS = ["n_memory", "length", "accessibility", "token_accuracy", "mean_
 N50_COLUMNS = ["n_memory", "n50", "scale", "r2", "bracketed"]
 """Columns of the ``n50`` table (one row per ``m``)."""
 
-TAIL_COLUMNS = ["n_memory", "n50", "rate", "rate_se", "n_points", "n_zero", "method"]
+TAIL_COLUMNS = ["n_memory", "n50", "rate", "rate_se", "n_points", "n_zero", "method",
+                "logistic_rate"]
 """Columns of the tail-decay table (one row per ``m``: accessibility ~ exp(a - rate n))."""
 
 BOUND_COLUMNS = ["width", "vocab_size", "radius", "precision", "slope_bound",
@@ -686,7 +699,9 @@ def _tables(result):
     ]
     if result.get("tail"):
         tables.append(("decay past n50 per m: accessibility ~ exp(a − rate·n), binomial fit "
-                       "(rate in nats per token)", result["tail"], TAIL_COLUMNS, "{:.3g}"))
+                       "(nats per token; – where fewer than 2 lengths past n50 are reached); "
+                       "logistic_rate = 1 / scale, the fitted logistic's tail",
+                       result["tail"], TAIL_COLUMNS, "{:.3g}"))
     tables.append(("the slope bound C = d ln(1 + 2r/eps) / ln|V| and theory / experiment",
                    [result["bound"]], BOUND_COLUMNS))
     if result.get("bounds"):
