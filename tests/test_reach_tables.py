@@ -178,3 +178,14 @@ def test_progress_prints_nothing_per_fit(capsys):
     accessibility_curves(n_memory=[1], lengths=[2, 3], n_targets=2, max_steps=20, patience=5,
                          random_state=0, progress=True)
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.slow
+def test_accessibility_decays_exponentially_past_n50_with_200_targets():
+    """The paper's tail claim at m = 2 (docs/reachability.md: rate 1.19 +- 0.10, R^2 0.991)."""
+    res = accessibility_curves(n_memory=(2,), lengths=[8, 9, 10, 11, 12, 13], n_targets=200,
+                               random_state=0)
+    (tail,) = res["tail"]
+    assert tail["method"] == "binomial" and tail["n_points"] >= 4
+    assert 0.9 < tail["rate"] < 1.5 and tail["rate_se"] < 0.2
+    assert tail["r2"] > 0.95
