@@ -41,6 +41,8 @@ __all__ = [
     "one_hot_min_ip_head",
 ]
 
+# the nonnegative maps of KernelAttentionStudent (exp: the original one)
+_STUDENT_MAPS = ("exp", "elu+1", "relu")
 # exp of a clamped logit keeps the features positive and finite in float32
 _LOGIT_CLAMP = 20.0
 # the kernel's largest realisable rank: 2^m features represent any kernel on
@@ -137,6 +139,11 @@ class KernelAttentionStudent(_MinIPReadoutMixin, RankBatchedStudent):
     positional : bool, default=False
         Position-dependent maps: a one-hot position is appended to every token
         before encoding (needs ``seq_len``).
+    feature_map : {"exp", "elu+1", "relu"}, default="exp"
+        The nonnegative map applied to the logits ``H(x) W + c``: ``exp`` (the
+        default, unchanged), ``elu(.) + 1`` (linear transformers) or ``relu``.
+        All keep the kernel nonnegative of feature rank at most ``r``; through
+        the estimator, ``student_options={"feature_map": "elu+1"}``.
 
     Examples
     --------
@@ -146,9 +153,17 @@ class KernelAttentionStudent(_MinIPReadoutMixin, RankBatchedStudent):
     torch.Size([5, 2, 3, 1])
     >>> bool((student.attention_weights(torch.ones(1, 3, 6)) >= 0).all())
     True
+    >>> relu = KernelAttentionStudent(d=6, d_out=1, ranks=[2], hidden=8, feature_map="relu")
+    >>> bool((relu.attention_weights(torch.ones(1, 3, 6)) >= 0).all())
+    True
     """
 
-    def __init__(self, d, d_out, ranks, hidden=64, value_dim=None, positional=False, **kwargs):
+    def __init__(self, d, d_out, ranks, hidden=64, value_dim=None, positional=False,
+                 feature_map="exp", **kwargs):
+        if feature_map not in _STUDENT_MAPS:
+            raise ValueError(f"unknown feature_map {feature_map!r}; use one of "
+                             f"{list(_STUDENT_MAPS)}")
+        self.feature_map = feature_map
         self.hidden = int(hidden)
         self.value_dim = self.hidden if value_dim is None else int(value_dim)
         self.positional = bool(positional)
@@ -195,7 +210,12 @@ class KernelAttentionStudent(_MinIPReadoutMixin, RankBatchedStudent):
     def _features(self, h, name):
         logits = torch.einsum("nrlh,rhk->nrlk", h, getattr(self, name))
         logits = logits + getattr(self, f"{name}_bias")[:, None, :]
-        features = torch.exp(logits.clamp(-_LOGIT_CLAMP, _LOGIT_CLAMP))
+        if self.feature_map == "exp":
+            features = torch.exp(logits.clamp(-_LOGIT_CLAMP, _LOGIT_CLAMP))
+        elif self.feature_map == "elu+1":
+            features = torch.nn.functional.elu(logits) + 1.0
+        else:
+            features = torch.relu(logits)
         return features * self.rank_mask[None, :, None, :]
 
     def attention_weights(self, X):
@@ -452,13 +472,23 @@ FEATURE_MAPS = {
     "hedgehog": (True, "learned exponential of an affine map of the raw bits: "
                        "[exp(x W + c), exp(-(x W + c))] (Hedgehog-style)"),
     "taylor": (False, "2nd-order Taylor map [1, u, vec(u u^T) / sqrt 2], u = H W "
-                      "(Based); kernel 1 + <u,u'> + <u,u'>^2 / 2 is signed"),
+                      "(Based): signed features; the kernel 1 + t + t^2 / 2, t = <u, u'>, "
+                      "is positive-valued but not a nonnegative-feature kernel of rank r"),
     "signed": (False, "learned signed linear map H W + c (no sign constraint)"),
 }
 """Feature maps of :class:`TripleAttentionHead`: name -> (nonnegative?, description).
 
 The theorem (seed 003) covers the nonnegative maps; ``"taylor"`` and ``"signed"``
-give signed kernels, the paper's "signed kernel" loophole.
+have signed features, the paper's "signed kernel" loophole (``"signed"`` gives
+kernels of either sign; ``"taylor"``'s kernel values are positive, its features
+are not). For ``"taylor"`` a slot of rank ``r`` uses the largest ``d`` with
+``1 + d + d^2 <= r`` features' worth of input, so ranks 1 and 2 are constant
+(rank-1) kernels. With the free token table (``encoder="table"``) every
+map whose input is the table code realises any ``r``-column positive feature
+matrix on up to ``hidden`` tokens (``exp``, ``elu+1``; ``relu`` any nonnegative
+one), so these differ only in how they train; ``"favor+"`` (features
+of an 8-dimensional code) and ``"hedgehog"`` (exponentials of affine functions
+of the raw bits) are structurally restricted.
 """
 
 _FAVOR_DIM = 8
@@ -516,6 +546,12 @@ class TripleAttentionHead(nn.Module):
         MLP encoder's first layer is scaled by it over ``sqrt(m)``). A table
         drawn at scale 1 starts the exponential maps in a rugged region where
         Adam stalls or spikes; 0.3 trains several times faster (docs/min_ip.md).
+    feature_bias : float, default=0.0
+        Initial value of the maps' biases ``c``. A signed map started at 0 has a
+        kernel of random sign whose normalising sums cross zero, and training
+        diverges; started at 1 (``<phi_Q, phi_K>`` about ``r``, positive) it trains
+        like the nonnegative maps, and its kernel may turn signed as it learns.
+        :func:`~intrinsic_rank.experiments.min_ip_rank_law` uses 1 for ``"signed"``.
 
     Examples
     --------
@@ -528,7 +564,8 @@ class TripleAttentionHead(nn.Module):
     """
 
     def __init__(self, tokens, ranks, seeds, feature_map="exp", n_heads=1, hidden=32,
-                 encoder="table", attention="kernel", temperature=0.25, init_scale=0.3):
+                 encoder="table", attention="kernel", temperature=0.25, init_scale=0.3,
+                 feature_bias=0.0):
         super().__init__()
         tokens = torch.as_tensor(tokens, dtype=torch.float32)
         if tokens.ndim != 2 or tokens.shape[0] < 1:
@@ -554,6 +591,7 @@ class TripleAttentionHead(nn.Module):
         self.n_heads, self.hidden = check_int(n_heads, "n_heads", 1), check_int(hidden, "hidden", 1)
         self.temperature = check_real(temperature, "temperature", 0, low_open=True)
         self.init_scale = check_real(init_scale, "init_scale", 0, low_open=True)
+        self.feature_bias = check_real(feature_bias, "feature_bias")
         self.nonnegative = attention == "dense" or FEATURE_MAPS[feature_map][0]
         S, h, H = len(ranks), self.n_heads, self.hidden
         self.r_max = max(ranks) if attention == "kernel" else m
@@ -594,7 +632,9 @@ class TripleAttentionHead(nn.Module):
         gen = torch.Generator().manual_seed(keyed_seed(int(seed), self.ranks[slot], self.n_heads))
         m, H = self.tokens.shape[1], self.hidden
         for name, shape in self._shapes.items():
-            if name in ("bias0", "embed_bias", "map_q_bias", "map_k_bias"):
+            if name in ("map_q_bias", "map_k_bias"):
+                value = torch.full(shape, self.feature_bias)
+            elif name in ("bias0", "embed_bias"):
                 value = torch.zeros(shape)
             else:
                 fan_in = {"embed": 1 if self.encoder == "table" else m}.get(
@@ -704,7 +744,7 @@ def _triple_scores(outputs, targets, weights, sequence_triples):
 
 
 def fit_triple_heads(head, data, max_steps=3000, lr=0.02, check_every=100, patience=3,
-                     tol=1e-3, restarts=1, device="cpu", targets=None, margin=10.0,
+                     tol=1e-3, restarts=1, device="cpu", targets=None, margin=50.0,
                      decays=2, decay_factor=0.3, margin_on="triples"):
     """Train every slot of a :class:`TripleAttentionHead` full-batch on weighted triples.
 
@@ -740,7 +780,7 @@ def fit_triple_heads(head, data, max_steps=3000, lr=0.02, check_every=100, patie
     device : str or torch.device, default="cpu"
     targets : array-like of shape (n,) or None
         Targets to fit instead of ``data.targets`` (the controls).
-    margin : float, default=10.0
+    margin : float, default=50.0
         Weight of the margin term ``relu(|error| - 0.3)^2`` added to the squared
         error (0: plain weighted MSE, which is what ``loss`` reports).
     decays : int, default=2
