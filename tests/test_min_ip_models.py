@@ -130,3 +130,43 @@ def test_kernel_rank_limit_and_options_errors():
         AttentionRankEstimator(
             attention="dense", max_epochs=1, student_options={"temperature": 0.0}
         ).fit(X, y)
+
+
+# -- AttentionRankEstimator(attention="kernel", feature_map=...) ------------------------
+
+
+def _min_ip_task():
+    from intrinsic_rank.datasets import make_min_ip
+
+    return make_min_ip(300, 3, 4, random_state=0)
+
+
+def test_estimator_feature_map_reaches_the_student_and_changes_the_fit():
+    X, y = _min_ip_task()
+    options = dict(attention="kernel", ranks=[1, 2], max_epochs=3, random_state=0,
+                   student_options={"hidden": 8})
+    default = AttentionRankEstimator(**options).fit(X, y)
+    explicit = AttentionRankEstimator(feature_map="exp", **options).fit(X, y)
+    relu = AttentionRankEstimator(feature_map="relu", **options).fit(X, y)
+    assert relu.net_.module_.feature_map == "relu"
+    assert default.net_.module_.feature_map == "exp"
+    # "exp" is the default map: the same numbers; another map trains another model
+    assert [r["heldout_risk"] for r in explicit.sweep_] == \
+        [r["heldout_risk"] for r in default.sweep_]
+    assert [r["heldout_risk"] for r in relu.sweep_] != \
+        [r["heldout_risk"] for r in default.sweep_]
+    assert "feature_map" in AttentionRankEstimator().get_params()
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(attention="softmax", feature_map="relu"),
+     "feature_map applies to attention='kernel' only; got attention='softmax'"),
+    (dict(attention="kernel", feature_map="cosine"),
+     r"unknown feature_map 'cosine'; use one of \['exp', 'elu\+1', 'relu'\]"),
+    (dict(attention="kernel", student_options={"feature_map": "relu"}),
+     r"student_options cannot set \['feature_map'\]"),
+])
+def test_estimator_feature_map_bad_input(params, message):
+    X, y = _min_ip_task()
+    with pytest.raises(ValueError, match=message):
+        AttentionRankEstimator(max_epochs=1, **params).fit(X, y)

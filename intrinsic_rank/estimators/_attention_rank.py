@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import spectral
 from .._validation import check_int, check_real, draw_seed
-from ..nn import STUDENTS
+from ..nn import KERNEL_STUDENT_MAPS, STUDENTS
 from ._base import (
     CHUNK_ELEMENTS,
     DIVERGENCE_FACTOR,
@@ -300,6 +300,13 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         patience of 20 epochs, an integer is the patience. The held-out risks
         per epoch are in ``history_`` (``heldout_risk_per_rank``). The
         per-epoch evaluation costs a forward pass over the held-out part.
+    feature_map : {None, "exp", "elu+1", "relu"}, default=None
+        The nonnegative feature map of ``attention="kernel"`` students,
+        applied to their logits: ``None`` or ``"exp"`` the learned exponential
+        map, ``"elu+1"`` (linear transformers), ``"relu"``
+        (:data:`~intrinsic_rank.nn.KERNEL_STUDENT_MAPS`). All keep the kernel
+        nonnegative with feature rank at most the student's rank. Any other
+        attention takes only ``None``.
     student_options : dict or None, default=None
         Extra keyword arguments of the student class, for example
         ``{"hidden": 32, "positional": True}`` for ``"kernel"`` or
@@ -457,6 +464,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self,
         *,
         attention="softmax",
+        feature_map=None,
         rank=None,
         ranks=None,
         max_epochs=200,
@@ -475,6 +483,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         verbose=0,
     ):
         self.attention = attention
+        self.feature_map = feature_map
         self.rank = rank
         self.ranks = ranks
         self.max_epochs = max_epochs
@@ -509,10 +518,27 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         if self.noise_floor is not None:
             check_real(self.noise_floor, "noise_floor", 0.0)
         check_verbose(self.verbose)
+        self._feature_map()
         self._patience()
         _resolve_optimizer(self.optimizer)
         self._student_options()
         return checked_device(self.device)
+
+    def _feature_map(self):
+        """The kernel student's feature map option (``{}`` when not given)."""
+        if self.feature_map is None:
+            return {}
+        if self.attention != "kernel":
+            raise ValueError(
+                f"feature_map applies to attention='kernel' only; got attention="
+                f"{self.attention!r} with feature_map={self.feature_map!r}"
+            )
+        if not isinstance(self.feature_map, str) or self.feature_map not in KERNEL_STUDENT_MAPS:
+            raise ValueError(
+                f"unknown feature_map {self.feature_map!r}; use one of "
+                f"{list(KERNEL_STUDENT_MAPS)} (nonnegative maps: the Min-IP theorem applies)"
+            )
+        return {"feature_map": self.feature_map}
 
     def _patience(self):
         """Epochs without improvement that make a slot plateau (``None``: no early stop)."""
@@ -572,7 +598,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     # -- training -----------------------------------------------------------------
     def _student_options(self):
         options = {} if self.student_options is None else dict(self.student_options)
-        reserved = {"d", "d_out", "ranks", "seq_len", "init_scale", "random_state", "final_only"}
+        reserved = {"d", "d_out", "ranks", "seq_len", "init_scale", "random_state", "final_only",
+                    "feature_map"}
         clash = sorted(reserved & set(options))
         if clash:
             raise ValueError(
@@ -607,6 +634,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             module__random_state=seed,
             module__final_only=self.target_ == "final",
             **{f"module__{key}": value for key, value in self._student_options().items()},
+            **{f"module__{key}": value for key, value in self._feature_map().items()},
             criterion=RankwiseMSELoss,
             optimizer=_resolve_optimizer(self.optimizer),
             optimizer__weight_decay=self.weight_decay,

@@ -34,6 +34,7 @@ from ._hf import (
 )
 from ._kernel_attention import (
     FEATURE_MAPS,
+    KERNEL_STUDENT_MAPS,
     TripleAttentionHead,
     fit_triple_heads,
     one_hot_min_ip_head,
@@ -118,6 +119,7 @@ __all__ = [
     "SoftmaxAttentionStudent",
     "TransformerBlockStudent",
     "FEATURE_MAPS",
+    "KERNEL_STUDENT_MAPS",
     "TripleAttentionHead",
     "fit_triple_heads",
     "one_hot_min_ip_head",

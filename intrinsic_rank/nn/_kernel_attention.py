@@ -35,14 +35,17 @@ __all__ = [
     "dense_min_ip_head",
     "dense_error_bound",
     "FEATURE_MAPS",
+    "KERNEL_STUDENT_MAPS",
     "TripleAttentionHead",
     "fit_triple_heads",
     "tensor_product_min_ip_head",
     "one_hot_min_ip_head",
 ]
 
-# the nonnegative maps of KernelAttentionStudent (exp: the original one)
-_STUDENT_MAPS = ("exp", "elu+1", "relu")
+#: The nonnegative feature maps of :class:`KernelAttentionStudent` (and so of
+#: ``AttentionRankEstimator(attention="kernel", feature_map=...)``): ``"exp"`` (the
+#: default), ``"elu+1"`` (linear transformers) and ``"relu"``.
+KERNEL_STUDENT_MAPS = ("exp", "elu+1", "relu")
 # exp of a clamped logit keeps the features positive and finite in float32
 _LOGIT_CLAMP = 20.0
 # the kernel's largest realisable rank: 2^m features represent any kernel on
@@ -143,7 +146,8 @@ class KernelAttentionStudent(_MinIPReadoutMixin, RankBatchedStudent):
         The nonnegative map applied to the logits ``H(x) W + c``: ``exp`` (the
         default, unchanged), ``elu(.) + 1`` (linear transformers) or ``relu``.
         All keep the kernel nonnegative of feature rank at most ``r``; through
-        the estimator, ``student_options={"feature_map": "elu+1"}``.
+        the estimator, ``AttentionRankEstimator(attention="kernel",
+        feature_map="elu+1")``.
 
     Examples
     --------
@@ -160,9 +164,9 @@ class KernelAttentionStudent(_MinIPReadoutMixin, RankBatchedStudent):
 
     def __init__(self, d, d_out, ranks, hidden=64, value_dim=None, positional=False,
                  feature_map="exp", **kwargs):
-        if feature_map not in _STUDENT_MAPS:
+        if feature_map not in KERNEL_STUDENT_MAPS:
             raise ValueError(f"unknown feature_map {feature_map!r}; use one of "
-                             f"{list(_STUDENT_MAPS)}")
+                             f"{list(KERNEL_STUDENT_MAPS)}")
         self.feature_map = feature_map
         self.hidden = int(hidden)
         self.value_dim = self.hidden if value_dim is None else int(value_dim)
