@@ -46,6 +46,8 @@ _spec = importlib.util.spec_from_file_location(
 tdm = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(tdm)
 
+from intrinsic_rank import ReachabilityEstimator  # noqa: E402
+from intrinsic_rank.datasets import make_random_targets  # noqa: E402
 from intrinsic_rank.experiments import accessibility_curves  # noqa: E402
 from intrinsic_rank.nn import save_tiny_lm  # noqa: E402
 
@@ -71,6 +73,8 @@ CONFIGS = [
     _config(64, 2, "markov", 1000, group="corpus"),
     _config(64, 2, "induction", 3000, group="steps"),
     _config(64, 2, "induction", 1000, lr=3e-3, group="lr"),
+    _config(128, 2, "induction", 3000, group="best"),
+    _config(128, 2, "induction", 6000, group="best"),
 ]
 
 PROTOCOLS = dict(
@@ -140,6 +144,12 @@ def _measure(name, path, protocol, train_seconds, config):
                                   random_state=0, **settings)
     d = config["d_model"]
     slope = result.slope["slope"]
+    # the refined bounds (cone, decoder cells) under the paper's fp16 convention
+    geometry = ReachabilityEstimator(model=path, n_memory=1, max_epochs=1, patience=1,
+                                     precision="float16", random_state=0).fit(
+        make_random_targets(2, 4, VOCAB, random_state=0))
+    refined = {row["bound"]: row["slope_bound"] for row in geometry.bounds_table_
+               if row["precision_convention"] == "paper"}
     capacity = 16 * d / np.log2(VOCAB)
     with open(path + ".json") as handle:
         loss = json.load(handle).get("final_loss")
@@ -152,7 +162,8 @@ def _measure(name, path, protocol, train_seconds, config):
         capacity_use=slope / capacity, radius=result.bound["radius"],
         fp16_ball_bound=result.bound["slope_bound"],
         fp16_box_bound=result.bound["box_slope_bound"],
-        fp16_ball_ratio=result.bound["ratio"], train_seconds=round(train_seconds, 1),
+        fp16_ball_ratio=result.bound["ratio"], fp16_bounds=refined,
+        cell_decay=geometry.cell_decay_["closed_form"], train_seconds=round(train_seconds, 1),
         final_loss=loss, measure_seconds=round(time.perf_counter() - tic, 1),
         file_bytes=os.path.getsize(path), settings={k: v for k, v in settings.items()},
         threads=torch.get_num_threads(),
@@ -195,14 +206,16 @@ def plot(out_dir, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     with open(os.path.join(out_dir, "rows.jsonl")) as handle:
         rows = [json.loads(line) for line in handle if line.strip()]
     screen = {r["name"]: r for r in rows if r["protocol"] == "screen"}
     final = {r["name"]: r for r in rows if r["protocol"] == "final"}
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.8))
-    width = sorted((r for r in screen.values() if r["n_layers"] == 2 and r["steps"] == 1000
-                    and r["corpus"] == "induction" and r["max_segment"] == 16),
+    plain = [r for r in screen.values() if r["n_layers"] == 2 and r["corpus"] == "induction"
+             and r["max_segment"] == 16 and r["lr"] == 1e-3]
+    width = sorted((r for r in plain if r["steps"] == 1000),
                    key=lambda r: r["d_model"])
     left.plot([r["d_model"] for r in width], [r["slope"] for r in width], "o-", color="C0",
               label="2 layers, induction, 1000 steps")
@@ -221,20 +234,30 @@ def plot(out_dir, path):
     left.set_xlabel("width d")
     left.set_ylabel("measured slope (tokens per prompt vector)")
     left.set_title("Slope against width (screening protocol)")
+    wide3000 = sorted((r for r in plain if r["steps"] == 3000), key=lambda r: r["d_model"])
+    if wide3000:
+        left.plot([r["d_model"] for r in wide3000], [r["slope"] for r in wide3000], "o--",
+                  mfc="none", color="C0", label="2 layers, induction, 3000 steps")
+    lr = screen.get("d64-L2-induction-lr0.003-1000")
+    if lr is not None:
+        left.plot([64], [lr["slope"]], "x", color="C5", label="lr 3e-3 (1000 steps)")
     left.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16),
                 ncol=2)
-    steps = sorted((r for r in screen.values() if r["d_model"] == 64 and r["n_layers"] == 2
-                    and r["corpus"] == "induction" and r["max_segment"] == 16),
-                   key=lambda r: r["steps"])
-    right.plot([r["steps"] for r in steps], [r["slope"] for r in steps], "o-", color="C0",
-               label="d = 64, 2 layers, induction (screening)")
+    for d, color in ((64, "C0"), (128, "C1")):
+        steps = sorted((r for r in plain if r["d_model"] == d), key=lambda r: r["steps"])
+        if steps:
+            right.plot([r["steps"] for r in steps], [r["slope"] for r in steps], "o-",
+                       color=color, label=f"d = {d}, 2 layers, induction (screening)")
     fin = [r for r in final.values()]
     if fin:
         right.plot([r["steps"] for r in fin], [r["slope"] for r in fin], "*", ms=12,
                    color="C3", label="final protocol (m = 1-5, 20 targets)")
-    right.axhline(10, color="grey", ls="--", lw=1, label="issue target: 10 tokens/vector")
+    right.axhline(10, color="grey", ls="--", lw=1, label="target: 10 tokens per vector (6% of capacity)")
     left.axhline(10, color="grey", ls="--", lw=1)
     right.set_xscale("log")
+    ticks = sorted({r["steps"] for r in plain})
+    right.set_xticks(ticks, [str(t) for t in ticks])
+    right.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     right.set_xlabel("training steps (batch 32 x 128 tokens)")
     right.set_ylabel("measured slope (tokens per prompt vector)")
     right.set_title("Slope against training steps")
@@ -247,6 +270,27 @@ def plot(out_dir, path):
     print(f"wrote {path}")
 
 
+def table(out_dir):
+    """The study's rows as a markdown table (one row per configuration and protocol)."""
+    with open(os.path.join(out_dir, "rows.jsonl")) as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    lines = ["| configuration | protocol | d | layers | corpus | steps | lr | slope | intercept "
+             "| R² | capacity use | fp16 ball bound | fp16 ball ratio | final loss | train (s) "
+             "| file (MB) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        corpus = r["corpus"] + (f" (segments ≤ {r['max_segment']})"
+                                if r["corpus"] != "markov" else "")
+        loss = "" if r["final_loss"] is None else f"{r['final_loss']:.2f}"
+        lines.append(
+            f"| {r['name']} | {r['protocol']} | {r['d_model']} | {r['n_layers']} | {corpus} "
+            f"| {r['steps']} | {r['lr']:g} | {r['slope']:.2f} | {r['intercept']:.2f} "
+            f"| {r['r2']:.3f} | {100 * r['capacity_use']:.1f}% | {r['fp16_ball_bound']:.0f} "
+            f"| {r['fp16_ball_ratio']:.1f} | {loss} | {r['train_seconds']:.0f} "
+            f"| {r['file_bytes'] / 1e6:.2f} |")
+    print("\n".join(lines))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", default=os.path.join(HERE, "..", "runs", "steerability"))
@@ -254,11 +298,15 @@ def main(argv=None):
     parser.add_argument("--only", nargs="*", default=None,
                         help=f"configuration names (known: {', '.join(_all_names())})")
     parser.add_argument("--plot", default=None, help="write the figure to this PNG and stop")
+    parser.add_argument("--table", action="store_true",
+                        help="print the rows as a markdown table and stop")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.plot:
         return plot(args.out_dir, args.plot)
+    if args.table:
+        return table(args.out_dir)
     if args.only:
         unknown = set(args.only) - set(_all_names())
         if unknown:
