@@ -404,8 +404,8 @@ def fit_seeds(estimator, X, Y=None, seeds=(0, 1, 2), n_jobs=None, threads_per_jo
     --------
     >>> from intrinsic_rank import AttentionRankEstimator
     >>> from intrinsic_rank.datasets import make_attention_task
-    >>> X, Y = make_attention_task("linear", n_samples=300, seq_len=4, d=6, rank=2,
-    ...                            random_state=0)
+    >>> X, Y = make_attention_task("linear", n_samples=400, seq_len=4, d=6, rank=2,
+    ...                            random_state=3)
     >>> est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3], max_epochs=60)
     >>> result = fit_seeds(est, X, Y, seeds=[0, 1])
     >>> result.ranks, result.rank, result.agreement
