@@ -75,6 +75,7 @@ CONFIGS = [
     _config(64, 2, "induction", 1000, lr=3e-3, group="lr"),
     _config(128, 2, "induction", 3000, group="best"),
     _config(128, 2, "induction", 6000, group="best"),
+    _config(192, 2, "induction", 3000, group="best"),
 ]
 
 PROTOCOLS = dict(
@@ -230,7 +231,9 @@ def plot(out_dir, path):
                      "d64-L2-markov-1000": "Markov text only (2 layers)"}[r["name"]]
             left.plot([r["d_model"]], [r["slope"]], marker, color=color, label=label)
     left.set_xscale("log", base=2)
-    left.set_xticks([32, 64, 128], ["32", "64", "128"])
+    widths = sorted({r["d_model"] for r in rows})
+    left.set_xticks(widths, [str(w) for w in widths])
+    left.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     left.set_xlabel("width d")
     left.set_ylabel("measured slope (tokens per prompt vector)")
     left.set_title("Slope against width (screening protocol)")
