@@ -10,8 +10,8 @@ the option, with exit status 2, before any work.
 import argparse
 import warnings
 
-__all__ = ["MAX_GRID_SIZE", "add_hidden_alias", "bounded_int", "parse_lengths",
-           "parse_precision", "parse_ranks", "verbose_level"]
+__all__ = ["MAX_GRID_SIZE", "add_hidden_alias", "add_refused_data", "bounded_int",
+           "parse_lengths", "parse_precision", "parse_ranks", "refuse_data", "verbose_level"]
 
 MAX_GRID_SIZE = 4096
 """The most entries a grid option (:func:`parse_ranks`) may hold.
@@ -188,6 +188,51 @@ def add_hidden_alias(parser, *names, dest, **kwargs):
     """
     parser.add_argument(*names, dest=dest, help=argparse.SUPPRESS, default=argparse.SUPPRESS,
                         **kwargs)
+
+
+def add_refused_data(parser):
+    """Accept a hidden ``--data`` so that :func:`refuse_data` can explain it in one line.
+
+    ``--data FILE`` is the sweep's option; a command that draws its own tasks
+    takes it only to refuse it with a reason, instead of argparse's
+    "unrecognized arguments".
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+    """
+    parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
+
+
+def refuse_data(args, command, reason):
+    """Raise a one-line ``ValueError`` when ``--data`` was given to a command without it.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+    command : str
+        The command's name, e.g. ``"ladder"``.
+    reason : str
+        Why the command cannot take your data (what it draws itself).
+
+    Raises
+    ------
+    ValueError
+        If ``args.data`` is set.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> refuse_data(argparse.Namespace(data=None), "toy", "draws its task")
+    >>> try:
+    ...     refuse_data(argparse.Namespace(data="x.npz"), "toy", "draws its task")
+    ... except ValueError as error:
+    ...     print(str(error).split("; ")[0])
+    --data: not supported by this command: toy draws its task
+    """
+    if getattr(args, "data", None) is not None:
+        raise ValueError(f"--data: not supported by this command: {command} {reason}; "
+                         "use intrinsic-rank sweep --data FILE")
 
 
 def parse_precision(text):

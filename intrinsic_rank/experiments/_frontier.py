@@ -3,7 +3,6 @@
 Registered as the experiment ``frontier`` (CLI command ``frontier``).
 """
 
-import argparse
 import time
 import warnings
 
@@ -12,7 +11,7 @@ from sklearn.utils import Bunch
 
 from ..datasets import make_attention_task
 from ..estimators import AttentionRankEstimator, EnergyEffectiveRank
-from ._arguments import add_hidden_alias, parse_ranks
+from ._arguments import add_hidden_alias, add_refused_data, parse_ranks, refuse_data
 from ._output import jsonable, pyplot, save_figure
 from ._registry import Experiment, Verdict, grade, is_finite, number_text, one_plot, register
 
@@ -373,19 +372,11 @@ def _add_arguments(parser):
     parser.add_argument("--epochs", type=int, default=None,
                         help="full-batch optimiser steps of the recovery students (default "
                         "200, --quick 150)")
-    parser.add_argument("--data", default=None, help=argparse.SUPPRESS)  # sweep's; refused
-
-
-def _no_data(args):
-    """``--data`` is the sweep's: say so in one line instead of "unrecognized arguments"."""
-    if getattr(args, "data", None) is not None:
-        raise ValueError("--data: not supported by this command: frontier varies the true "
-                         "r* of teachers it draws itself; "
-                         "use intrinsic-rank sweep --data FILE")
+    add_refused_data(parser)  # the sweep's option, refused with a reason
 
 
 def _settings(args):
-    _no_data(args)
+    refuse_data(args, "frontier", "varies the true r* of teachers it draws itself")
     size = EXPERIMENT.quick if args.quick else EXPERIMENT.full
     r_stars = args.r_stars
     if r_stars is None and args.quick:

@@ -3,7 +3,6 @@
 Registered as the experiment ``ladder`` (CLI command ``ladder``).
 """
 
-import argparse
 import math
 import time
 
@@ -12,7 +11,7 @@ from sklearn.utils import Bunch
 
 from ..datasets import make_fixed_operator_task
 from ..estimators import AttentionRankEstimator
-from ._arguments import verbose_level
+from ._arguments import add_refused_data, refuse_data, verbose_level
 from ._output import jsonable, pyplot, save_figure
 from ._registry import Experiment, Verdict, grade, number_text, one_plot, register
 
@@ -271,19 +270,11 @@ def _add_arguments(parser):
     parser.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
     parser.add_argument("--epochs", type=int, default=None,
                         help="full-batch optimiser steps (default 200, --quick 150)")
-    parser.add_argument("--data", default=None, help=argparse.SUPPRESS)  # sweep's; refused
-
-
-def _no_data(args):
-    """``--data`` is the sweep's: say so in one line instead of "unrecognized arguments"."""
-    if getattr(args, "data", None) is not None:
-        raise ValueError("--data: not supported by this command: ladder compares the rungs "
-                         "B0-B3 on a fixed-operator task it draws itself; "
-                         "use intrinsic-rank sweep --data FILE")
+    add_refused_data(parser)  # the sweep's option, refused with a reason
 
 
 def _settings(args):
-    _no_data(args)
+    refuse_data(args, "ladder", "compares the rungs B0-B3 on a fixed-operator task it draws itself")
     size = EXPERIMENT.quick if args.quick else EXPERIMENT.full
     return dict(n_samples=size["n_samples"] if args.n_samples is None else args.n_samples,
                 seq_len=args.seq_len, d=args.d, r_star=args.r_star, noise=args.noise,
