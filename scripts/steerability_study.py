@@ -201,13 +201,22 @@ def run(out_dir, protocol, only=None):
                   f"measure {row['measure_seconds']:.0f} s)", flush=True)
 
 
+def _log_axis(ax, values, base=10):
+    """A log x axis whose ticks are exactly ``values``, labelled as plain numbers."""
+    import matplotlib.ticker
+
+    ticks = sorted(values)
+    ax.set_xscale("log", base=base)
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
 def plot(out_dir, path):
     """Slope against width (left) and against training steps (right)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
     with open(os.path.join(out_dir, "rows.jsonl")) as handle:
         rows = [json.loads(line) for line in handle if line.strip()]
@@ -230,10 +239,7 @@ def plot(out_dir, path):
                      "d64-L2-mixed-1000": "induction + Markov text (2 layers)",
                      "d64-L2-markov-1000": "Markov text only (2 layers)"}[r["name"]]
             left.plot([r["d_model"]], [r["slope"]], marker, color=color, label=label)
-    left.set_xscale("log", base=2)
-    widths = sorted({r["d_model"] for r in rows})
-    left.set_xticks(widths, [str(w) for w in widths])
-    left.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    _log_axis(left, {r["d_model"] for r in rows}, base=2)
     left.set_xlabel("width d")
     left.set_ylabel("measured slope (tokens per prompt vector)")
     left.set_title("Slope against width (screening protocol)")
@@ -255,12 +261,10 @@ def plot(out_dir, path):
     if fin:
         right.plot([r["steps"] for r in fin], [r["slope"] for r in fin], "*", ms=12,
                    color="C3", label="final protocol (m = 1-5, 20 targets)")
-    right.axhline(10, color="grey", ls="--", lw=1, label="target: 10 tokens per vector (6% of capacity)")
+    right.axhline(10, color="grey", ls="--", lw=1,
+                  label="target: 10 tokens per vector (6% of capacity)")
     left.axhline(10, color="grey", ls="--", lw=1)
-    right.set_xscale("log")
-    ticks = sorted({r["steps"] for r in plain})
-    right.set_xticks(ticks, [str(t) for t in ticks])
-    right.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    _log_axis(right, {r["steps"] for r in plain})
     right.set_xlabel("training steps (batch 32 x 128 tokens)")
     right.set_ylabel("measured slope (tokens per prompt vector)")
     right.set_title("Slope against training steps")
