@@ -7,15 +7,18 @@ Rooms of this package:
   folder, an instance or an adapter -- and :func:`as_causal_lm` /
   :func:`as_model_adapter` wrap the result for reachability and geometry;
 * causal LMs and adapters (``_causal_lm``, ``_hf``), prompted LMs
-  (``_prompted``) and their training (``_lm_training``); the decoder cells of
-  a model's output head, by Monte Carlo on the device (``_decoder_cells``);
+  (``_prompted``) and their training (``_lm_training``);
 * per-head weights, attention maps and model introspection (``_heads``);
-* the rank-batched students and Min-IP heads (``_students``,
-  ``_kernel_attention``, ``_registry``).
+* the rank-batched students (``_students``, ``_kernel_students``,
+  ``_registry``); normalised kernel attention and heads with fixed maps
+  (``_kernel_attention``) and the Min-IP paper's exact heads
+  (``_min_ip_constructions``);
+* kernel feature maps equal to their published definitions
+  (``_feature_maps``), and the Min-IP rank law's head and trainer
+  (``_triple_heads``, ``_triple_training``).
 """
 
 from ._causal_lm import CausalLMAdapter, TinyCausalLM, TinyLMAdapter, check_causal
-from ._decoder_cells import check_decoder, decoder_cell_proportions
 from ._heads import (
     QueryKeyHeads,
     attention_maps,
@@ -32,22 +35,19 @@ from ._hf import (
     load_hf_model,
     load_hf_tokenizer,
 )
-from ._kernel_attention import (
+from ._feature_maps import (
     FEATURE_MAPS,
-    KERNEL_STUDENT_MAPS,
-    TripleAttentionHead,
-    fit_triple_heads,
-    one_hot_min_ip_head,
-    tensor_product_min_ip_head,
-    DenseAttentionStudent,
-    DenseSoftmaxHead,
-    KernelAttentionStudent,
-    NormalizedKernelHead,
-    dense_error_bound,
-    dense_min_ip_head,
-    normalized_kernel_attention,
-    rank_one_min_ip_head,
+    elu_plus_one_features,
+    exp_features,
+    favor_features,
+    gaussian_projection,
+    hedgehog_features,
+    relu_features,
+    taylor_feature_count,
+    taylor_features,
 )
+from ._kernel_attention import DenseSoftmaxHead, NormalizedKernelHead, normalized_kernel_attention
+from ._kernel_students import KERNEL_STUDENT_MAPS, DenseAttentionStudent, KernelAttentionStudent
 from ._lm_training import train_causal_lm
 from ._loading import (
     DEFAULT_MODEL_FILE,
@@ -71,6 +71,15 @@ from ._students import (
     TransformerBlockStudent,
     row_softmax,
 )
+from ._min_ip_constructions import (
+    dense_error_bound,
+    dense_min_ip_head,
+    one_hot_min_ip_head,
+    rank_one_min_ip_head,
+    tensor_product_min_ip_head,
+)
+from ._triple_heads import TripleAttentionHead
+from ._triple_training import fit_triple_heads
 
 __all__ = [
     # model loading
@@ -92,8 +101,6 @@ __all__ = [
     "TinyCausalLM",
     "TinyLMAdapter",
     "check_causal",
-    "check_decoder",
-    "decoder_cell_proportions",
     "load_hf_causal_lm",
     "load_hf_model",
     "load_hf_tokenizer",
@@ -118,7 +125,6 @@ __all__ = [
     "RankBatchedStudent",
     "SoftmaxAttentionStudent",
     "TransformerBlockStudent",
-    "FEATURE_MAPS",
     "KERNEL_STUDENT_MAPS",
     "TripleAttentionHead",
     "fit_triple_heads",
@@ -130,4 +136,14 @@ __all__ = [
     "normalized_kernel_attention",
     "rank_one_min_ip_head",
     "row_softmax",
+    # kernel feature maps
+    "FEATURE_MAPS",
+    "elu_plus_one_features",
+    "exp_features",
+    "favor_features",
+    "gaussian_projection",
+    "hedgehog_features",
+    "relu_features",
+    "taylor_feature_count",
+    "taylor_features",
 ]

@@ -1,6 +1,6 @@
 """The students by their ``attention`` name."""
 
-from ._kernel_attention import DenseAttentionStudent, KernelAttentionStudent
+from ._kernel_students import DenseAttentionStudent, KernelAttentionStudent
 from ._students import (
     FixedOperatorStudent,
     LinearAttentionStudent,
