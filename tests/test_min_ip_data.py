@@ -1,4 +1,4 @@
-"""Min-IP generators (seed 003, SPEC section 3): exact targets and witness invariants."""
+"""Min-IP generators: exact targets and witness invariants."""
 
 import itertools
 import math
@@ -8,6 +8,7 @@ import pytest
 
 from intrinsic_rank.datasets import (
     make_min_ip,
+    make_min_ip_family_pools,
     make_min_ip_pools,
     make_min_ip_witness_suite,
     min_ip_targets,
@@ -208,6 +209,25 @@ def test_disjoint_pools():
                               n_train_sequences=400, n_test_sequences=200,
                               random_state=0)
     np.testing.assert_array_equal(again[2], X_te)
+
+
+def test_one_pool_function_for_suites_and_families():
+    # make_min_ip_family_pools is make_min_ip_pools(family=True) with its own defaults
+    a = make_min_ip_pools(n_bits=12, n_train_codewords=8, n_test_codewords=8, family=True,
+                          min_gap=2, random_state=0)
+    b = make_min_ip_family_pools(n_bits=12, n_train_codewords=8, n_test_codewords=8,
+                                 min_gap=2, random_state=0)
+    for x, y in zip(a[:4], b[:4]):
+        np.testing.assert_array_equal(x, y)
+    assert a[4].kind == b[4].kind == "min_ip_family_pools" and a[4].min_gap == 2
+    # the whole family of each pool, every sequence a witness or an anchor of that pool
+    assert len(a[0]) == a[4].train.n_witnesses + a[4].train.n_anchors
+    train_words = {row.tobytes() for row in a[4].train_codewords}
+    assert {row.tobytes() for row in a[2].reshape(-1, 12)}.isdisjoint(train_words)
+    # a suite draws 1000 and 500 witnesses unless told otherwise
+    X_tr, _, X_te, _, info = make_min_ip_pools(n_bits=16, n_train_codewords=80,
+                                               n_test_codewords=60, random_state=0)
+    assert (len(X_tr), len(X_te), info.kind, info.gap) == (1000, 500, "min_ip_pools", 1)
 
 
 def test_length2_witnesses_and_their_rank1_solution():

@@ -1,4 +1,4 @@
-"""Min-IP heads (seed 003): exact constructions, checked exhaustively at small m."""
+"""Min-IP heads: the exact constructions, checked exhaustively at small m."""
 
 import itertools
 

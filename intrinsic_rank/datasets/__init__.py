@@ -18,17 +18,11 @@ from ._tokens import (
     make_induction_corpus,
     make_random_targets,
 )
-from ._min_ip import (
-    make_min_ip,
-    make_min_ip_family_pools,
-    make_min_ip_pools,
-    make_min_ip_witness_family,
-    make_min_ip_witness_suite,
-    exhaustive_triples_bytes,
-    min_ip_exhaustive_triples,
-    min_ip_targets,
-    witness_length2,
-)
+from ._min_ip import make_min_ip, min_ip_targets
+from ._min_ip_exhaustive import exhaustive_triples_bytes, min_ip_exhaustive_triples
+from ._min_ip_pools import make_min_ip_family_pools, make_min_ip_pools
+from ._min_ip_witness_family import make_min_ip_witness_family
+from ._min_ip_witness_suite import make_min_ip_witness_suite, witness_length2
 
 __all__ = [
     "COPY_SPECIAL_TOKENS",
