@@ -18,7 +18,13 @@ Rooms of this package:
   (``_triple_heads``, ``_triple_training``).
 """
 
-from ._causal_lm import CausalLMAdapter, TinyCausalLM, TinyLMAdapter, check_causal
+from ._causal_lm import (
+    CausalLMAdapter,
+    TinyCausalLM,
+    TinyLMAdapter,
+    check_causal,
+    greedy_decode,
+)
 from ._heads import (
     QueryKeyHeads,
     attention_maps,
@@ -31,6 +37,8 @@ from ._heads import (
 from ._hf import (
     HFCausalLMAdapter,
     HFEncoderAdapter,
+    load_gguf_causal_lm,
+    load_gguf_tokenizer,
     load_hf_causal_lm,
     load_hf_model,
     load_hf_tokenizer,
@@ -59,6 +67,7 @@ from ._loading import (
     load_default_model,
     load_model,
     packaged_model_path,
+    save_model_folder,
     save_tiny_lm,
 )
 from ._prompted import PromptedLM, random_prompt_hidden_states
@@ -92,6 +101,7 @@ __all__ = [
     "load_default_model",
     "load_model",
     "packaged_model_path",
+    "save_model_folder",
     "save_tiny_lm",
     # causal LMs, adapters and prompted LMs
     "CausalLMAdapter",
@@ -101,6 +111,9 @@ __all__ = [
     "TinyCausalLM",
     "TinyLMAdapter",
     "check_causal",
+    "greedy_decode",
+    "load_gguf_causal_lm",
+    "load_gguf_tokenizer",
     "load_hf_causal_lm",
     "load_hf_model",
     "load_hf_tokenizer",

@@ -12,7 +12,10 @@ operations, collected in :class:`CausalLMAdapter`:
 * ``decode(hidden)`` -- the output head alone, ``W h + b``: the decision rule
   that sends a final hidden state to a next token (``logits(x)`` equals
   ``decode(final_hidden(x))``); ``output_head()`` returns its ``W`` and ``b``,
-* ``vocab_size``, ``width`` (model dimension ``d``), ``max_length`` (context).
+* ``vocab_size``, ``width`` (model dimension ``d``), ``max_length`` (context);
+* ``extend(inputs_embeds, cache)`` -- the logits of new positions after the
+  cached ones (a key-value cache where the model has one), which
+  :func:`greedy_decode` runs one token at a time.
 
 :class:`TinyCausalLM` is the project's own model; :class:`TinyLMAdapter` wraps
 it, and :class:`HFCausalLMAdapter` wraps any Hugging Face ``transformers``
@@ -32,6 +35,7 @@ __all__ = [
     "TinyCausalLM",
     "TinyLMAdapter",
     "check_causal",
+    "greedy_decode",
 ]
 
 
@@ -55,6 +59,33 @@ class _Block(nn.Module):
         att = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=self.causal)
         h = h + self.proj(att.transpose(1, 2).reshape(B, T, D))
         return h + self.mlp(self.norm2(h))
+
+    def extend(self, h, past=None):
+        """:meth:`forward` of new positions ``h`` after cached keys and values.
+
+        ``past`` is ``(keys, values)`` of the earlier positions, each
+        ``(B, heads, T_past, d_head)``, or None; returns the new hidden states
+        and the cache extended by ``h``'s positions. Query ``i`` of ``h`` sees
+        every cached position and the new ones up to itself.
+        """
+        if not self.causal:
+            raise ValueError("a bidirectional block has no key-value cache")
+        B, T, D = h.shape
+        q, k, v = self.qkv(self.norm1(h)).split(D, dim=-1)
+        heads = lambda t: t.view(B, T, self.n_heads, D // self.n_heads).transpose(1, 2)  # noqa: E731
+        q, k, v = heads(q), heads(k), heads(v)
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        n_past = k.shape[2] - T
+        if n_past == 0:
+            att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif T == 1:  # one new query sees everything
+            att = F.scaled_dot_product_attention(q, k, v)
+        else:  # causal with the diagonal shifted right by the cached positions
+            mask = torch.ones(T, T + n_past, dtype=torch.bool, device=h.device).tril(n_past)
+            att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        h = h + self.proj(att.transpose(1, 2).reshape(B, T, D))
+        return h + self.mlp(self.norm2(h)), (k, v)
 
 
 class TinyCausalLM(nn.Module):
@@ -149,6 +180,40 @@ class TinyCausalLM(nn.Module):
         """Next-token logits of token ids ``(B, T)`` -> ``(B, T, vocab_size)``."""
         return self.unembedding(self.hidden_states(self.token_embedding(ids)))
 
+    def extend_hidden_states(self, inputs_embeds, cache=None):
+        """Final hidden states of new positions after cached ones (a key-value cache).
+
+        Parameters
+        ----------
+        inputs_embeds : Tensor of shape (B, T, d_model)
+            Input embeddings of the positions after the cached ones.
+        cache : list of (Tensor, Tensor) or None
+            Per block, the keys and values of the earlier positions (as
+            returned by a previous call); None when there are none.
+
+        Returns
+        -------
+        hidden : Tensor of shape (B, T, d_model)
+            What :meth:`hidden_states` gives at these positions on the whole
+            sequence (equal up to rounding).
+        cache : list of (Tensor, Tensor)
+            The cache extended by these positions.
+        """
+        start = 0 if cache is None else cache[0][0].shape[2]
+        T = inputs_embeds.shape[1]
+        if start + T > self.config["max_length"]:
+            raise ValueError(
+                f"input of {start + T} positions exceeds the model's context of "
+                f"{self.config['max_length']}"
+            )
+        positions = torch.arange(start, start + T, device=inputs_embeds.device)
+        h = inputs_embeds + self.position_embedding(positions)
+        extended = []
+        for i, block in enumerate(self.blocks):
+            h, past = block.extend(h, None if cache is None else cache[i])
+            extended.append(past)
+        return self.final_norm(h), extended
+
 
 class CausalLMAdapter(nn.Module):
     """Uniform view of a causal LM for prompt optimisation (abstract base).
@@ -214,6 +279,31 @@ class CausalLMAdapter(nn.Module):
             "head W h + b is unknown, so decode() and decoder cells are unavailable"
         )
 
+    def extend(self, inputs_embeds, cache=None):
+        """Logits of new positions after the ones a cache holds.
+
+        Subclasses with a key-value cache override it; this default keeps the
+        earlier input embeddings as its cache and runs :meth:`logits` on the
+        whole sequence again.
+
+        Parameters
+        ----------
+        inputs_embeds : Tensor of shape (B, T, width)
+            Input embeddings of the new positions.
+        cache : object or None
+            What the previous call returned (None: no earlier positions).
+
+        Returns
+        -------
+        logits : Tensor of shape (B, T, vocab_size)
+            Equal (up to rounding) to the last ``T`` positions of
+            :meth:`logits` on the whole sequence.
+        cache : object
+            The cache extended by these positions, for the next call.
+        """
+        inputs = inputs_embeds if cache is None else torch.cat([cache, inputs_embeds], dim=1)
+        return self.logits(inputs)[:, -inputs_embeds.shape[1]:], inputs
+
     def decode(self, hidden):
         """Next-token logits ``W h + b`` of final hidden states ``(..., width)``.
 
@@ -275,6 +365,62 @@ class TinyLMAdapter(CausalLMAdapter):
 
     def output_head(self):
         return self.model.unembedding.weight, self.model.unembedding.bias
+
+    def extend(self, inputs_embeds, cache=None):
+        if not self.model.config["causal"]:
+            return super().extend(inputs_embeds, cache)
+        hidden, cache = self.model.extend_hidden_states(inputs_embeds, cache)
+        return self.model.unembedding(hidden), cache
+
+
+@torch.no_grad()
+def greedy_decode(lm, inputs_embeds, n_tokens, use_cache=True):
+    """Greedy decoding: ``n_tokens`` argmax tokens after the inputs, each fed back.
+
+    Parameters
+    ----------
+    lm : CausalLMAdapter
+        See :func:`~intrinsic_rank.nn.as_causal_lm`.
+    inputs_embeds : Tensor of shape (B, T, width)
+        The prompt: any input vectors (prompt vectors, token embeddings).
+    n_tokens : int
+        Tokens to decode.
+    use_cache : bool, default=True
+        Run each step on the new token only, through the adapter's key-value
+        cache (:meth:`CausalLMAdapter.extend`): one pass over the prompt, then
+        one position per token. False runs the model on the whole sequence at
+        every step (the reference; the same tokens up to float rounding ties).
+
+    Returns
+    -------
+    ids : LongTensor of shape (B, n_tokens)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from intrinsic_rank.nn import as_causal_lm
+    >>> lm = as_causal_lm("default")
+    >>> prompt = lm.embed(torch.tensor([[1, 5, 9, 2]]))
+    >>> torch.equal(greedy_decode(lm, prompt, 6), greedy_decode(lm, prompt, 6, use_cache=False))
+    True
+    """
+    n_tokens = check_int(n_tokens, "n_tokens", 0)
+    B = inputs_embeds.shape[0]
+    ids = torch.zeros(B, n_tokens, dtype=torch.long, device=inputs_embeds.device)
+    if n_tokens == 0:
+        return ids
+    if use_cache:
+        logits, cache = lm.extend(inputs_embeds)
+        for t in range(n_tokens):
+            ids[:, t] = logits[:, -1].argmax(-1)
+            if t + 1 < n_tokens:
+                logits, cache = lm.extend(lm.embed(ids[:, t:t + 1]), cache)
+        return ids
+    inputs = inputs_embeds
+    for t in range(n_tokens):
+        ids[:, t] = lm.logits(inputs)[:, -1].argmax(-1)
+        inputs = torch.cat([inputs, lm.embed(ids[:, t:t + 1])], dim=1)
+    return ids
 
 
 def check_causal(adapter, random_state=0):

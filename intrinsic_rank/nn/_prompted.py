@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from .._validation import check_int, keyed_rng
-from ._causal_lm import CausalLMAdapter
+from ._causal_lm import CausalLMAdapter, greedy_decode
 
 __all__ = ["PromptedLM", "random_prompt_hidden_states"]
 
@@ -76,7 +76,7 @@ class PromptedLM(nn.Module):
         return logits[:, self.n_memory:].float()
 
     @torch.no_grad()
-    def generate(self, index, first, length):
+    def generate(self, index, first, length, use_cache=True):
         """Greedy decoding from each target's memory and first token.
 
         Parameters
@@ -87,16 +87,18 @@ class PromptedLM(nn.Module):
             The given first token.
         length : int
             Length of the returned sequences, the first token included.
+        use_cache : bool, default=True
+            Decode through the model's key-value cache
+            (:func:`~intrinsic_rank.nn.greedy_decode`): one pass over the
+            memory and first token, then one position per token.
 
         Returns
         -------
         ids : LongTensor of shape (B, length)
         """
-        ids = first[:, None]
-        for _ in range(length - 1):
-            logits = self.lm.logits(self._inputs(index, ids))[:, -1]
-            ids = torch.cat([ids, logits.argmax(-1, keepdim=True)], dim=1)
-        return ids
+        prompt = self._inputs(index, first[:, None])
+        decoded = greedy_decode(self.lm, prompt, length - 1, use_cache=use_cache)
+        return torch.cat([first[:, None], decoded], dim=1)
 
     @torch.no_grad()
     def final_hidden(self, index, ids):
