@@ -353,13 +353,17 @@ def consecutive_seeds(seed, count):
     return [int(seed) + s for s in range(check_int(count, "count", 0))]
 
 
-def check_device(device):
+def check_device(device, *, probe=False):
     """Validate a torch device specification and return a ``torch.device``.
 
     Parameters
     ----------
     device : str or torch.device
         E.g. ``"cpu"``, ``"cuda"`` or ``"cuda:1"``.
+    probe : bool, default=False
+        Also allocate one tensor on a device other than the CPU, so that a
+        device torch knows but this build or machine cannot use is refused
+        before any work starts (what the estimators ask for).
 
     Returns
     -------
@@ -372,7 +376,7 @@ def check_device(device):
         data, nothing can be trained there); if CUDA is asked for and absent, or
         ``"cuda:N"`` names a GPU beyond ``torch.cuda.device_count()``; or if
         ``"mps"`` is asked for where ``torch.backends.mps.is_available()`` is
-        False.
+        False; with ``probe``, if a tensor cannot be allocated there.
 
     Examples
     --------
@@ -410,6 +414,16 @@ def check_device(device):
                 f"device='{device}' was requested but the MPS backend is not available "
                 "here (torch.backends.mps.is_available() is False); use 'cpu'"
             )
+    if probe and device.type != "cpu":
+        try:
+            torch.empty(1, device=device)
+        except (RuntimeError, AssertionError) as error:
+            text = str(error).strip()
+            reason = text.splitlines()[0] if text else type(error).__name__
+            raise ValueError(
+                f"device={str(device)!r} is not available here ({reason}); use 'cpu' "
+                "or an available accelerator"
+            ) from None
     return device
 
 

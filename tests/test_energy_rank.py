@@ -216,32 +216,12 @@ def test_given_student_is_cloned_and_seeded_by_random_state():
     assert tuned.student_.max_epochs == 2 and len(tuned.student_.history_) == 2
 
 
-@pytest.mark.parametrize("name, value", [
-    ("max_epochs", 4), ("lr", 0.01), ("batch_size", 16), ("init_scale", 0.05),
-    ("device", "cpu"), ("verbose", 1),
-])
-def test_deprecated_student_settings_warn_and_give_the_same_result(name, value):
-    from intrinsic_rank import AttentionRankEstimator
-
-    X, Y, _ = _small_task()
-    base = dict(attention="linear", max_epochs=3)
-    with pytest.warns(FutureWarning, match=f"`{name}` of EnergyEffectiveRank moved to its "
-                                           r"student in 0\.2 and will be removed in 0\.3"):
-        old = EnergyEffectiveRank(student=AttentionRankEstimator(**base), random_state=0,
-                                  **{name: value}).fit(X, Y)
-    new = EnergyEffectiveRank(student=AttentionRankEstimator(**{**base, name: value}),
-                              random_state=0).fit(X, Y)
-    assert getattr(old.student_, name) == value
-    np.testing.assert_array_equal(old.matrix_, new.matrix_)
-    np.testing.assert_array_equal(old.predict(X), new.predict(X))
-    assert EnergyEffectiveRank().get_params()[name] == "deprecated"
-
-
-def test_deprecated_settings_reach_the_default_student():
-    X, Y, _ = _small_task()
-    with pytest.warns(FutureWarning, match="`max_epochs` of EnergyEffectiveRank moved"):
-        est = EnergyEffectiveRank(max_epochs=2, random_state=0).fit(X, Y)
-    assert est.student_.max_epochs == 2 and est.student_.attention == "linear"
+@pytest.mark.parametrize("name", ["max_epochs", "lr", "batch_size", "init_scale", "device",
+                                  "verbose"])
+def test_training_settings_are_the_students_only(name):
+    assert name not in EnergyEffectiveRank().get_params()
+    with pytest.raises(TypeError):
+        EnergyEffectiveRank(**{name: 1})
 
 
 def test_no_future_warning_by_default():
@@ -273,13 +253,3 @@ def test_bad_student(method, student, match):
     X, Y, _ = _small_task()
     with pytest.raises(ValueError, match=match):
         EnergyEffectiveRank(method=method, student=student).fit(X, Y)
-
-
-@pytest.mark.parametrize("params, match", [
-    (dict(verbose=-1), "verbose must be an integer >= 0"),
-    (dict(device="tpu9"), "unknown device"),
-])
-def test_deprecated_settings_are_still_checked(params, match):
-    X, Y, _ = _small_task()
-    with pytest.warns(FutureWarning), pytest.raises(ValueError, match=match):
-        EnergyEffectiveRank(method="data", **params).fit(X, Y)

@@ -1,6 +1,6 @@
 """Faults in the three estimators: interrupts, scale, divergence, valid input, messages.
 
-Issue [8]: nothing lost, nothing silently wrong. Every test is a tiny task with a
+Nothing lost, nothing silently wrong. Every test is a tiny task with a
 few epochs.
 """
 
@@ -23,8 +23,9 @@ from intrinsic_rank.datasets import (
     make_fixed_operator_task,
     make_random_targets,
 )
-from intrinsic_rank.estimators._base import RankSweepNet, scale_factor
-from intrinsic_rank.estimators._reachability import CrammingNet
+from intrinsic_rank.estimators._cramming import CrammingNet
+from intrinsic_rank.estimators._net import RankSweepNet
+from intrinsic_rank.estimators._scaling import scale_factor
 
 X, Y, INFO = make_attention_task("linear", n_samples=256, seq_len=4, d=5, rank=2,
                                  random_state=0, return_info=True)

@@ -215,44 +215,13 @@ def test_random_prompt_hidden_states_measure_the_radius():
         random_prompt_hidden_states(lm, 8, 121)
 
 
-# -- one dialect: renamed parameters, keyword-only, one divergence error -------------
-@pytest.mark.parametrize("old, new, value", [
-    ("max_steps", "max_epochs", 7),
-    ("init_std", "init_scale", 0.5),
-    ("batch_size", "chunk_size", 2),
-])
-def test_renamed_parameter_warns_and_gives_the_same_result(old, new, value):
-    X = make_random_targets(4, 4, 64, random_state=2)
-    params = dict(n_memory=1, max_epochs=5, patience=5, n_radius_prompts=4, random_state=0)
-    with pytest.warns(FutureWarning, match=f"`{old}` was renamed `{new}` in 0.2 and will "
-                                           r"be removed in 0\.3"):
-        deprecated = ReachabilityEstimator(**params, **{old: value}).fit(X)
-    current = ReachabilityEstimator(**{**params, new: value}).fit(X)
-    np.testing.assert_array_equal(deprecated.memory_, current.memory_)
-    np.testing.assert_array_equal(deprecated.n_steps_, current.n_steps_)
-    assert deprecated.radius_ == current.radius_
-    np.testing.assert_array_equal(deprecated.predict(X), current.predict(X))
-    # the old name is a parameter like any other until it goes
-    assert clone(deprecated).get_params()[old] == value
-    assert ReachabilityEstimator().get_params()[old] == "deprecated"
-
-
-def test_renamed_parameters_are_still_checked_under_their_old_name():
-    X = make_random_targets(2, 3, 64, random_state=0)
-    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
-        ReachabilityEstimator(max_steps=0).fit(X)
-    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="batch_size must be an integer >= 1"):
-        ReachabilityEstimator(max_epochs=1, batch_size=0).fit(X)
-
-
-def test_no_warning_with_the_new_names():
-    import warnings
-
-    X = make_random_targets(2, 3, 64, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)
-        ReachabilityEstimator(max_epochs=2, init_scale=0.1, chunk_size=1,
-                              n_radius_prompts=2, random_state=0).fit(X)
+# -- one dialect: one name per parameter, keyword-only, one divergence error --------
+@pytest.mark.parametrize("old", ["max_steps", "init_std", "batch_size"])
+def test_there_is_one_name_per_parameter(old):
+    # max_epochs, init_scale and chunk_size are the only names
+    assert old not in ReachabilityEstimator().get_params()
+    with pytest.raises(TypeError):
+        ReachabilityEstimator(**{old: 1})
 
 
 def test_parameters_are_keyword_only():
@@ -272,7 +241,7 @@ def test_verbose_progress_bar_leaves_nothing_behind():
     est = ReachabilityEstimator(max_epochs=2, n_radius_prompts=2, random_state=0,
                                 verbose=1).fit(X)
     bars = [cb for name, cb in est.net_.callbacks_ if name == "progress"]
-    assert len(bars) == 1 and type(bars[0]).__name__ == "ProgressBar"
+    assert len(bars) == 1 and type(bars[0]).__name__ == "FitProgress"
     assert not hasattr(bars[0], "bar_")  # closed and dropped: it does not travel
     pickle.loads(pickle.dumps(est))
 

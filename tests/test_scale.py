@@ -1,4 +1,4 @@
-"""Scale (issue [12]): the adaptive rank search, early stopping, bounded memory, bench_scale."""
+"""Scale: the adaptive rank search, early stopping, bounded memory, bench_scale."""
 
 import os
 import pathlib
@@ -11,8 +11,8 @@ import pytest
 
 from intrinsic_rank import AttentionRankEstimator
 from intrinsic_rank.datasets import make_attention_task
-from intrinsic_rank.estimators import _base
-from intrinsic_rank.estimators._attention_rank import (
+from intrinsic_rank.estimators import _net, _scaling
+from intrinsic_rank.estimators._selection import (
     adaptive_rank_search,
     coarse_rank_grid,
     refinement_ranks,
@@ -158,15 +158,15 @@ def test_chunked_evaluation_agrees_with_one_pass(monkeypatch):
     params = dict(attention="softmax", ranks=[1, 2, 5], max_epochs=8, batch_size=32,
                   random_state=1)
     one = AttentionRankEstimator(**params).fit(X, Y)
-    monkeypatch.setattr(_base, "CHUNK_ELEMENTS", 200)  # chunks of 32 rows (one batch)
+    monkeypatch.setattr(_scaling, "CHUNK_ELEMENTS", 200)  # chunks of 32 rows (one batch)
     many = AttentionRankEstimator(**params).fit(X, Y)
     np.testing.assert_allclose([r["heldout_risk"] for r in many.sweep_],
                                [r["heldout_risk"] for r in one.sweep_], rtol=1e-12)
     np.testing.assert_allclose(many.predict_per_rank(X), one.predict_per_rank(X), rtol=1e-12)
     np.testing.assert_allclose(many.history_[-1]["train_loss_per_rank"],
                                one.history_[-1]["train_loss_per_rank"], rtol=1e-12)
-    assert _base.scale_factor(X * 1e-6) == 2.0**20
-    t = _base.rows_as_tensor(X, "X", "cpu", rows=np.arange(3, 90), scale=0.25)
+    assert _scaling.scale_factor(X * 1e-6) == 2.0**20
+    t = _scaling.rows_as_tensor(X, "X", "cpu", rows=np.arange(3, 90), scale=0.25)
     np.testing.assert_array_equal(t.numpy(), (X[3:90] * 0.25).astype(np.float32))
 
 
@@ -194,15 +194,15 @@ def test_big_input_never_builds_all_outputs(monkeypatch):
     # with tiny chunks, fit's evaluation never asks the net for more rows than a chunk
     X, Y = make_attention_task("linear", n_samples=256, seq_len=4, d=4, rank=2,
                                random_state=3)
-    monkeypatch.setattr(_base, "CHUNK_ELEMENTS", 256)
+    monkeypatch.setattr(_scaling, "CHUNK_ELEMENTS", 256)
     seen = []
-    original = _base.RankSweepNet.forward
+    original = _net.RankSweepNet.forward
 
     def forward(self, X, training=False, **kwargs):
         seen.append(len(X))
         return original(self, X, training=training, **kwargs)
 
-    monkeypatch.setattr(_base.RankSweepNet, "forward", forward)
+    monkeypatch.setattr(_net.RankSweepNet, "forward", forward)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         AttentionRankEstimator(attention="linear", ranks=[1, 2], max_epochs=2, batch_size=16,

@@ -1,8 +1,8 @@
 """scikit-learn estimators wrapping torch attention students trained through skorch."""
 
 from ._attention_rank import AttentionRankEstimator
-from ._base import TrainingDivergedError
 from ._energy_rank import EnergyEffectiveRank
+from ._errors import TrainingDivergedError
 from ._reachability import CrammingNet, ReachabilityEstimator
 
 __all__ = [

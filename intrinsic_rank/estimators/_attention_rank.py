@@ -1,6 +1,5 @@
 """AttentionRankEstimator: the attention-native intrinsic rank of a task."""
 
-import inspect
 import warnings
 
 import numpy as np
@@ -10,69 +9,29 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from .. import spectral
-from .._validation import check_int, check_real, draw_seed
+from .._validation import check_int, draw_seed
 from ..nn import KERNEL_STUDENT_MAPS, STUDENTS
-from ._base import (
-    CHUNK_ELEMENTS,
+from . import _scaling
+from ._batching import RankwiseMSELoss, TensorBatchIterator, forward_chunks, rankwise_risks
+from ._callbacks import (
     DIVERGENCE_FACTOR,
+    DivergenceCheck,
+    FitProgress,
     PlateauStopping,
-    ProgressBar,
-    RankSweepNet,
-    RankwiseMSELoss,
-    SequenceRegressorMixin,
-    TensorBatchIterator,
-    TrainingDivergedError,
-    checked_device,
-    check_verbose,
-    fits_from_scratch,
-    forward_chunks,
-    rankwise_risks,
-    rows_as_tensor,
-    scale_factor,
-    select_rank,
-    validate_sequences,
+    RankwiseEpochLoss,
     warn_if_loss_never_fell,
 )
+from ._errors import TrainingDivergedError
+from ._fitted import fits_from_scratch
+from ._inputs import validate_sequences
+from ._net import RankSweepNet
+from ._options import resolve_optimizer, student_parameters
+from ._params import Callbacks, Device, Integer, Options, Real, Rule, Seed, validate_params
+from ._scaling import rows_as_tensor, scale_factor
+from ._scoring import SequenceRegressorMixin
+from ._selection import adaptive_rank_search, coarse_rank_grid, select_rank
 
 __all__ = ["AttentionRankEstimator"]
-
-_OPTIMIZERS = {
-    "adam": torch.optim.Adam,
-    "adamw": torch.optim.AdamW,
-    "sgd": torch.optim.SGD,
-}
-
-
-def _resolve_optimizer(optimizer):
-    if isinstance(optimizer, str):
-        if optimizer.lower() not in _OPTIMIZERS:
-            raise ValueError(
-                f"unknown optimizer {optimizer!r}; use one of {sorted(_OPTIMIZERS)} "
-                "or a torch.optim.Optimizer subclass"
-            )
-        return _OPTIMIZERS[optimizer.lower()]
-    if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
-        if issubclass(optimizer, torch.optim.LBFGS):
-            raise ValueError(
-                "optimizer=LBFGS is not supported: it needs a closure that re-evaluates "
-                f"the loss; use one of {sorted(_OPTIMIZERS)} or another first-order "
-                "torch.optim.Optimizer subclass"
-            )
-        parameters = inspect.signature(optimizer).parameters
-        takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
-        missing = [name for name in ("lr", "weight_decay")
-                   if name not in parameters and not takes_any]
-        if missing:
-            raise ValueError(
-                f"optimizer {optimizer.__name__} does not accept {missing}, which the "
-                f"estimator passes; use one of {sorted(_OPTIMIZERS)} or a "
-                "torch.optim.Optimizer subclass taking lr and weight_decay"
-            )
-        return optimizer
-    raise ValueError(
-        f"optimizer must be a name or a torch.optim.Optimizer subclass; got {optimizer!r}"
-    )
-
 
 EARLY_STOPPING_PATIENCE = 20
 """Epochs without improvement after which a slot has plateaued (``early_stopping=True``)."""
@@ -80,120 +39,9 @@ EARLY_STOPPING_PATIENCE = 20
 EARLY_STOPPING_DELTA = 0.01
 """An improvement is a fall of the held-out risk by more than this share of ``tol * variance``."""
 
-AUTO_REFINE_WIDTH = 3
-"""Ranks trained per refinement round of ``ranks="auto"`` (all of a smaller bracket)."""
-
-
-def coarse_rank_grid(limit):
-    """The coarse grid of ``ranks="auto"``: the powers of two below ``limit``, and ``limit``.
-
-    Parameters
-    ----------
-    limit : int
-        The largest rank of the student.
-
-    Returns
-    -------
-    ranks : list of int
-
-    Examples
-    --------
-    >>> coarse_rank_grid(64), coarse_rank_grid(12)
-    ([1, 2, 4, 8, 16, 32, 64], [1, 2, 4, 8, 12])
-    """
-    ranks, r = [], 1
-    while r < limit:
-        ranks.append(r)
-        r *= 2
-    return ranks + [int(limit)]
-
-
-def refinement_ranks(lower, upper, width=AUTO_REFINE_WIDTH):
-    """The ranks of the next refinement round inside the bracket ``(lower, upper)``.
-
-    Every rank strictly between the two when there are at most ``width`` of
-    them, else ``width`` ranks spaced evenly across the bracket (bisection with
-    ``width + 1`` parts per round, all trained in one batch).
-
-    Parameters
-    ----------
-    lower : int
-        Largest trained rank below the selected one (0 when there is none).
-    upper : int
-        The selected (smallest reaching) rank.
-    width : int, default=3
-
-    Returns
-    -------
-    ranks : list of int
-        Empty when the bracket holds no untrained rank.
-
-    Examples
-    --------
-    >>> refinement_ranks(4, 8), refinement_ranks(32, 64), refinement_ranks(1, 2)
-    ([5, 6, 7], [40, 48, 56], [])
-    """
-    inside = list(range(lower + 1, upper))
-    if len(inside) <= width:
-        return inside
-    gap = upper - lower
-    return sorted({lower + round(gap * j / (width + 1)) for j in range(1, width + 1)})
-
-
-def adaptive_rank_search(coarse, evaluate, heldout_variance, tol, noise_floor=None,
-                         width=AUTO_REFINE_WIDTH):
-    """The search of ``ranks="auto"``: a coarse grid, then batched refinement of the bracket.
-
-    ``evaluate(ranks)`` trains one batch of ranks and returns their held-out
-    risks. After each round the estimator's own rule (:func:`select_rank`) is
-    applied to every rank trained so far; the next round trains
-    :func:`refinement_ranks` between the selected rank and the largest trained
-    rank below it. The search ends when that bracket holds no untrained rank,
-    or when no rank reaches the floor. It relies on the held-out excess risk
-    falling with rank (a larger rank can represent every smaller one's
-    solution), so that "reaches the floor" is monotone in the rank.
-
-    Parameters
-    ----------
-    coarse : list of int
-        The first round (:func:`coarse_rank_grid`).
-    evaluate : callable
-        ``evaluate(ranks) -> held-out risks``, one per rank.
-    heldout_variance, tol, noise_floor
-        As :func:`select_rank`.
-    width : int, default=3
-        Ranks per refinement round.
-
-    Returns
-    -------
-    rounds : list of list of int
-        The ranks of each round, in order.
-
-    Examples
-    --------
-    >>> risk = lambda ranks: [1.0 if r < 11 else 0.0 for r in ranks]  # r* = 11
-    >>> adaptive_rank_search([1, 2, 4, 8, 16, 32, 64], risk, 1.0, 0.02)
-    [[1, 2, 4, 8, 16, 32, 64], [10, 12, 14], [11]]
-    """
-    risks, rounds = {}, []
-    todo = list(coarse)
-    while todo:
-        rounds.append(list(todo))
-        risks.update(zip(todo, evaluate(todo)))
-        trained = sorted(risks)
-        selection = select_rank(trained, [risks[r] for r in trained], heldout_variance,
-                                tol, noise_floor=noise_floor)
-        if not selection["any_reached"]:
-            break
-        index = selection["index"]
-        lower = trained[index - 1] if index > 0 else 0
-        todo = refinement_ranks(lower, trained[index], width)
-    return rounds
-
-
 def _mean_square(Y_t):
     """Mean square of a tensor's entries, accumulated in float64 by chunks of rows."""
-    total, rows = 0.0, max(1, CHUNK_ELEMENTS // max(1, Y_t[0].numel()))
+    total, rows = 0.0, max(1, _scaling.CHUNK_ELEMENTS // max(1, Y_t[0].numel()))
     for start in range(0, len(Y_t), rows):
         total += float(Y_t[start:start + rows].double().square().sum())
     return total / Y_t.numel()
@@ -207,20 +55,64 @@ def _heldout_variance(Y, rows):
     return np.mean(np.var(part, axis=0, dtype=np.float64))
 
 
-def _student_parameters(student_class):
-    """Keyword parameters a student class accepts (following ``**kwargs`` up its bases)."""
-    names = set()
-    for klass in student_class.__mro__:
-        if "__init__" not in vars(klass) or klass is object:
-            continue
-        parameters = inspect.signature(klass.__init__).parameters
-        names |= {
-            name for name, p in parameters.items()
-            if name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-        }
-        if not any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
-            break
-    return names
+def _check_feature_map(estimator, value):
+    if estimator.attention != "kernel":
+        raise ValueError(
+            f"feature_map applies to attention='kernel' only; got attention="
+            f"{estimator.attention!r} with feature_map={value!r}"
+        )
+    if not isinstance(value, str) or value not in KERNEL_STUDENT_MAPS:
+        raise ValueError(
+            f"unknown feature_map {value!r}; use one of "
+            f"{list(KERNEL_STUDENT_MAPS)} (nonnegative maps: the Min-IP theorem applies)"
+        )
+    return value
+
+
+def _check_ranks(estimator, value):
+    """A sweep's grid: ``"auto"`` or distinct integers ``>= 1``, sorted (limits need the data)."""
+    if estimator.rank is not None:
+        raise ValueError("give either rank (one student) or ranks (a sweep), not both")
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"ranks must be a list of ranks or 'auto'; got {value!r}")
+        return value
+    grid = np.asarray(value)
+    if grid.ndim != 1 or grid.size == 0:
+        raise ValueError(f"ranks must be a non-empty 1-D list; got {value!r}")
+    checked = [check_int(r, "every entry of ranks") for r in grid.tolist()]
+    if len(set(checked)) != len(checked):
+        raise ValueError(f"ranks contains duplicates: {checked}")
+    return sorted(checked)
+
+
+def _check_early_stopping(estimator, value):
+    """The patience in epochs (``None``: no early stop)."""
+    if value is False:
+        return None
+    if value is True:
+        return EARLY_STOPPING_PATIENCE
+    return check_int(value, "early_stopping", 1)
+
+
+def _check_student_options(estimator, value):
+    options = dict(value)
+    reserved = {"d", "d_out", "ranks", "seq_len", "init_scale", "random_state", "final_only",
+                "feature_map"}
+    clash = sorted(reserved & set(options))
+    if clash:
+        raise ValueError(
+            f"student_options cannot set {clash}: they are the estimator's own "
+            "parameters or come from the data"
+        )
+    allowed = sorted(student_parameters(STUDENTS[estimator.attention]) - reserved)
+    unknown = sorted(set(options) - set(allowed), key=str)
+    if unknown:
+        raise ValueError(
+            f"student_options has unknown key(s) {unknown} for attention="
+            f"{estimator.attention!r}; its student accepts {allowed or 'no options'}"
+        )
+    return options
 
 
 class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
@@ -238,8 +130,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     Parameters
     ----------
     attention : {"fixed", "linear", "softmax", "block", "kernel", "dense"}, default="softmax"
-        The student: rung B0, B1, B2 or B3 of the ladder, or for Min-IP (seed
-        003) normalised nonnegative kernel attention of feature rank ``rank``
+        The student: rung B0, B1, B2 or B3 of the ladder, or for Min-IP
+        normalised nonnegative kernel attention of feature rank ``rank``
         (``"kernel"``, ranks up to ``min(2^d, 4096)``) or dense softmax attention
         with ``rank``-dimensional scores and a fixed temperature (``"dense"``);
         see :mod:`intrinsic_rank.nn`.
@@ -321,6 +213,15 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         Torch device.
     verbose : int, default=0
         0 silent; 1 a progress bar over epochs; 2 skorch's per-epoch table.
+    callbacks : list of skorch callbacks or (name, callback) pairs, or None, default=None
+        Added to the estimator's own callbacks (the per-rank epoch loss, the
+        divergence check, the plateau rule, the progress bar), after them, as
+        skorch's ``callbacks`` parameter takes them: for example
+        ``[LRScheduler(policy="StepLR", step_size=50)]`` or a ``Checkpoint``.
+        With ``ranks="auto"`` every round's net runs them. A
+        :class:`skorch.callbacks.EarlyStopping` whose patience runs out ends
+        training normally; any other :class:`KeyboardInterrupt` is an
+        interrupt (see "Interrupts" below).
 
     Attributes
     ----------
@@ -409,8 +310,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
       ``[1e-2, 1e2]`` are trained on internally in units of their own size: each
       is multiplied by a power of two (exact in floating point; ``x_scale_``,
       ``y_scale_``) that brings it near 1, since far from unit size the students
-      stall (``X * 1e-6`` gave the same risk at every rank) or freeze (``X * 1e6``
-      a loss of 3e30). Every reported number is converted back to the units of
+      stall or freeze. Every reported number is converted back to the units of
       the data: predictions, risks, ``history_``, ``noise_floor_``, the noise
       floor you pass, and the ``"linear"``/``"softmax"`` kernels (``s^2 K``
       for tokens scaled by ``s``; operators, ``"block"`` kernels, which act on
@@ -481,6 +381,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         random_state=None,
         device="cpu",
         verbose=0,
+        callbacks=None,
     ):
         self.attention = attention
         self.feature_map = feature_map
@@ -500,54 +401,35 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
+        self.callbacks = callbacks
 
-    # -- validation ---------------------------------------------------------------
-    def _check_params(self):
-        if self.attention not in STUDENTS:
-            raise ValueError(
-                f"unknown attention {self.attention!r}; use one of {sorted(STUDENTS)}"
-            )
-        check_int(self.max_epochs, "max_epochs", 1)
-        if not (isinstance(self.batch_size, str) and self.batch_size == "auto"):
-            check_int(self.batch_size, "batch_size", 1)
-        check_real(self.lr, "lr", 0.0, low_open=True)
-        check_real(self.init_scale, "init_scale", 0.0, low_open=True)
-        check_real(self.weight_decay, "weight_decay", 0.0)
-        check_real(self.tol, "tol", 0.0)
-        check_real(self.validation_fraction, "validation_fraction", 0.0, 0.9)
-        if self.noise_floor is not None:
-            check_real(self.noise_floor, "noise_floor", 0.0)
-        check_verbose(self.verbose)
-        self._feature_map()
-        self._patience()
-        _resolve_optimizer(self.optimizer)
-        self._student_options()
-        return checked_device(self.device)
+    _parameter_constraints = {
+        "attention": [Options(sorted(STUDENTS), "unknown attention {value!r}; use one of {options}")],
+        "max_epochs": [Integer(1)],
+        "batch_size": [Options(["auto"]), Integer(1)],
+        "lr": [Real(0.0, low_open=True)],
+        "init_scale": [Real(0.0, low_open=True)],
+        "weight_decay": [Real(0.0)],
+        "tol": [Real(0.0)],
+        "validation_fraction": [Real(0.0, 0.9)],
+        "noise_floor": [None, Real(0.0)],
+        "verbose": [Integer(0)],
+        "feature_map": [None, Rule(_check_feature_map)],
+        "early_stopping": [None, Rule(_check_early_stopping)],
+        "optimizer": [Rule(lambda estimator, value: resolve_optimizer(value))],
+        "student_options": [None, Rule(_check_student_options)],
+        "ranks": [None, Rule(_check_ranks)],
+        "rank": [None, Integer(1)],
+        "random_state": [Seed()],
+        "device": [Device()],
+        "callbacks": [None, Callbacks()],
+    }
+    """The accepted form of every parameter, checked at the start of ``fit``
+    (:func:`~intrinsic_rank.estimators._params.validate_params`)."""
 
     def _feature_map(self):
         """The kernel student's feature map option (``{}`` when not given)."""
-        if self.feature_map is None:
-            return {}
-        if self.attention != "kernel":
-            raise ValueError(
-                f"feature_map applies to attention='kernel' only; got attention="
-                f"{self.attention!r} with feature_map={self.feature_map!r}"
-            )
-        if not isinstance(self.feature_map, str) or self.feature_map not in KERNEL_STUDENT_MAPS:
-            raise ValueError(
-                f"unknown feature_map {self.feature_map!r}; use one of "
-                f"{list(KERNEL_STUDENT_MAPS)} (nonnegative maps: the Min-IP theorem applies)"
-            )
-        return {"feature_map": self.feature_map}
-
-    def _patience(self):
-        """Epochs without improvement that make a slot plateau (``None``: no early stop)."""
-        value = self.early_stopping
-        if value is False or value is None:
-            return None
-        if value is True:
-            return EARLY_STOPPING_PATIENCE
-        return check_int(value, "early_stopping", 1)
+        return {} if self.feature_map is None else {"feature_map": self.feature_map}
 
     def _auto(self):
         return isinstance(self.ranks, str)
@@ -555,7 +437,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     def _max_rank(self):
         return STUDENTS[self.attention].rank_limit(self.token_dim_, self.seq_len_)
 
-    def _rank_grid(self):
+    def _rank_grid(self, ranks):
+        """The ranks to train: ``ranks`` as checked, or the single rank, against the data's limit."""
         limit = self._max_rank()
         if self.attention == "fixed":
             what = f"the sequence length L = {limit} (the operator is L x L)"
@@ -568,62 +451,31 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             what = f"the token dimension d = {limit} (the query-key kernel is d x d)"
         if self._x_ndim == 2:
             what += f"; 2-D X holds n_features = {self.n_features_in_} scalar tokens"
-        if self.ranks is not None:
-            if self.rank is not None:
-                raise ValueError(
-                    "give either rank (one student) or ranks (a sweep), not both"
-                )
-            if isinstance(self.ranks, str):
-                if self.ranks != "auto":
-                    raise ValueError(
-                        f"ranks must be a list of ranks or 'auto'; got {self.ranks!r}"
-                    )
-                return coarse_rank_grid(limit)
-            grid = np.asarray(self.ranks)
-            if grid.ndim != 1 or grid.size == 0:
-                raise ValueError(f"ranks must be a non-empty 1-D list; got {self.ranks!r}")
-            checked = [check_int(r, "every entry of ranks") for r in grid.tolist()]
-            if max(checked) > limit:
-                raise ValueError(f"rank {max(checked)} in ranks exceeds {what}")
-            if len(set(checked)) != len(checked):
-                raise ValueError(f"ranks contains duplicates: {checked}")
-            return sorted(checked)
+        if isinstance(ranks, str):
+            return coarse_rank_grid(limit)
+        if ranks is not None:
+            if max(ranks) > limit:
+                raise ValueError(f"rank {max(ranks)} in ranks exceeds {what}")
+            return list(ranks)
         if self.rank is None:
             return [limit]
-        rank = check_int(self.rank, "rank")
-        if rank > limit:
-            raise ValueError(f"rank={rank} exceeds {what}")
-        return [rank]
+        if self.rank > limit:
+            raise ValueError(f"rank={int(self.rank)} exceeds {what}")
+        return [int(self.rank)]
 
     # -- training -----------------------------------------------------------------
-    def _student_options(self):
-        options = {} if self.student_options is None else dict(self.student_options)
-        reserved = {"d", "d_out", "ranks", "seq_len", "init_scale", "random_state", "final_only",
-                    "feature_map"}
-        clash = sorted(reserved & set(options))
-        if clash:
-            raise ValueError(
-                f"student_options cannot set {clash}: they are the estimator's own "
-                "parameters or come from the data"
-            )
-        allowed = sorted(_student_parameters(STUDENTS[self.attention]) - reserved)
-        unknown = sorted(set(options) - set(allowed), key=str)
-        if unknown:
-            raise ValueError(
-                f"student_options has unknown key(s) {unknown} for attention="
-                f"{self.attention!r}; its student accepts {allowed or 'no options'}"
-            )
-        return options
-
     def _batch_size(self, n_train):
         if isinstance(self.batch_size, str):
             return min(256, max(16, n_train // 8))
         return self.batch_size
 
     def _build_net(self, ranks, seed, device, n_train, loss_limit=None, extra_callbacks=()):
-        callbacks = list(extra_callbacks)
+        """The net of one batched run: the estimator's callbacks, then the user's."""
+        callbacks = [("rankwise_loss", RankwiseEpochLoss()),
+                     ("divergence", DivergenceCheck(loss_limit)), *extra_callbacks]
         if self.verbose == 1:
-            callbacks.append(("progress", ProgressBar(postfix={"summed_loss": "train_loss"})))
+            callbacks.append(("progress", FitProgress(postfix={"summed_loss": "train_loss"})))
+        callbacks.extend(self.callbacks or [])
         return RankSweepNet(
             module=STUDENTS[self.attention],
             module__d=self.token_dim_,
@@ -633,10 +485,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             module__init_scale=self.init_scale,
             module__random_state=seed,
             module__final_only=self.target_ == "final",
-            **{f"module__{key}": value for key, value in self._student_options().items()},
+            **{f"module__{key}": value for key, value in (self.student_options or {}).items()},
             **{f"module__{key}": value for key, value in self._feature_map().items()},
             criterion=RankwiseMSELoss,
-            optimizer=_resolve_optimizer(self.optimizer),
+            optimizer=resolve_optimizer(self.optimizer),
             optimizer__weight_decay=self.weight_decay,
             lr=self.lr,
             max_epochs=self.max_epochs,
@@ -649,7 +501,6 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             callbacks=callbacks,
             verbose=int(self.verbose >= 2),
             device=device,
-            loss_limit=loss_limit,
         )
 
     @fits_from_scratch
@@ -668,13 +519,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self : AttentionRankEstimator
             The fitted estimator.
         """
-        device = self._check_params()
-        if Y is None:
-            raise ValueError(
-                f"{type(self).__name__} requires y to be passed, but the target y is None"
-            )
+        params = validate_params(self)
+        device = params["device"]
         X, Y = validate_sequences(self, X, Y, reset=True, keep_float32=True)
-        ranks = self._rank_grid()
+        ranks = self._rank_grid(params["ranks"])
         seed = draw_seed(self.random_state)
         sweep = self.ranks is not None
         if sweep:
@@ -697,7 +545,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         mean_square = _mean_square(Y_train)
         limit = DIVERGENCE_FACTOR * mean_square if mean_square > 0 else None
         variance = _heldout_variance(Y, heldout) if sweep else None
-        patience = self._patience() if sweep else None
+        patience = params["early_stopping"] if sweep else None
         min_delta = 0.0
         if patience is not None:
             # a fall smaller than a hundredth of the selection tolerance is no progress
@@ -800,7 +648,6 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
                             target[slot_of[r]][..., :source.shape[-1]] = source[i]
                         else:
                             target[slot_of[r]] = source[i]
-        net.initial_loss_ = None
         return net
 
     def _split(self, n, seed):
@@ -826,7 +673,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     def _outputs(self, X_t):
         """Outputs of every rank slot, ``(n, R, ...)``, as a float64 array (training units).
 
-        Filled a chunk at a time (:func:`~intrinsic_rank.estimators._base.forward_chunks`).
+        Filled a chunk at a time (:func:`~intrinsic_rank.estimators._batching.forward_chunks`).
         """
         out = None
         for start, chunk in forward_chunks(self.net_, X_t):
@@ -1090,8 +937,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         X_t = self._tensor(X)
         module = self.net_.module_
         L = X_t.shape[1]
-        rows = len(X_t) if len(X_t) * len(self.ranks_) * L * L <= CHUNK_ELEMENTS else max(
-            1, CHUNK_ELEMENTS // (len(self.ranks_) * L * L))
+        rows = len(X_t) if len(X_t) * len(self.ranks_) * L * L <= _scaling.CHUNK_ELEMENTS else max(
+            1, _scaling.CHUNK_ELEMENTS // (len(self.ranks_) * L * L))
         mixers = np.empty((len(X_t), L, L))
         with torch.no_grad():
             for start in range(0, len(X_t), rows):

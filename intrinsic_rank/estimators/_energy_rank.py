@@ -1,26 +1,20 @@
 """EnergyEffectiveRank: the rank a task needs, read off a spectrum."""
 
 import math
-import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
 from .. import spectral
-from .._validation import check_real
 from ..datasets import attention_mixer
 from .. import operator_fit as fits
 from ._attention_rank import AttentionRankEstimator
-from ._base import (
-    SequenceRegressorMixin,
-    check_verbose,
-    checked_device,
-    fits_from_scratch,
-    is_set,
-    scale_factor,
-    validate_sequences,
-)
+from ._fitted import fits_from_scratch
+from ._inputs import validate_sequences
+from ._params import Options, Real, Rule, Seed, validate_params
+from ._scaling import scale_factor
+from ._scoring import SequenceRegressorMixin
 
 __all__ = ["EnergyEffectiveRank"]
 
@@ -28,8 +22,46 @@ _METHODS = ("recovery", "data")
 _ATTENTIONS = ("fixed", "linear", "softmax", "block")
 _DATA_ATTENTIONS = ("fixed", "linear", "softmax")
 _MIXER_SAMPLE = 512
-_STUDENT_SETTINGS = ("max_epochs", "lr", "batch_size", "init_scale", "device", "verbose")
-"""The student's settings that ``EnergyEffectiveRank`` re-declared until 0.2."""
+
+
+def _check_attention(estimator, value):
+    allowed = _ATTENTIONS if estimator.method == "recovery" else _DATA_ATTENTIONS
+    if value not in allowed:
+        raise ValueError(
+            f"unknown attention {value!r} for method={estimator.method!r}; "
+            f"use one of {allowed}"
+        )
+    return value
+
+
+def _check_value_map(estimator, value):
+    if estimator.method == "recovery":
+        raise ValueError(
+            "value_map is used by method='data' only; the recovery student learns V"
+        )
+    return value
+
+
+def _check_student(estimator, student):
+    if estimator.method != "recovery":
+        raise ValueError(
+            "student is used by method='recovery' only; method='data' trains nothing"
+        )
+    if not isinstance(student, AttentionRankEstimator):
+        raise ValueError(
+            f"student must be an AttentionRankEstimator or None; got {type(student).__name__}"
+        )
+    if student.attention != estimator.attention:
+        raise ValueError(
+            f"the student's attention={student.attention!r} differs from "
+            f"attention={estimator.attention!r}; give both the same operator family"
+        )
+    if student.ranks is not None:
+        raise ValueError(
+            "the student must train one rank (ranks=None), not a sweep; its "
+            "spectrum is the estimate"
+        )
+    return student
 
 
 def _mixer_sample(X):
@@ -76,8 +108,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     ``Y`` whose root mean square lies outside ``[1e-2, 1e2]`` after multiplying
     each by a power of two (exact) that brings it near 1 (for the softmax fit
     ``Y`` gets the factor of ``X``: ``Y = softmax(X K X^T) X V`` ties their
-    units), since far from unit size the normal equations underflow (linear
-    attention's at ``X * 1e-80`` gave ``effective_rank_ = 0.0``) or overflow.
+    units), since far from unit size the normal equations underflow or overflow.
     The rank measures are scale-free; ``matrix_``, ``singular_values_``,
     ``noise_threshold_`` and ``predict`` are converted back to the units of the
     data (``fit_`` stays in the fitted units, ``x_scale_`` and ``y_scale_``
@@ -111,13 +142,12 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     random_state : None, int or numpy.random.RandomState, default=None
         Seeds the recovery student: it replaces the student's own
         ``random_state`` unless it is None. The data fits are deterministic.
-    max_epochs, lr, batch_size, init_scale, device, verbose : default="deprecated"
-        The student's settings, re-declared here until 0.2.
 
-        .. deprecated:: 0.2
-           Give them to the ``student`` instead; they will be removed in 0.3.
-           A value given here still reaches the student (the default one, or
-           the clone of ``student``), with a :class:`FutureWarning`.
+    Notes
+    -----
+    There is no ``callbacks`` parameter here: the only net is the recovery
+    student's, so skorch callbacks go to the student,
+    ``student=AttentionRankEstimator(attention="linear", callbacks=[...])``.
 
     Attributes
     ----------
@@ -184,81 +214,26 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         ridge=1e-8,
         student=None,
         random_state=None,
-        max_epochs="deprecated",
-        lr="deprecated",
-        batch_size="deprecated",
-        init_scale="deprecated",
-        device="deprecated",
-        verbose="deprecated",
     ):
         self.method = method
         self.attention = attention
         self.value_map = value_map
         self.ridge = ridge
         self.student = student
-        self.max_epochs = max_epochs
-        self.lr = lr
-        self.batch_size = batch_size
-        self.init_scale = init_scale
         self.random_state = random_state
-        self.device = device
-        self.verbose = verbose
 
-    def _check_params(self):
-        if self.method not in _METHODS:
-            raise ValueError(f"unknown method {self.method!r}; use one of {_METHODS}")
-        allowed = _ATTENTIONS if self.method == "recovery" else _DATA_ATTENTIONS
-        if self.attention not in allowed:
-            raise ValueError(
-                f"unknown attention {self.attention!r} for method={self.method!r}; "
-                f"use one of {allowed}"
-            )
-        check_real(self.ridge, "ridge", 0.0)
-        if self.value_map is not None and self.method == "recovery":
-            raise ValueError(
-                "value_map is used by method='data' only; the recovery student learns V"
-            )
-        if self.student is not None:
-            if self.method != "recovery":
-                raise ValueError(
-                    "student is used by method='recovery' only; method='data' trains "
-                    "nothing"
-                )
-            if not isinstance(self.student, AttentionRankEstimator):
-                raise ValueError(
-                    "student must be an AttentionRankEstimator or None; got "
-                    f"{type(self.student).__name__}"
-                )
-            if self.student.attention != self.attention:
-                raise ValueError(
-                    f"the student's attention={self.student.attention!r} differs from "
-                    f"attention={self.attention!r}; give both the same operator family"
-                )
-            if self.student.ranks is not None:
-                raise ValueError(
-                    "the student must train one rank (ranks=None), not a sweep; its "
-                    "spectrum is the estimate"
-                )
-        # the student's settings under their deprecated names: warned about, and
-        # checked as before (a device that does not exist is an error even for
-        # the numpy data fit, not a silently ignored setting)
-        settings = {name: getattr(self, name) for name in _STUDENT_SETTINGS
-                    if is_set(getattr(self, name))}
-        for name, value in settings.items():
-            warnings.warn(
-                f"`{name}` of {type(self).__name__} moved to its student in 0.2 and will "
-                f"be removed in 0.3; use student=AttentionRankEstimator("
-                f"attention={self.attention!r}, {name}={value!r})",
-                FutureWarning,
-                stacklevel=3,
-            )
-        if "device" in settings:
-            checked_device(settings["device"])
-        if "verbose" in settings:
-            check_verbose(settings["verbose"])
-        return settings
+    _parameter_constraints = {
+        "method": [Options(_METHODS, "unknown method {value!r}; use one of {options}")],
+        "attention": [Rule(_check_attention)],
+        "ridge": [Real(0.0)],
+        "value_map": [None, Rule(_check_value_map)],
+        "student": [None, Rule(_check_student)],
+        "random_state": [Seed()],
+    }
+    """The accepted form of every parameter, checked at the start of ``fit``
+    (:func:`~intrinsic_rank.estimators._params.validate_params`)."""
 
-    def _make_student(self, settings):
+    def _make_student(self):
         """The student to train: a clone of ``student`` or the default one."""
         if self.student is None:
             student = AttentionRankEstimator(attention=self.attention, rank=None)
@@ -266,7 +241,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
             student = clone(self.student)
         if self.student is None or self.random_state is not None:
             student.set_params(random_state=self.random_state)
-        return student.set_params(**settings)
+        return student
 
     def _checked_value_map(self):
         if self.value_map is None:
@@ -295,13 +270,9 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         -------
         self : EnergyEffectiveRank
         """
-        settings = self._check_params()
-        if Y is None:
-            raise ValueError(
-                f"{type(self).__name__} requires y to be passed, but the target y is None"
-            )
+        validate_params(self)
         if self.method == "recovery":
-            student = self._make_student(settings)
+            student = self._make_student()
             # the shapes seen in fit are this estimator's own (the student checks
             # the same data again, the same way)
             validate_sequences(self, X, Y, reset=True)

@@ -1,10 +1,15 @@
 """ReachabilityEstimator: which target sequences a frozen causal LM can be prompted to produce.
 
-Seed 004 (the reachability paper), "How many outputs can a Transformer generate":
+The reachability paper, "How many outputs can a Transformer generate":
 ``m`` trainable prompt vectors in front of a frozen causal LM are optimised to
 make it produce a target sequence (the *cramming* protocol). The fraction of
 random targets reached, as a function of target length and ``m``, is compared
 with a bound computed from the geometry of the model's final hidden states.
+
+One file for one estimator: cramming (the net and its rules) lives in
+:mod:`._cramming`; what remains here is the estimator's own flow (check,
+cram, decode, then measure the geometry and the bounds from the same hidden
+states), whose steps share the fitted attributes they write.
 """
 
 import warnings
@@ -13,154 +18,17 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
-from skorch.dataset import unpack_data
-from torch.nn import functional as F
 
 from .. import bounds
-from .._validation import check_int, check_real, draw_seed
-from ..nn import (
-    PromptedLM,
-    as_causal_lm,
-    decoder_cell_proportions,
-    random_prompt_hidden_states,
-)
-from ._base import (
-    InterruptibleNet,
-    ProgressBar,
-    TrainingDivergedError,
-    TrainingFinished,
-    check_verbose,
-    checked_device,
-    fits_from_scratch,
-    renamed,
-)
+from .._validation import check_real, draw_seed
+from ..inspection import decoder_cell_proportions
+from ..nn import PromptedLM, as_causal_lm, random_prompt_hidden_states
+from ._cramming import AllTargetsDone, CrammingNet, FiniteLoss
+from ._fitted import fits_from_scratch
+from ._callbacks import FitProgress
+from ._params import Callbacks, Device, Integer, NoCheck, Options, Real, Rule, Seed, validate_params
 
 __all__ = ["ReachabilityEstimator"]
-
-
-class _ActiveTargets:
-    """Iterable of one batch per step: the targets still being optimised."""
-
-    def __init__(self, net, dataset):
-        self.net = net
-        self.index = torch.as_tensor(dataset.X["index"])
-        self.ids = torch.as_tensor(dataset.X["ids"])
-
-    def __len__(self):
-        return 1
-
-    def __iter__(self):
-        active = torch.nonzero(self.net.active_.to(self.index.device)).flatten()
-        if len(active):
-            index, ids = self.index[active], self.ids[active]
-            yield {"index": index, "ids": ids}, ids
-
-
-class CrammingNet(InterruptibleNet):
-    """skorch net that optimises the memory vectors of many targets at once.
-
-    Every step (one skorch "epoch") runs all still-active targets through the
-    frozen model, in chunks of ``chunk_size`` whose gradients are accumulated,
-    then takes one optimiser step. The loss is the *sum* over targets of each
-    target's mean token cross-entropy, so with an elementwise optimiser (AdamW)
-    each target's trajectory is the one it would follow alone.
-
-    Per target it keeps the memory with the best teacher-forced token accuracy
-    (ties broken by lower loss), stops the target at exact match or after
-    ``patience`` steps without a better accuracy, and stops training when no
-    target is active. A non-finite loss stops training with
-    :class:`~intrinsic_rank.TrainingDivergedError`; a user's
-    :class:`KeyboardInterrupt` is raised again after skorch's clean-up (skorch
-    would end ``fit`` quietly), while the early stop when no target is left
-    active is a :class:`TrainingFinished`.
-
-    Parameters
-    ----------
-    *args, **kwargs
-        As :class:`skorch.NeuralNet`; ``module`` is a :class:`PromptedLM`.
-    patience : int, default=500
-    chunk_size : int or None, default=None
-        Targets per forward pass; all active targets when None.
-    """
-
-    def __init__(self, *args, patience=500, chunk_size=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.patience = patience
-        self.chunk_size = chunk_size
-
-    def get_all_learnable_params(self):
-        # only the memory vectors: the language model is frozen
-        for name, param in self.module_.named_parameters():
-            if param.requires_grad:
-                yield name, param
-
-    def get_iterator(self, dataset, training=False):
-        return _ActiveTargets(self, dataset)
-
-    def on_train_begin(self, net, X=None, y=None, **kwargs):
-        memory = self.module_.memory
-        n = memory.shape[0]
-        self.active_ = torch.ones(n, dtype=torch.bool)
-        self.best_accuracy_ = torch.full((n,), -1.0)
-        self.best_loss_ = torch.full((n,), float("inf"))
-        self.since_improved_ = torch.zeros(n, dtype=torch.long)
-        self.steps_ = torch.zeros(n, dtype=torch.long)
-        self.best_memory_ = memory.detach().clone()
-        super().on_train_begin(net, X=X, y=y, **kwargs)
-
-    def train_step_single(self, batch, **fit_params):
-        self._set_training(True)
-        Xi, _ = unpack_data(batch)
-        index, ids = Xi["index"], Xi["ids"]
-        chunk = len(index) if self.chunk_size is None else int(self.chunk_size)
-        total = torch.zeros((), device=self.device)
-        for start in range(0, len(index), chunk):
-            part = {"index": index[start:start + chunk], "ids": ids[start:start + chunk]}
-            y_pred = self.infer(part)
-            loss = self.get_loss(y_pred, part["ids"], X=part, training=True)
-            loss.backward()
-            total = total + loss.detach()
-        return {"loss": total, "y_pred": None}
-
-    def get_loss(self, y_pred, y_true, X=None, training=False):
-        per_token = F.cross_entropy(y_pred.transpose(1, 2), y_true[:, 1:], reduction="none")
-        per_target = per_token.mean(dim=1)
-        if training:
-            self._track(X["index"], y_pred.detach(), y_true[:, 1:], per_target.detach())
-        return per_target.sum()
-
-    def _track(self, index, logits, targets, loss):
-        correct = logits.argmax(-1) == targets
-        accuracy = correct.float().mean(dim=1).cpu()
-        loss = loss.cpu()
-        index_cpu = index.cpu()
-        if not torch.isfinite(loss).all():
-            raise TrainingDivergedError(
-                f"cramming diverged at step {len(self.history)}: a target's loss is not "
-                "finite; lower lr or init_scale"
-            )
-        best_acc = self.best_accuracy_[index_cpu]
-        improved = accuracy > best_acc
-        keep = improved | ((accuracy == best_acc) & (loss < self.best_loss_[index_cpu]))
-        if keep.any():
-            rows = index_cpu[keep]
-            self.best_accuracy_[rows] = accuracy[keep]
-            self.best_loss_[rows] = loss[keep]
-            # the memory that produced these logits: the optimiser has not stepped yet
-            self.best_memory_[rows.to(self.best_memory_.device)] = (
-                self.module_.memory.detach()[index[keep.to(index.device)]])
-        self.since_improved_[index_cpu] = torch.where(
-            improved, 0, self.since_improved_[index_cpu] + 1)
-        self.steps_[index_cpu] += 1
-        exact = correct.all(dim=1).cpu()
-        stalled = self.since_improved_[index_cpu] >= self.patience
-        self.active_[index_cpu[exact | stalled]] = False
-
-    def on_epoch_end(self, net, **kwargs):
-        self.history.record("n_active", int(self.active_.sum()))
-        super().on_epoch_end(net, **kwargs)
-        if not self.active_.any():
-            raise TrainingFinished  # skorch's way to end training early
 
 
 def _check_betas(betas):
@@ -179,8 +47,14 @@ BOUND_NAMES = ("ball", "box", "cone", "box + cells")
 _PRECISION_CONVENTIONS = ("machine", "paper", "relative")
 _CELL_REGIONS = ("box", "ball")
 
-_RENAMED = {"max_steps": "max_epochs", "init_std": "init_scale", "batch_size": "chunk_size"}
-"""Parameters renamed in 0.2 (old name: new name); the old ones go in 0.3."""
+
+
+def _check_precision(estimator, value):
+    """A precision in ``(0, 1]`` or a dtype name (the model's own dtype is read at fit)."""
+    if isinstance(value, str):
+        bounds.precision_from_dtype(value)
+        return value
+    return check_real(value, "precision", 0.0, 1.0, low_open=True)
 
 
 class ReachabilityEstimator(BaseEstimator):
@@ -213,7 +87,7 @@ class ReachabilityEstimator(BaseEstimator):
     * the decoder cells: ``n_cell_samples`` Monte Carlo points uniform in the
       box of the states (or the ball, ``cell_region``) are sent to next tokens
       by the model's head, ``argmax(W h + b)``
-      (:func:`~intrinsic_rank.nn.decoder_cell_proportions`); the proportions
+      (:func:`~intrinsic_rank.inspection.decoder_cell_proportions`); the proportions
       ``p_t`` give the decay ``c`` of a random sequence's cell volume
       (``cell_decay_``, :func:`~intrinsic_rank.bounds.cell_decay`) and the bound
       ``C_cell = C_box ln|V| / c`` (``cell_slope_bound_``, with the closed form
@@ -233,8 +107,7 @@ class ReachabilityEstimator(BaseEstimator):
     A finite blow-up needs no rule of its own here: the loss is a cross-entropy
     of a frozen model whose final normalisation bounds its logits (the default
     model ends in a LayerNorm, as causal LMs usually do), so it stays bounded
-    whatever the memory vectors do (``lr=1e6`` ends non-finite and
-    ``init_scale=1e6`` at a loss near ``ln|V|``; both are caught or harmless).
+    whatever the memory vectors do.
     Token arrays of any memory layout (``X[:, ::-1]``, Fortran order) are
     copied to a contiguous one.
 
@@ -274,9 +147,7 @@ class ReachabilityEstimator(BaseEstimator):
         Random prompts (random memory vectors as at initialisation, then random
         tokens, of the fitted length) over which the radius and ranges are measured.
     n_cell_samples : int, default=131072
-        Monte Carlo points of the decoder-cell estimate (about half a second on
-        a CPU core for the default model, plus about half a second for the
-        decay's bootstrap); 0 turns it off (the cell attributes are then None
+        Monte Carlo points of the decoder-cell estimate; 0 turns it off (the cell attributes are then None
         or NaN). Its standard error falls like ``n_cell_samples**-0.5``.
     cell_region : {"box", "ball"}, default="box"
         The region the cells split: the per-coordinate box of the hidden
@@ -289,22 +160,12 @@ class ReachabilityEstimator(BaseEstimator):
     verbose : int, default=0
         0 silent; 1 a progress bar over steps (on a terminal only); 2 skorch's
         per-step table.
-    max_steps : int, default="deprecated"
-        Old name of ``max_epochs``.
-
-        .. deprecated:: 0.2
-           ``max_steps`` was renamed ``max_epochs`` in 0.2 and will be removed
-           in 0.3; a value given here is used, with a :class:`FutureWarning`.
-    init_std : float or None, default="deprecated"
-        Old name of ``init_scale``.
-
-        .. deprecated:: 0.2
-           Renamed ``init_scale``; removed in 0.3.
-    batch_size : int or None, default="deprecated"
-        Old name of ``chunk_size`` (it never was a mini-batch size).
-
-        .. deprecated:: 0.2
-           Renamed ``chunk_size``; removed in 0.3.
+    callbacks : list of skorch callbacks or (name, callback) pairs, or None, default=None
+        Added to the estimator's own callbacks (the divergence check, the stop
+        once every target is done, the progress bar), after them, as skorch's
+        ``callbacks`` parameter takes them. One epoch is one optimiser step,
+        so an ``LRScheduler`` steps per optimiser step. Targets crammed anew
+        by ``predict`` run them too.
 
     Attributes
     ----------
@@ -418,9 +279,7 @@ class ReachabilityEstimator(BaseEstimator):
         random_state=None,
         device="cpu",
         verbose=0,
-        max_steps="deprecated",
-        init_std="deprecated",
-        batch_size="deprecated",
+        callbacks=None,
     ):
         self.model = model
         self.n_memory = n_memory
@@ -438,9 +297,29 @@ class ReachabilityEstimator(BaseEstimator):
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
-        self.max_steps = max_steps
-        self.init_std = init_std
-        self.batch_size = batch_size
+        self.callbacks = callbacks
+
+    _parameter_constraints = {
+        "model": [NoCheck()],
+        "n_memory": [Integer(1)],
+        "max_epochs": [Integer(1)],
+        "patience": [Integer(1)],
+        "lr": [Real(0.0, low_open=True)],
+        "betas": [Rule(lambda estimator, value: _check_betas(value))],
+        "weight_decay": [Real(0.0)],
+        "init_scale": [None, Real(0.0, low_open=True)],
+        "chunk_size": [None, Integer(1)],
+        "precision": [None, Rule(_check_precision)],
+        "n_radius_prompts": [Integer(1)],
+        "n_cell_samples": [Integer(0)],
+        "cell_region": [Options(_CELL_REGIONS, "cell_region must be 'box' or 'ball'; got {value!r}")],
+        "verbose": [Integer(0)],
+        "random_state": [Seed()],
+        "device": [Device()],
+        "callbacks": [None, Callbacks()],
+    }
+    """The accepted form of every parameter, checked at the start of ``fit``
+    (:func:`~intrinsic_rank.estimators._params.validate_params`)."""
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -451,38 +330,12 @@ class ReachabilityEstimator(BaseEstimator):
         return tags
 
     # -- validation ---------------------------------------------------------------
-    def _check_params(self):
-        """Check the parameters; return the device and the training settings.
-
-        The settings (``max_epochs``, ``init_scale``, ``chunk_size``) are read
-        through their deprecated old names when those are set.
-        """
-        settings, names = {}, {}
-        for old, new in _RENAMED.items():  # a loop, so the warning points at fit's caller
-            settings[new], names[new] = renamed(self, old, new)
-        check_int(self.n_memory, "n_memory", 1)
-        check_int(settings["max_epochs"], names["max_epochs"], 1)
-        check_int(self.patience, "patience", 1)
-        check_real(self.lr, "lr", 0.0, low_open=True)
-        _check_betas(self.betas)
-        check_real(self.weight_decay, "weight_decay", 0.0)
-        if settings["init_scale"] is not None:
-            check_real(settings["init_scale"], names["init_scale"], 0.0, low_open=True)
-        if settings["chunk_size"] is not None:
-            check_int(settings["chunk_size"], names["chunk_size"], 1)
-        check_int(self.n_radius_prompts, "n_radius_prompts", 1)
-        check_int(self.n_cell_samples, "n_cell_samples", 0)
-        if not isinstance(self.cell_region, str) or self.cell_region not in _CELL_REGIONS:
-            raise ValueError(f"cell_region must be 'box' or 'ball'; got {self.cell_region!r}")
-        check_verbose(self.verbose)
-        return checked_device(self.device), settings
-
     def _precision(self, lm):
         if self.precision is None:
             return bounds.precision_from_dtype(str(lm.dtype))
         if isinstance(self.precision, str):
             return bounds.precision_from_dtype(self.precision)
-        return check_real(self.precision, "precision", 0.0, 1.0, low_open=True)
+        return float(self.precision)
 
     def _validate_targets(self, X, reset):
         # "numeric" keeps integer arrays as they are and converts object arrays
@@ -536,7 +389,7 @@ class ReachabilityEstimator(BaseEstimator):
         -------
         self : ReachabilityEstimator
         """
-        device, self._settings = self._check_params()
+        device = validate_params(self)["device"]
         lm = as_causal_lm(self.model).to(device)
         self.width_ = int(lm.width)
         self.vocab_size_ = int(lm.vocab_size)
@@ -566,10 +419,11 @@ class ReachabilityEstimator(BaseEstimator):
         return self
 
     def _build_net(self, lm, X, seed, device):
-        callbacks = None
+        callbacks = [("finite_loss", FiniteLoss()), ("all_done", AllTargetsDone())]
         if self.verbose == 1:
-            callbacks = [("progress", ProgressBar(desc="cramming", unit="step",
-                                                  postfix={"active": "n_active"}))]
+            callbacks.append(("progress", FitProgress(desc="cramming", unit="step",
+                                                      postfix={"active": "n_active"})))
+        callbacks.extend(self.callbacks or [])
         # skorch's log table is built every epoch even when silent; a cramming
         # step is a few milliseconds, so it is switched off unless verbose >= 2
         print_log = {} if self.verbose >= 2 else {"callbacks__print_log": None}
@@ -578,16 +432,16 @@ class ReachabilityEstimator(BaseEstimator):
             module__lm=lm,
             module__targets=X,
             module__n_memory=self.n_memory,
-            module__init_std=self._settings["init_scale"],
+            module__init_std=self.init_scale,
             module__random_state=seed,
             criterion=torch.nn.CrossEntropyLoss,
             optimizer=torch.optim.AdamW,
             optimizer__betas=_check_betas(self.betas),
             optimizer__weight_decay=self.weight_decay,
             lr=self.lr,
-            max_epochs=self._settings["max_epochs"],
+            max_epochs=self.max_epochs,
             patience=self.patience,
-            chunk_size=self._settings["chunk_size"],
+            chunk_size=self.chunk_size,
             train_split=None,
             callbacks=callbacks,
             **print_log,
@@ -604,7 +458,7 @@ class ReachabilityEstimator(BaseEstimator):
 
     def _decode(self, module, X):
         device = module.memory.device
-        chunk_size = self._settings["chunk_size"]
+        chunk_size = self.chunk_size
         chunk = len(X) if chunk_size is None else chunk_size
         out = []
         for start in range(0, len(X), chunk):
@@ -616,7 +470,7 @@ class ReachabilityEstimator(BaseEstimator):
     def _measure_geometry(self, lm, X, seed):
         states = random_prompt_hidden_states(
             lm, self.n_memory, self.seq_len_ - 1, n_prompts=self.n_radius_prompts,
-            init_std=self._settings["init_scale"], batch_size=self._settings["chunk_size"],
+            init_std=self.init_scale, batch_size=self.chunk_size,
             random_state=seed)
         with torch.no_grad():
             device = self.net_.module_.memory.device
@@ -636,7 +490,7 @@ class ReachabilityEstimator(BaseEstimator):
         self._measure_refinements(lm, states, seed)
 
     def _measure_refinements(self, lm, states, seed):
-        """The cone, the decoder cells and the bounds table (issue [9])."""
+        """The cone, the decoder cells and the bounds table."""
         d, m, V = self.width_, self.n_memory, self.vocab_size_
         flat = np.asarray(states, dtype=np.float64).reshape(-1, d)
         self.min_cosine_ = float(bounds.min_pairwise_cosine(flat))

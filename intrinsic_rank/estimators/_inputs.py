@@ -1,0 +1,166 @@
+"""Input checks of the sequence estimators: ``X`` and ``Y`` as float arrays of sequences.
+
+Input convention
+----------------
+* ``X`` of shape ``(n, L, d)`` is ``n`` sequences of ``L`` tokens of dimension ``d``.
+* ``X`` of shape ``(n, L)`` is read as ``L`` one-dimensional tokens, ``(n, L, 1)``;
+  this is what scikit-learn's own tooling (and its common checks) feed.
+* ``Y`` of shape ``(n, L, d_out)`` is a per-token target.
+* ``Y`` of shape ``(n,)`` or ``(n, k)`` is a target of the whole sequence, read at
+  the final position (the model's output there, like a causal final query).
+
+``n_features_in_`` is the size of the last axis of ``X`` as scikit-learn counts
+columns: the token dimension ``d`` for 3-D input, the number of scalar tokens
+``L`` for 2-D input. The sequence length is always stored as ``seq_len_`` and
+the token dimension as ``token_dim_``.
+"""
+
+import numpy as np
+from sklearn.utils import get_tags
+from sklearn.utils.validation import check_array, validate_data
+
+from . import _scaling
+
+__all__ = ["validate_sequences"]
+
+_NO_TARGET = "no_validation"
+
+
+def _finite_float_array(array, name, ndims, keep_float32=False):
+    """``array`` checked finite and non-empty, with one of ``ndims`` dimensions."""
+    dtype = (np.float64, np.float32) if keep_float32 else np.float64
+    array = check_array(
+        array,
+        ensure_2d=False,
+        allow_nd=True,
+        dtype=dtype,
+        ensure_all_finite=False,
+        ensure_min_samples=1,
+        input_name=name,
+        copy=False,
+    )
+    if array.ndim not in ndims:
+        raise ValueError(
+            f"{name} must have {' or '.join(map(str, ndims))} dimensions; "
+            f"got an array of shape {array.shape}"
+        )
+    # checked a chunk of rows at a time: no whole boolean temporary on big data
+    step = _scaling.chunk_rows(array)
+    for start in range(0, len(array), step):
+        part = array[start:start + step]
+        if not np.all(np.isfinite(part)):
+            bad = "NaN" if np.isnan(part).any() else "infinity"
+            raise ValueError(f"{name} contains {bad}; remove or impute those entries")
+    if array.size == 0:
+        raise ValueError(f"{name} is empty (shape {array.shape})")
+    return array
+
+
+def validate_sequences(estimator, X, Y=_NO_TARGET, reset=True, keep_float32=False):
+    """Check ``X`` (and ``Y``) and return them as float arrays ``(n, L, d)``.
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        Receives ``n_features_in_``, ``seq_len_``, ``token_dim_`` (and with ``Y``
+        on reset, ``target_``: ``"sequence"`` or ``"final"``, and ``d_out_``).
+    X : array-like of shape (n, L) or (n, L, d)
+    Y : array-like of shape (n,), (n, k) or (n, L, d_out), None, or "no_validation"
+        ``"no_validation"`` (the default) checks ``X`` alone. ``None`` is a
+        ``ValueError`` saying that ``y`` is required when the estimator's
+        scikit-learn tags require a target (``target_tags.required``).
+    reset : bool
+        ``True`` in ``fit`` (store the shapes), ``False`` at predict time (check
+        them against the fitted ones).
+    keep_float32 : bool, default=False
+        Keep 3-D float32 input (and its ``Y``) in float32 instead of making a
+        float64 copy; for callers that compute in float32 anyway (and reduce in
+        float64 themselves).
+
+    Returns
+    -------
+    X : ndarray of shape (n, L, d)
+    Y : ndarray of shape (n, L, d_out) or (n, d_out), only if ``Y`` was given
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from intrinsic_rank import AttentionRankEstimator
+    >>> est = AttentionRankEstimator()
+    >>> X, Y = validate_sequences(est, np.ones((4, 3, 2)), np.ones(4))
+    >>> X.shape, Y.shape, est.target_, est.seq_len_
+    ((4, 3, 2), (4, 1), 'final', 3)
+    >>> validate_sequences(est, np.ones((4, 3, 2)), None)
+    Traceback (most recent call last):
+    ...
+    ValueError: AttentionRankEstimator requires y to be passed, but the target y is None
+    """
+    if Y is None and get_tags(estimator).target_tags.required:
+        raise ValueError(
+            f"{type(estimator).__name__} requires y to be passed, but the target y is None"
+        )
+    with_target = not (isinstance(Y, str) and Y == _NO_TARGET)
+    ndim = getattr(X, "ndim", None)
+    if ndim is None:
+        ndim = np.asarray(X).ndim
+    if ndim > 3:
+        raise ValueError(
+            "X must be 2-D (n, L) or 3-D (n, L, d); "
+            f"got an array with {ndim} dimensions"
+        )
+    if ndim != 3:
+        # 2-D input (and malformed 0-D/1-D input) goes through scikit-learn's own
+        # validation so that feature names, sparse input and n_features_in_
+        # behave exactly as its tools expect.
+        if not with_target:
+            X = validate_data(
+                estimator, X, reset=reset, dtype=np.float64, ensure_all_finite=True
+            )
+        else:
+            X, Y = validate_data(
+                estimator, X, Y, reset=reset, dtype=np.float64,
+                ensure_all_finite=True, multi_output=True, y_numeric=True,
+            )
+        X = X[:, :, None]
+    else:
+        X = _finite_float_array(X, "X", (3,), keep_float32)
+        if reset:
+            estimator.n_features_in_ = X.shape[2]
+            if hasattr(estimator, "feature_names_in_"):
+                del estimator.feature_names_in_
+        elif X.shape[2] != estimator.token_dim_:
+            raise ValueError(
+                f"X has tokens of dimension {X.shape[2]}, but "
+                f"{type(estimator).__name__} was fitted on dimension "
+                f"{estimator.token_dim_}"
+            )
+    n, L, d = X.shape
+    if reset:
+        estimator._x_ndim = ndim
+        estimator.seq_len_ = L
+        estimator.token_dim_ = d
+    elif L != estimator.seq_len_:
+        raise ValueError(
+            f"X has sequences of length {L}, but {type(estimator).__name__} was "
+            f"fitted on length {estimator.seq_len_}"
+        )
+    if not with_target:
+        return X
+    Y = _finite_float_array(Y, "Y", (1, 2, 3), keep_float32 and ndim == 3)
+    if Y.shape[0] != n:
+        raise ValueError(
+            f"X and Y have different numbers of samples: {n} and {Y.shape[0]}"
+        )
+    if Y.ndim == 3 and Y.shape[1] != L:
+        raise ValueError(
+            f"X and Y have different sequence lengths: {L} and {Y.shape[1]}"
+        )
+    if reset:
+        estimator.target_ = "sequence" if Y.ndim == 3 else "final"
+        # predict returns targets shaped like those seen in fit (1-D stays 1-D)
+        estimator.y_ndim_ = Y.ndim
+    if Y.ndim == 1:
+        Y = Y[:, None]
+    if reset:
+        estimator.d_out_ = Y.shape[-1]
+    return X, Y

@@ -1,0 +1,83 @@
+"""The skorch nets: one that passes a user's interrupt on, and the rank-batched one.
+
+Rules that act during training (divergence, the plateau rule, the per-epoch
+records) are skorch callbacks (:mod:`._callbacks`); the nets here hold only
+what a callback cannot: the handling of an exception around the training
+loop, and the rank-batched loss itself.
+"""
+
+from skorch import NeuralNet
+from skorch.callbacks import EarlyStopping
+
+from ._errors import TrainingFinished
+
+__all__ = ["InterruptibleNet", "RankSweepNet"]
+
+
+class InterruptibleNet(NeuralNet):
+    """A skorch net whose ``fit`` re-raises a user's :class:`KeyboardInterrupt`.
+
+    skorch's ``partial_fit`` catches ``KeyboardInterrupt`` around its training
+    loop, runs the ``on_train_end`` callbacks (closing progress bars) and
+    returns as if training had finished. Here the loop notes the interrupt and
+    ``partial_fit`` raises it again once the callbacks have run, so a Ctrl-C
+    never yields a truncated net that looks trained. A callback's early stop
+    still ends training normally: :class:`~._errors.TrainingFinished`, and the
+    stop of a :class:`skorch.callbacks.EarlyStopping` whose patience ran out
+    (skorch raises a plain ``KeyboardInterrupt`` for it). Callbacks never see
+    the exception that ends the loop, so this stays a method of the net.
+    """
+
+    def notify(self, method_name, **cb_kwargs):
+        getattr(self, method_name)(self, **cb_kwargs)
+        for _, callback in self.callbacks_:
+            try:
+                getattr(callback, method_name)(self, **cb_kwargs)
+            except TrainingFinished:
+                raise
+            except KeyboardInterrupt as stop:
+                patience_ran_out = (isinstance(callback, EarlyStopping)
+                                    and getattr(callback, "misses_", 0) >= callback.patience)
+                if patience_ran_out:
+                    raise TrainingFinished(f"{type(callback).__name__} stopped training") from stop
+                raise
+
+    def fit_loop(self, X, y=None, epochs=None, **fit_params):
+        try:
+            return super().fit_loop(X, y, epochs=epochs, **fit_params)
+        except TrainingFinished:
+            raise
+        except KeyboardInterrupt:
+            self.interrupted_ = True
+            raise
+
+    def partial_fit(self, X, y=None, classes=None, **fit_params):
+        self.interrupted_ = False
+        super().partial_fit(X, y, classes, **fit_params)
+        if self.interrupted_:
+            raise KeyboardInterrupt(
+                f"training interrupted at epoch {len(self.history)} of {self.max_epochs}"
+            )
+        return self
+
+
+class RankSweepNet(InterruptibleNet):
+    """skorch net that trains every rank slot of a batched student at once.
+
+    The criterion returns one loss per rank slot; the net sums them, so every
+    slot gets exactly its own gradient, and records the per-rank losses of
+    every training batch in the history (``train_loss_per_rank``), where the
+    callbacks of :mod:`._callbacks` read them (divergence, the epoch mean).
+
+    Parameters
+    ----------
+    *args, **kwargs
+        As :class:`skorch.NeuralNet`; ``criterion`` returns ``(R,)`` losses.
+    """
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        per_rank = self.criterion_(y_pred, y_true)
+        if training:
+            self.history.record_batch("train_loss_per_rank", per_rank.detach().cpu().tolist())
+        return per_rank.sum()
+

@@ -1,0 +1,106 @@
+"""skorch callbacks: the estimators' own rules are named callbacks, and a user's run beside them."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from skorch.callbacks import Checkpoint, EarlyStopping, LRScheduler
+
+from intrinsic_rank import AttentionRankEstimator, EnergyEffectiveRank, ReachabilityEstimator
+from intrinsic_rank.datasets import make_attention_task, make_random_targets
+
+X, Y = make_attention_task("linear", n_samples=128, seq_len=4, d=5, rank=2, random_state=0)
+TARGETS = make_random_targets(3, 4, vocab_size=64, random_state=0)
+SWEEP = dict(attention="linear", ranks=[1, 2, 3], max_epochs=6, lr=4e-3, random_state=0)
+
+
+def _fit(est, *data):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return est.fit(*data)
+
+
+def test_the_estimators_own_rules_are_named_callbacks():
+    est = _fit(AttentionRankEstimator(**SWEEP, early_stopping=3), X, Y)
+    names = [name for name, _ in est.net_.callbacks_]
+    assert {"rankwise_loss", "divergence", "plateau"} <= set(names)
+    cram = _fit(ReachabilityEstimator(max_epochs=3, n_radius_prompts=2, n_cell_samples=0,
+                                      random_state=0), TARGETS)
+    assert {"finite_loss", "all_done"} <= {name for name, _ in cram.net_.callbacks_}
+
+
+def test_a_users_lr_scheduler_steps_the_optimiser():
+    scheduler = LRScheduler(policy="StepLR", step_size=2, gamma=0.5)
+    est = _fit(AttentionRankEstimator(**SWEEP, callbacks=[scheduler]), X, Y)
+    # StepLR halves the rate every 2 epochs: after 6 epochs it has halved 3 times
+    assert est.net_.optimizer_.param_groups[0]["lr"] == pytest.approx(4e-3 / 8, rel=1e-12)
+    lrs = [row["event_lr"] for row in est.net_.history]
+    assert lrs == pytest.approx([4e-3, 4e-3, 2e-3, 2e-3, 1e-3, 1e-3], rel=1e-12)
+    # and it changed the training: the same seed without it trains differently
+    plain = _fit(AttentionRankEstimator(**SWEEP), X, Y)
+    assert plain.history_[0]["train_loss"] == est.history_[0]["train_loss"]
+    assert plain.history_[-1]["train_loss"] != est.history_[-1]["train_loss"]
+
+
+def test_a_users_checkpoint_writes_files_that_load(tmp_path):
+    checkpoint = Checkpoint(dirname=str(tmp_path), monitor=None)
+    est = _fit(AttentionRankEstimator(**SWEEP, callbacks=[("checkpoint", checkpoint)]), X, Y)
+    for name in ("params.pt", "optimizer.pt", "history.json"):
+        assert (tmp_path / name).is_file()
+    # monitor=None saves every epoch: the last file holds the final parameters
+    saved = torch.load(tmp_path / "params.pt", weights_only=True)
+    final = est.net_.module_.state_dict()
+    assert saved.keys() == final.keys()
+    for key in final:
+        torch.testing.assert_close(saved[key], final[key], rtol=0, atol=0)
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert len(history) == 6
+    # and the net takes them back
+    est.net_.load_params(checkpoint=checkpoint)
+    np.testing.assert_array_equal(est.predict(X), _fit(AttentionRankEstimator(**SWEEP), X, Y)
+                                  .predict(X))
+
+
+def test_user_callbacks_change_no_number_when_they_change_no_state():
+    # a checkpoint only reads the net: rank_ and the risks stay those of a plain fit
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        est = _fit(AttentionRankEstimator(**SWEEP, callbacks=[Checkpoint(dirname=folder,
+                                                                         monitor=None)]), X, Y)
+    plain = _fit(AttentionRankEstimator(**SWEEP), X, Y)
+    assert est.rank_ == plain.rank_
+    assert [r["heldout_risk"] for r in est.sweep_] == [r["heldout_risk"] for r in plain.sweep_]
+
+
+def test_skorch_early_stopping_ends_fit_normally():
+    # threshold=10: no epoch after the first counts as an improvement, so patience 2
+    # stops at epoch 3 of 50; the stop is an early stop, not a KeyboardInterrupt
+    stop = EarlyStopping(monitor="train_loss", patience=2, threshold=10.0)
+    est = _fit(AttentionRankEstimator(**{**SWEEP, "max_epochs": 50}, callbacks=[stop]), X, Y)
+    assert est.n_epochs_ == 3 and len(est.history_) == 3
+
+
+def test_cramming_takes_a_users_scheduler():
+    scheduler = LRScheduler(policy="StepLR", step_size=1, gamma=0.5)
+    est = _fit(ReachabilityEstimator(max_epochs=4, patience=50, lr=1e-2, n_radius_prompts=2,
+                                     n_cell_samples=0, random_state=0, callbacks=[scheduler]),
+               TARGETS)
+    # one epoch is one optimiser step: four steps halve the rate four times
+    assert est.net_.optimizer_.param_groups[0]["lr"] == pytest.approx(1e-2 / 16, rel=1e-12)
+
+
+def test_energy_rank_passes_callbacks_through_its_student():
+    student = AttentionRankEstimator(attention="linear", max_epochs=4, callbacks=[
+        LRScheduler(policy="StepLR", step_size=1, gamma=0.1)])
+    est = _fit(EnergyEffectiveRank(student=student, random_state=0), X, Y)
+    assert est.student_.net_.optimizer_.param_groups[0]["lr"] == pytest.approx(3e-3 * 1e-4)
+
+
+@pytest.mark.parametrize("callbacks", [LRScheduler(), [3], "checkpoint", [("lr", 3)]])
+def test_bad_callbacks_are_refused_by_name(callbacks):
+    with pytest.raises(ValueError, match="AttentionRankEstimator: callbacks must be a list of "
+                                         "skorch callbacks"):
+        AttentionRankEstimator(**SWEEP, callbacks=callbacks).fit(X, Y)
