@@ -1,5 +1,7 @@
 """Hugging Face causal LMs from a local folder: a tiny random GPT-2 built in the test."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -129,3 +131,129 @@ def test_encoder_has_no_decoder_cells():
         encoder.decode(torch.zeros(1, 16))
     with pytest.raises(ValueError, match=r"\(BertModel\) has no next-token head"):
         decoder_cell_proportions(encoder, low=np.zeros(16), high=np.ones(16))
+
+
+# ---------------------------------------------------------------- key-value cache
+
+
+def _tiny_llama(seed=0):
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+        tie_word_embeddings=True, initializer_range=0.3)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("which", ["gpt2", "llama", "tiny"])
+def test_cached_greedy_decoding_gives_the_same_tokens(which, gpt2_folder):
+    from intrinsic_rank.nn import TinyCausalLM, TinyLMAdapter, greedy_decode
+
+    if which == "gpt2":
+        lm = as_causal_lm(str(gpt2_folder))
+    elif which == "llama":
+        lm = HFCausalLMAdapter(_tiny_llama())
+    else:
+        torch.manual_seed(0)
+        lm = TinyLMAdapter(TinyCausalLM(vocab_size=VOCAB, d_model=16, n_layers=2, n_heads=2,
+                                        max_length=24))
+    prompt = lm.embed(torch.randint(VOCAB, (5, 4), generator=torch.Generator().manual_seed(1)))
+    cached = greedy_decode(lm, prompt, 12)
+    assert torch.equal(cached, greedy_decode(lm, prompt, 12, use_cache=False))
+    assert cached.shape == (5, 12) and len(torch.unique(cached)) > 1
+    # several new positions after a cache: the causal mask is shifted by the cached ones
+    whole = torch.cat([prompt, lm.embed(cached)], dim=1)
+    first, cache = lm.extend(whole[:, :5])
+    second, cache = lm.extend(whole[:, 5:9], cache)
+    third, _ = lm.extend(whole[:, 9:10], cache)
+    torch.testing.assert_close(torch.cat([first, second, third], 1), lm.logits(whole[:, :10]),
+                               atol=1e-5, rtol=1e-4)
+
+
+def test_the_default_extend_recomputes_the_whole_sequence():
+    from intrinsic_rank.nn import CausalLMAdapter, TinyLMAdapter, load_default_model
+
+    tiny = TinyLMAdapter(load_default_model())
+    ids = torch.tensor([[3, 9, 4, 7, 1]])
+    logits, cache = CausalLMAdapter.extend(tiny, tiny.embed(ids[:, :2]))
+    more, cache = CausalLMAdapter.extend(tiny, tiny.embed(ids[:, 2:]), cache)
+    assert cache.shape == (1, 5, 64)
+    whole = tiny.logits(tiny.embed(ids))
+    assert torch.equal(more, whole[:, 2:])  # the same pass over the whole sequence
+    torch.testing.assert_close(logits, whole[:, :2])
+
+
+def test_cached_context_is_checked():
+    from intrinsic_rank.nn import greedy_decode
+
+    lm = as_causal_lm("default")
+    with pytest.raises(ValueError, match="input of 129 positions exceeds the model's context"):
+        greedy_decode(lm, lm.embed(torch.zeros(1, 120, dtype=torch.long)), 10)
+
+
+# ---------------------------------------------------------------- saving a folder
+
+
+def test_saved_folder_gives_identical_logits(tmp_path):
+    from intrinsic_rank.nn import load_model, save_model_folder
+
+    model = _tiny_llama()
+    path = save_model_folder(model, tmp_path / "llama")
+    assert path == str(tmp_path / "llama") and os.listdir(tmp_path) == ["llama"]
+    loaded = load_model(path)
+    assert type(loaded.module).__name__ == "LlamaForCausalLM" and loaded.tokenizer is None
+    ids = torch.tensor([[1, 5, 9, 2, 7]])
+    with torch.no_grad():
+        assert torch.equal(loaded.module(ids).logits, model(ids).logits)
+    assert loaded.module.lm_head.weight is loaded.module.model.embed_tokens.weight
+
+
+def test_a_quantizer_is_dropped_and_tensors_are_shared():
+    from intrinsic_rank.nn._hf import unquantized
+
+    model = _tiny_llama()
+    assert unquantized(model) is model
+    model.hf_quantizer = object()  # what a GGUF load leaves
+    model.config.quantization_config = {"quant_method": "gguf"}
+    model.config.architectures = None
+    plain = unquantized(model)
+    assert plain is not model and getattr(plain, "hf_quantizer", None) is None
+    assert getattr(plain.config, "quantization_config", None) is None
+    assert plain.config.architectures == ["LlamaForCausalLM"]
+    assert plain.model.embed_tokens.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    assert plain.lm_head.weight is plain.model.embed_tokens.weight
+    assert not any(t.is_meta for t in [*plain.parameters(), *plain.buffers()])
+    ids = torch.tensor([[4, 2, 8]])
+    with torch.no_grad():
+        assert torch.equal(plain(ids).logits, model(ids).logits)
+
+
+def test_an_interrupted_save_leaves_no_folder(tmp_path, monkeypatch):
+    from intrinsic_rank.nn import save_model_folder
+
+    model = _tiny_llama()
+
+    def crash(folder, **kwargs):
+        open(os.path.join(folder, "config.json"), "w").write("{}")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model, "save_pretrained", crash)
+    with pytest.raises(KeyboardInterrupt):
+        save_model_folder(model, tmp_path / "llama")
+    assert os.listdir(tmp_path) == []
+
+
+def test_existing_folders_are_replaced_only_when_asked(tmp_path):
+    from intrinsic_rank.nn import TinyCausalLM, load_model, save_model_folder
+
+    path = tmp_path / "m"
+    save_model_folder(_tiny_llama(0), path)
+    with pytest.raises(FileExistsError, match="exists; choose another folder or pass overwrite"):
+        save_model_folder(_tiny_llama(1), path)
+    save_model_folder(_tiny_llama(1), path, overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == ["m"]
+    new = load_model(str(path)).module
+    torch.testing.assert_close(new.lm_head.weight, _tiny_llama(1).lm_head.weight)
+    with pytest.raises(TypeError, match="save it as a .pt file with intrinsic_rank.nn.save_tiny_lm"):
+        save_model_folder(TinyCausalLM(vocab_size=8, d_model=8, n_layers=1, n_heads=2),
+                          tmp_path / "tiny")
