@@ -19,7 +19,7 @@ import time
 import torch
 
 from intrinsic_rank.experiments import EXPERIMENTS
-from intrinsic_rank.experiments._min_ip_law import min_ip_rank_law
+from intrinsic_rank.experiments.min_ip._law import min_ip_rank_law
 
 TARGET_SECONDS = {"full": 600.0, "quick": 180.0}
 

@@ -12,7 +12,7 @@ measured in the same run:
    elementwise), which the script checks. It prints targets per second of
    each and their ratio (target: >= 5x at 16 targets).
 2. **The decoder-cell Monte Carlo** (issue [9]):
-   :func:`~intrinsic_rank.nn.decoder_cell_proportions` with the estimator's
+   :func:`~intrinsic_rank.inspection.decoder_cell_proportions` with the estimator's
    sample count (``2**17``) and memory cap (``max_bytes=2**27``), batched in
    chunks on the device, against a per-sample Python loop over a small count
    (the same rules, one point at a time); and the time of
@@ -40,7 +40,8 @@ import torch
 
 from intrinsic_rank import ReachabilityEstimator, bounds
 from intrinsic_rank.datasets import make_random_targets
-from intrinsic_rank.nn import as_causal_lm, decoder_cell_proportions, random_prompt_hidden_states
+from intrinsic_rank.inspection import decoder_cell_proportions
+from intrinsic_rank.nn import as_causal_lm, random_prompt_hidden_states
 
 TARGET = 5.0  # issue [4/6]: at least 5x more targets per second at 16 targets
 N_CELL_SAMPLES = 2**17  # ReachabilityEstimator's default

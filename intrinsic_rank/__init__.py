@@ -14,12 +14,14 @@ The public API is the estimators and the sub-modules:
 * :mod:`intrinsic_rank.operator_fit` -- training-free least-squares fits of the
   teachers' token mixers (numpy only);
 * :mod:`intrinsic_rank.metrics` -- the exact-sequence error and its scorer;
-* :mod:`intrinsic_rank.nn` -- the torch students;
+* :mod:`intrinsic_rank.nn` -- the torch students, causal LMs and model loading;
+* :mod:`intrinsic_rank.inspection` -- measuring a model: head profiles and scores,
+  hidden-state geometry, decoder cells through a real head;
 * :mod:`intrinsic_rank.experiments` -- reproductions returning records and plots.
 
 Only the numpy parts are imported with the package: the estimators,
-:mod:`~intrinsic_rank.nn` and :mod:`~intrinsic_rank.experiments` (which need
-torch) load on first use, so ``import intrinsic_rank.spectral`` works in an
+:mod:`~intrinsic_rank.nn`, :mod:`~intrinsic_rank.inspection` and
+:mod:`~intrinsic_rank.experiments` (which need torch) load on first use, so ``import intrinsic_rank.spectral`` works in an
 environment with numpy and scipy only.
 """
 
@@ -36,7 +38,7 @@ _LAZY_ESTIMATORS = (
     "ReachabilityEstimator",
     "TrainingDivergedError",
 )
-_LAZY_MODULES = ("estimators", "experiments", "nn", "operator_fit", "cli")
+_LAZY_MODULES = ("estimators", "experiments", "inspection", "nn", "operator_fit", "cli")
 
 __all__ = [
     "AttentionRankEstimator",

@@ -457,7 +457,7 @@ def main(argv=None):
             # Everything finished is on disk already (atomic writes; the reproduce
             # manifest records the interruption). CPython may still end the process
             # by re-raising SIGINT at shutdown when it judges an interrupt unhandled
-            # (exit status -2 instead of 130, seen in about 1 run in 6), so the
+            # (exit status -2 instead of 130), so the
             # program leaves here, streams flushed, with the status a shell expects.
             _exit_now(_INTERRUPTED)
         return _INTERRUPTED

@@ -1,5 +1,9 @@
 """Training-free estimates of a teacher's token mixer from the data alone.
 
+One module, though it is longer than most: the three fits share their input
+checks, the chunked normal equations and the noise threshold below, and users
+import them together as ``intrinsic_rank.operator_fit``.
+
 The teacher tasks (:mod:`intrinsic_rank.datasets`) are linear in the unknown
 mixer once the right features are formed, so the mixer can be estimated by
 ordinary least squares on the data, without training a student:

@@ -1,5 +1,9 @@
 """Rank measures computed from singular values.
 
+One module, though it is longer than most: every measure shares the one
+spectrum reader and its float-limit scaling, and users import them together
+as ``intrinsic_rank.spectral``.
+
 Every public function accepts ``a`` in one of three forms:
 
 * a 1-D array of singular values (nonnegative, any order);

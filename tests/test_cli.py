@@ -68,7 +68,7 @@ def test_copy_command_reports_bad_train_lengths(tmp_path, capsys):
 def test_reach_command_prints_tables_and_bound_and_saves(tmp_path, capsys):
     out = tmp_path / "reach"
     status = main(["reach", "--memory", "1,2", "--lengths", "2-6", "--targets", "4",
-                   "--max-steps", "200", "--patience", "100", "--precision", "float16",
+                   "--epochs", "200", "--patience", "100", "--precision", "float16",
                    "--out", str(out), "--quiet"])
     assert status == 0
     text = capsys.readouterr().out

@@ -16,14 +16,14 @@ from intrinsic_rank import cli
 from intrinsic_rank.cli import DEFAULT_THREADS, main, thread_count
 from intrinsic_rank.datasets import make_attention_task
 from intrinsic_rank.experiments import EXPERIMENTS
-from intrinsic_rank.experiments._data import (
+from intrinsic_rank.experiments.entropic._data import (
     MODEL_FORMAT,
     ModelVersionWarning,
     load_model_file,
     load_xy,
 )
-from intrinsic_rank.experiments._parallel import _ThreadRule
-from intrinsic_rank.experiments._reproduce import _resolve_pieces
+from intrinsic_rank.experiments.runner._parallel import _ThreadRule
+from intrinsic_rank.experiments.runner._reproduce import _resolve_pieces
 
 COMMANDS = [e.command for e in EXPERIMENTS.values()] + ["reproduce"]
 
@@ -140,24 +140,26 @@ def test_quick_sizes_reach_the_settings():
 
 
 @pytest.mark.parametrize("argv, dest, value", [
-    (["frontier", "--r-stars", "1,2"], "r_stars", [1, 2]),
     (["frontier", "--r-star", "1,2"], "r_stars", [1, 2]),
-    (["min-ip", "--seeds", "2"], "n_seeds", 2),
     (["min-ip", "--n-seeds", "2"], "n_seeds", 2),
-    (["min-ip-law", "--seeds", "3"], "n_seeds", 3),
-    (["min-ip-law", "--steps", "70"], "epochs", 70),
     (["min-ip-law", "--epochs", "70"], "epochs", 70),
-    (["reach", "--max-steps", "50"], "epochs", 50),
     (["reach", "--epochs", "50"], "epochs", 50),
 ])
-def test_old_option_names_stay_as_hidden_aliases(capsys, argv, dest, value):
+def test_one_option_vocabulary(capsys, argv, dest, value):
     args = cli._build_parser().parse_args(argv)
     assert getattr(args, dest) == value
-    text = _help(capsys, argv[0])
-    for old in ("--r-stars", "--seeds", "--max-steps"):
-        assert old not in text.replace("--n-seeds", "")
-    if argv[0] == "min-ip-law":
-        assert "--steps" not in text
+
+
+@pytest.mark.parametrize("argv", [
+    ["frontier", "--r-stars", "1,2"], ["min-ip", "--seeds", "2"],
+    ["min-ip-law", "--seeds", "3"], ["min-ip-law", "--steps", "70"],
+    ["reach", "--max-steps", "50"],
+])
+def test_names_outside_the_vocabulary_are_refused(capsys, argv):
+    with pytest.raises(SystemExit) as exit_info:
+        cli._build_parser().parse_args(argv)
+    assert exit_info.value.code == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
 
 
 def test_reach_defaults_when_no_alias_is_given():
@@ -317,7 +319,7 @@ def test_status_lines_off_a_terminal_and_none_when_quiet():
     import io
     import time
 
-    from intrinsic_rank.experiments._progress import StatusLines
+    from intrinsic_rank.experiments.runner._progress import StatusLines
 
     log = io.StringIO()
     with StatusLines("intrinsic-rank sweep", interval=0.02, stream=log):
@@ -342,7 +344,7 @@ def test_status_lines_off_a_terminal_and_none_when_quiet():
 
 def test_commands_silence_the_hugging_face_bars(monkeypatch):
     monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
-    from intrinsic_rank.experiments._progress import silence_third_party_bars
+    from intrinsic_rank.experiments.runner._progress import silence_third_party_bars
 
     silence_third_party_bars()
     assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
@@ -352,11 +354,11 @@ def test_steps_count_fits_and_feed_the_status_line():
     import io
     import time
 
-    from intrinsic_rank.experiments._progress import StatusLines, steps
+    from intrinsic_rank.experiments.runner._progress import StatusLines, progress_steps
 
     log = io.StringIO()
     with StatusLines("intrinsic-rank reach", interval=0.03, stream=log):
-        with steps(3, "reach", stream=io.StringIO()) as bar:
+        with progress_steps(3, "reach", stream=io.StringIO()) as bar:
             bar.update("m = 1, n = 4: accessibility 0.75")
             time.sleep(0.15)
             bar.update("m = 1, n = 5: accessibility 0.25")
@@ -370,7 +372,7 @@ def test_steps_count_fits_and_feed_the_status_line():
     # quiet: nothing recorded for the status line
     quiet_log = io.StringIO()
     with StatusLines("x", interval=0.03, stream=quiet_log):
-        with steps(2, "x", enabled=False) as bar:
+        with progress_steps(2, "x", enabled=False) as bar:
             bar.update("should not show")
             time.sleep(0.1)
     assert "should not show" not in quiet_log.getvalue() and bar.done == 1

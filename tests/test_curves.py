@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from intrinsic_rank.experiments import _curves
-from intrinsic_rank.experiments._curves import (
+from intrinsic_rank.experiments.reachability import _curves
+from intrinsic_rank.experiments.reachability._curves import (
     fit_cliff,
     fit_logistic_midpoint,
     fit_n50,
@@ -172,7 +172,7 @@ def test_curves_module_has_no_torch_import():
 
 # -- exponential decay past n50 (issue [9]) ------------------------------------------------
 
-from intrinsic_rank.experiments._curves import fit_tail_decay, fit_tail_decays  # noqa: E402
+from intrinsic_rank.experiments.reachability._curves import fit_tail_decay, fit_tail_decays  # noqa: E402
 
 
 def test_tail_decay_recovers_a_known_rate_exactly():

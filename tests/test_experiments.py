@@ -41,22 +41,7 @@ def test_ladder_command(tmp_path, capsys):
     assert (tmp_path / "ladder.png").stat().st_size > 10_000
 
 
-def test_verbose_is_deprecated_for_progress():
-    from intrinsic_rank.experiments import rank_sweep
-
-    tiny = dict(n_samples=200, n_test=100, seq_len=4, d=4, r_star=2, rungs=("fixed",),
-                max_epochs=5)
-    with pytest.warns(FutureWarning, match="`verbose` was renamed `progress`"):
-        old = interpolation_ladder(verbose=0, **tiny)
-    assert old.records == interpolation_ladder(progress=False, **tiny).records
-    sweep = dict(teacher="linear", r_star=1, d=4, seq_len=4, n_samples=200, ranks=[1],
-                 max_epochs=5)
-    with pytest.warns(FutureWarning, match="`verbose` was renamed `progress`"):
-        old = rank_sweep(verbose=0, **sweep)
-    assert old.records == rank_sweep(**sweep).records
-
-
-# ---------------------------------------------------------------- issue 11: names and figures
+# ---------------------------------------------------------------- names and figures
 
 
 def _legends_off_the_axes(fig):
@@ -72,12 +57,11 @@ def _legends_off_the_axes(fig):
 
 
 def test_ladder_ratio_has_its_name_and_keeps_the_old_one(ladder):
-    from intrinsic_rank.experiments._ladder import LADDER_COLUMNS, EXPERIMENT
+    from intrinsic_rank.experiments.entropic._ladder import LADDER_COLUMNS, EXPERIMENT
 
     for rec in ladder.records:
         assert rec["excess_to_floor_ratio"] == rec["excess_risk"] / ladder.noise_floor
-        assert rec["excess_over_floor"] == rec["excess_to_floor_ratio"]  # deprecated name
-    assert "excess_to_floor_ratio" in LADDER_COLUMNS and "excess_over_floor" not in LADDER_COLUMNS
+    assert "excess_to_floor_ratio" in LADDER_COLUMNS and "excess_over_floor" not in rec
     # results saved before the rename (the old key only) are still judged and tabled
     old = dict(ladder, records=[{k: v for k, v in rec.items() if k != "excess_to_floor_ratio"}
                                 for rec in ladder.records])

@@ -15,7 +15,7 @@ import pytest
 
 from intrinsic_rank.cli import main
 from intrinsic_rank.experiments import EXPERIMENTS, Experiment, register, reproduce
-from intrinsic_rank.experiments._registry import InterruptGuard
+from intrinsic_rank.experiments.runner._registry import InterruptGuard
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
 
@@ -199,7 +199,7 @@ def test_a_closed_pipe_exits_quietly_and_keeps_every_file(tmp_path):
 
 def test_a_missing_matplotlib_keeps_the_json_and_says_so_in_one_line(tmp_path, registered,
                                                                      capsys, monkeypatch):
-    from intrinsic_rank.experiments._output import pyplot
+    from intrinsic_rank.experiments.runner import pyplot
 
     def plot(result, folder):
         pyplot()  # raises ImportError below
@@ -301,7 +301,7 @@ def test_an_out_of_range_seed_is_refused(tmp_path, checked, capsys, seed, messag
     (["sweep", "--ranks", "8-2"], "argument --ranks: the range 8-2 in '8-2' ends below its "
      "start; write 2-8"),
     (["sweep", "--ranks", "1,,x"], "argument --ranks: cannot read rank grid '1,,x'"),
-    (["frontier", "--r-stars", "1-5000"], "argument --r-stars: the grid '1-5000' has 5000 "
+    (["frontier", "--r-star", "1-5000"], "argument --r-star: the grid '1-5000' has 5000 "
      "entries"),
     (["reach", "--lengths", "2-1000000000"], "argument --lengths: the grid '2-1000000000' has "
      "999999999 entries"),
@@ -330,7 +330,7 @@ def test_an_experiments_own_check_runs_before_any_work(tmp_path, checked, capsys
 def test_grid_types_check_before_expanding():
     import argparse
 
-    from intrinsic_rank.experiments._arguments import (
+    from intrinsic_rank.experiments.runner._arguments import (
         MAX_GRID_SIZE,
         bounded_int,
         parse_lengths,

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from intrinsic_rank.experiments import EXPERIMENTS, Experiment, register, reproduce
-from intrinsic_rank.experiments._output import (
+from intrinsic_rank.experiments.runner import (
     MISSING,
     check_output_folder,
     format_column,

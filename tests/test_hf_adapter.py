@@ -96,7 +96,8 @@ def test_folder_without_a_model(tmp_path):
 def test_decode_and_decoder_cells_through_the_hf_head(gpt2_folder):
     from intrinsic_rank import bounds
     from intrinsic_rank._validation import keyed_seed
-    from intrinsic_rank.nn import decoder_cell_proportions, random_prompt_hidden_states
+    from intrinsic_rank.inspection import decoder_cell_proportions
+    from intrinsic_rank.nn import random_prompt_hidden_states
 
     lm = as_causal_lm(str(gpt2_folder))
     x = lm.embed(torch.tensor([[1, 2, 3, 4]]))
@@ -120,7 +121,8 @@ def test_decode_and_decoder_cells_through_the_hf_head(gpt2_folder):
 
 
 def test_encoder_has_no_decoder_cells():
-    from intrinsic_rank.nn import HFEncoderAdapter, decoder_cell_proportions
+    from intrinsic_rank.inspection import decoder_cell_proportions
+    from intrinsic_rank.nn import HFEncoderAdapter
 
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1,

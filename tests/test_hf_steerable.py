@@ -21,10 +21,10 @@ transformers = pytest.importorskip("transformers")
 from intrinsic_rank import ReachabilityEstimator  # noqa: E402
 from intrinsic_rank.datasets import make_random_targets  # noqa: E402
 from intrinsic_rank.experiments import accessibility_curves  # noqa: E402
+from intrinsic_rank.inspection import decoder_cell_proportions  # noqa: E402
 from intrinsic_rank.nn import (  # noqa: E402
     HFCausalLMAdapter,
     as_causal_lm,
-    decoder_cell_proportions,
     random_prompt_hidden_states,
 )
 

@@ -22,7 +22,7 @@ from intrinsic_rank.experiments import (
     plot_min_ip,
     summarize_min_ip,
 )
-from intrinsic_rank.experiments import _min_ip as min_ip_module
+from intrinsic_rank.experiments.min_ip import _transition as min_ip_module
 from intrinsic_rank.metrics import exact_sequence_error
 from intrinsic_rank.nn import KernelAttentionStudent
 from intrinsic_rank.nn._kernel_attention import NormalizedKernelHead
@@ -223,7 +223,7 @@ def test_min_ip_command_prints_tables_and_saves_png_and_json(tmp_path, capsys, m
     monkeypatch.setattr(min_ip_module, "_QUICK_OOD_SETTINGS",
                         ({"n_bits": 8, "pool": 18, "n_train_sequences": 120},))
     out = tmp_path / "run"
-    status = main(["min-ip", "--quick", "--seeds", "1", "--ranks", "1,2", "--epochs", "2",
+    status = main(["min-ip", "--quick", "--n-seeds", "1", "--ranks", "1,2", "--epochs", "2",
                    "--n-bits", "12", "--n-codewords", "8", "--out", str(out), "--quiet"])
     assert status == 0
     text = capsys.readouterr().out

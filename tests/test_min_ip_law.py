@@ -13,7 +13,7 @@ from intrinsic_rank.datasets import (
     min_ip_exhaustive_triples,
 )
 from intrinsic_rank.experiments import EXPERIMENTS
-from intrinsic_rank.experiments._min_ip_law import fit_rank_law, min_ip_rank_law
+from intrinsic_rank.experiments.min_ip._law import fit_rank_law, min_ip_rank_law
 from intrinsic_rank.nn import (
     FEATURE_MAPS,
     TripleAttentionHead,
@@ -104,7 +104,7 @@ def test_rank_law_small():
         assert rec["optimisation_failure"] == (rec["provable_exact"] and rec["sequence_error"] > 0)
     exp = EXPERIMENTS["min-ip-law"]
     assert exp.command == "min-ip-law" and exp.verdicts(
-        __import__("intrinsic_rank.experiments._output", fromlist=["jsonable"]).jsonable(
+        __import__("intrinsic_rank.experiments.runner._output", fromlist=["jsonable"]).jsonable(
             dict(result, seconds=0.0)))
 
 

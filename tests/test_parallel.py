@@ -14,8 +14,9 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 
 from intrinsic_rank import AttentionRankEstimator
 from intrinsic_rank.datasets import make_attention_task
-from intrinsic_rank.experiments import _parallel
-from intrinsic_rank.experiments._parallel import run_parallel, sweep_grid
+from intrinsic_rank.experiments.entropic import _grid
+from intrinsic_rank.experiments.runner import _parallel, run_parallel
+from intrinsic_rank.experiments import sweep_grid
 
 # 2 settings x 2 seeds of the smallest task whose rank the sweep gets right
 GRID = {"teacher": ["linear"], "r_star": [1, 2], "d": [6], "seq_len": [4],
@@ -73,8 +74,9 @@ def test_threads_are_set_per_task_and_restored():
 
 
 def test_doctests_pass():
-    result = doctest.testmod(_parallel, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted >= 5 and result.failed == 0
+    for module in (_parallel, _grid):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.attempted >= 2 and result.failed == 0, module.__name__
 
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, "2"])
@@ -217,9 +219,9 @@ def test_fit_seeds_on_dask_matches_sequential(dask_client, seeds_sequential):
 
 
 def test_fit_seeds_majority_rule():
-    assert _parallel._majority([3, 2, 3]) == (3, pytest.approx(2 / 3))
-    assert _parallel._majority([4, 2]) == (2, 0.5)  # a tie: the smallest rank
-    assert _parallel._majority([5]) == (5, 1.0)
+    assert _grid._majority([3, 2, 3]) == (3, pytest.approx(2 / 3))
+    assert _grid._majority([4, 2]) == (2, 0.5)  # a tie: the smallest rank
+    assert _grid._majority([5]) == (5, 1.0)
 
 
 def test_fit_seeds_bad_input():

@@ -430,11 +430,11 @@ def test_a_decoder_body_folder_is_still_a_causal_lm(tmp_path):
 
 # ---------------------------------------------------------------- head scores (issue 11)
 
-from intrinsic_rank.experiments._profile import (  # noqa: E402
+from intrinsic_rank.experiments import plot_head_scores  # noqa: E402
+from intrinsic_rank.inspection import (  # noqa: E402
     HEAD_PATTERNS,
     head_pattern_masks,
     head_pattern_scores,
-    plot_head_scores,
 )
 
 

@@ -10,14 +10,8 @@ from intrinsic_rank import ReachabilityEstimator, bounds
 from intrinsic_rank._validation import keyed_seed
 from intrinsic_rank.datasets import make_random_targets
 from intrinsic_rank.estimators._reachability import BOUND_NAMES
-from intrinsic_rank.nn import (
-    TinyCausalLM,
-    TinyLMAdapter,
-    as_causal_lm,
-    check_decoder,
-    decoder_cell_proportions,
-    random_prompt_hidden_states,
-)
+from intrinsic_rank.inspection import check_decoder, decoder_cell_proportions
+from intrinsic_rank.nn import TinyCausalLM, TinyLMAdapter, as_causal_lm, random_prompt_hidden_states
 
 SHORT = dict(max_epochs=200, patience=100, n_radius_prompts=32)
 

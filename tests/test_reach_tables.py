@@ -9,7 +9,7 @@ import pytest
 from intrinsic_rank import bounds
 from intrinsic_rank.cli import _build_parser, main
 from intrinsic_rank.experiments import EXPERIMENTS, accessibility_curves, reachability_geometry
-from intrinsic_rank.experiments._output import format_table, jsonable
+from intrinsic_rank.experiments.runner import format_table, jsonable
 
 BOUNDS = ["ball", "box", "cone", "box + cells"]
 CONVENTIONS = ["machine", "paper", "relative"]

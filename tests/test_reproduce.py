@@ -10,13 +10,7 @@ import re
 import pytest
 
 from intrinsic_rank.cli import main
-from intrinsic_rank.experiments._reproduce import (
-    PIECES,
-    VERDICTS,
-    Verdict,
-    reproduce,
-    write_report,
-)
+from intrinsic_rank.experiments import EXPERIMENTS, VERDICTS, Verdict, reproduce, write_report
 
 # Tiny settings: a couple of seconds per piece on one thread.
 TINY = {
@@ -32,13 +26,13 @@ def tiny_pieces(monkeypatch):
     """Swap in tiny settings for ``ladder`` and ``copy`` and count their runs."""
     calls = {name: 0 for name in TINY}
     for name, settings in TINY.items():
-        piece = PIECES[name]
+        piece = EXPERIMENTS[name]
 
         def counted(settings, *, random_state, progress, device, _run=piece.run, _name=name):
             calls[_name] += 1
             return _run(settings, random_state=random_state, progress=progress, device=device)
 
-        monkeypatch.setitem(PIECES, name, dataclasses.replace(
+        monkeypatch.setitem(EXPERIMENTS, name, dataclasses.replace(
             piece, quick=settings, full=dict(settings, n_eval=4) if name == "copy"
             else dict(settings, max_epochs=10), run=counted))
     return calls
@@ -80,8 +74,8 @@ def test_force_and_changed_settings_recompute(tmp_path, tiny_pieces, monkeypatch
     reproduce("ladder", out=tmp_path, progress=False, quick=False)
     assert tiny_pieces["ladder"] == 4  # the full result is cached now
     # an edited setting is a different key too
-    edited = dataclasses.replace(PIECES["ladder"], full=dict(TINY["ladder"], max_epochs=11))
-    monkeypatch.setitem(PIECES, "ladder", edited)
+    edited = dataclasses.replace(EXPERIMENTS["ladder"], full=dict(TINY["ladder"], max_epochs=11))
+    monkeypatch.setitem(EXPERIMENTS, "ladder", edited)
     run = reproduce("ladder", out=tmp_path, progress=False, quick=False)
     assert tiny_pieces["ladder"] == 5 and not run.pieces["ladder"].cached
     assert run.pieces["ladder"].result["config"]["max_epochs"] == 11
@@ -130,10 +124,10 @@ def test_write_report_on_given_pieces(tmp_path):
 
     result = {"records": [{"rung": "B0 fixed operator", "attention": "fixed", "rank": 4,
                            "train_risk": 0.01, "test_risk": 0.0101, "excess_risk": 1e-4,
-                           "excess_over_floor": 0.01}],
+                           "excess_to_floor_ratio": 0.01}],
               "noise_floor": 0.01, "config": {}}
     piece = Bunch(name="ladder", title="t", paper="p", settings={"a": 1}, result=result,
-                  verdicts=PIECES["ladder"].verdicts(result), seconds=1.5, cached=True,
+                  verdicts=EXPERIMENTS["ladder"].verdicts(result), seconds=1.5, cached=True,
                   finished="now", files=[])
     path = write_report(tmp_path, [piece], command="cmd", seconds=0.1)
     text = open(path).read()
@@ -181,7 +175,7 @@ def _sweep(r_star=4, estimate=4, excess=(0.6, 0.3, 0.15, 0.0, 1e-5, 1e-5), energ
 
 
 def test_entropic_verdicts():
-    judge = PIECES["entropic"].verdicts
+    judge = EXPERIMENTS["entropic"].verdicts
     good = judge({"sweeps": {"linear": _sweep()}})
     assert by(good) == ["agrees"] * 4
     assert "estimated r* = 4, true r* = 4" in good[0].measured
@@ -198,13 +192,13 @@ def _ladder(b0, b1, b2, b3):
     names = [("fixed", "B0 fixed operator"), ("linear", "B1 linear QK"),
              ("softmax", "B2 softmax QK"), ("block", "B3 Transformer block")]
     return {"records": [dict(attention=a, rung=label, excess_risk=0.01 * x,
-                             excess_over_floor=x)
+                             excess_to_floor_ratio=x)
                         for (a, label), x in zip(names, (b0, b1, b2, b3))],
             "noise_floor": 0.01}
 
 
 def test_ladder_verdicts():
-    judge = PIECES["ladder"].verdicts
+    judge = EXPERIMENTS["ladder"].verdicts
     assert by(judge(_ladder(0.0, 95, 93, 97))) == ["agrees"] * 3
     # B0 a bit above the floor; B3 does not fail; B1 fails far less than B2
     assert by(judge(_ladder(0.5, 25, 93, 3))) == ["partly", "partly", "partly"]
@@ -231,7 +225,7 @@ def _frontier(fit_numerical, inverted_exact=True, mixer=4.0, recovery_error=0.0)
 
 
 def test_frontier_verdicts():
-    judge = PIECES["frontier"].verdicts
+    judge = EXPERIMENTS["frontier"].verdicts
     saturating = judge(_frontier(lambda r: 13 + r // 8))
     assert [v.claim.split(":")[0] for v in saturating][:2] == [
         "linear QK with V known", "linear QK with V unknown"]
@@ -267,7 +261,7 @@ def _ood(ranks, best, dense):
 
 
 def test_min_ip_verdicts():
-    judge = PIECES["min-ip"].verdicts
+    judge = EXPERIMENTS["min-ip"].verdicts
     # what we measure: transition at 4, rank 1 at 0.36, no OOD transition
     ours = judge(_min_ip(ood=_ood([None, None, None], [0.17, 0.26, 0.37],
                                   [0.009, 0.016, 0.039])))
@@ -293,7 +287,7 @@ def _reach(slope=3.0, r2=0.995, ratio=48.0, box_ratio=46.0, bracketed=(True, Tru
 
 
 def test_reach_verdicts():
-    judge = PIECES["reach"].verdicts
+    judge = EXPERIMENTS["reach"].verdicts
     assert by(judge(_reach())) == ["agrees", "agrees", "agrees", "does not agree"]
     assert by(judge(_reach(r2=0.95, ratio=25, box_ratio=12, bracketed=(True, False, True)))) \
         == ["partly", "partly", "agrees", "partly"]
@@ -316,7 +310,7 @@ def _copy(inside=(1.0, 0.96), midpoint=20.2, scale=0.06, bracketed=True):
 
 
 def test_copy_verdicts():
-    judge = PIECES["copy"].verdicts
+    judge = EXPERIMENTS["copy"].verdicts
     assert by(judge(_copy())) == ["agrees", "agrees"]
     assert by(judge(_copy(inside=(1.0, 0.7), midpoint=12.0, scale=0.1))) == ["partly", "partly"]
     assert by(judge(_copy(midpoint=12.0, scale=5.0))) == ["agrees", "does not agree"]
@@ -344,7 +338,7 @@ def _profile(structured=54, rho=-0.2, default_rho=-0.5, ranks=(6.2, 3.6, 2.9, 3.
 
 
 def test_profile_verdicts():
-    judge = PIECES["profile"].verdicts
+    judge = EXPERIMENTS["profile"].verdicts
     assert by(judge(_profile())) == ["agrees", "agrees", "agrees"]
     # 20 of 72 structured heads (28%) is partly, 10 (14%) does not agree
     assert by(judge(_profile(structured=20)))[0] == "partly"
@@ -361,12 +355,12 @@ def test_profile_verdicts():
 
 
 def test_every_verdict_is_a_verdict_of_strings():
-    v = PIECES["copy"].verdicts(_copy())[0]
+    v = EXPERIMENTS["copy"].verdicts(_copy())[0]
     assert isinstance(v, Verdict) and all(isinstance(x, str) for x in v)
 
 
 def test_quick_and_full_settings_differ_and_are_json():
-    for name, piece in PIECES.items():
+    for name, piece in EXPERIMENTS.items():
         assert piece.quick != piece.full, name
         assert json.loads(json.dumps(piece.full)) == piece.full
         assert json.loads(json.dumps(piece.quick)) == piece.quick
@@ -375,7 +369,7 @@ def test_quick_and_full_settings_differ_and_are_json():
 @pytest.mark.slow
 def test_reproduce_all_quick_end_to_end(tmp_path):
     run = reproduce("all", quick=True, out=tmp_path, progress=False)
-    assert list(run.pieces) == list(PIECES)
+    assert list(run.pieces) == list(EXPERIMENTS)
     text = open(run.report).read()
     for name, piece in run.pieces.items():
         assert piece.verdicts, name

@@ -13,7 +13,7 @@ One module per paper, every name re-exported here:
   :func:`precision_from_dtype`, :func:`reachable_log_count_bound`,
   :func:`reachable_slope_bound`, :func:`box_log_count_bound`,
   :func:`box_slope_bound`, :func:`hidden_state_geometry`;
-* ``_cone``, ``_cells`` and ``_precision`` -- the reachability paper's refinements (issue [9]):
+* ``_cone``, ``_cells`` and ``_precision`` -- the reachability paper's refinements:
   the cone (:func:`min_pairwise_cosine`, :func:`cone_half_angle`,
   :func:`cone_log_fraction`, :func:`cone_log_count_bound`,
   :func:`cone_slope_bound`, :data:`CONE_CONVENTIONS`), non-uniform decoder

@@ -126,7 +126,7 @@ def cone_half_angle(min_cosine, *, convention="enclosing"):
     min_cosine : float
         In ``[-1, 1]``, usually :func:`min_pairwise_cosine`.
     convention : {"enclosing", "authors"}, default="enclosing"
-        ``"enclosing"`` (the issue's definition and a guaranteed bound):
+        ``"enclosing"`` (a guaranteed bound):
         ``theta = arccos(min_cosine)``, since every state lies within that angle
         of any one of them. ``"authors"``: ``arccos(min_cosine) / 2``, the
         authors' bounds notebook, which takes the widest pair's angle as the

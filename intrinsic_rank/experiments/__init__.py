@@ -1,148 +1,189 @@
-"""Reproductions of the papers: pure functions returning records, plus plots.
+"""Reproductions of the three papers: pure functions returning records, plus plots.
 
-Each experiment is one module that ends by registering one
-:class:`Experiment` (its run, tables, plots, verdicts, quick and full
-settings, command-line options); the command line and :func:`reproduce` read
-them from :data:`EXPERIMENTS`. The experiments are imported below in
-report order (entropic, ladder, frontier, min-ip, min-ip-law, reach, copy, profile); any
-other module of this package is imported after them, so a new experiment
-module registers itself without a change here.
+One subpackage per paper, each importing only the runner and the rooms below
+(import-linter checks both, and that the papers never import each other):
+
+* :mod:`~intrinsic_rank.experiments.entropic` -- the Entropic Bound (``sweep``,
+  ``ladder``, ``frontier`` and the appendix on real models, ``profile``);
+* :mod:`~intrinsic_rank.experiments.min_ip` -- three tokens force exponential
+  feature rank (``min-ip``, ``min-ip-law``);
+* :mod:`~intrinsic_rank.experiments.reachability` -- how many outputs a
+  Transformer can generate (``reach``, ``copy``);
+* :mod:`~intrinsic_rank.experiments.runner` -- what they share: the registry,
+  the reproduce runner, output, progress, argument types and parallel tasks.
+
+Each experiment is one :class:`Experiment` (its run, tables, plots, verdicts,
+quick and full settings, command-line options); :data:`REPORT_ORDER` below
+lists them in the order of the report and of ``intrinsic-rank --help``, and
+registers them in :data:`EXPERIMENTS`, which the command line and
+:func:`reproduce` read. The measuring functions these experiments use
+(:func:`profile_heads`, :func:`head_pattern_scores`,
+:func:`reachability_geometry`) live in :mod:`intrinsic_rank.inspection` and are
+re-exported here.
 """
 
-import importlib as _importlib
-import pkgutil as _pkgutil
-
-# The experiments, in registration order = report order (not sorted).
-from ._sweep import plot_sweep, rank_sweep
-from ._ladder import RUNGS, interpolation_ladder, plot_ladder
-from ._frontier import FRONTIER_TEACHERS, plot_frontier, predictability_frontier
-from ._min_ip import (
-    OOD_SETTINGS,
-    min_ip_ood_scaling,
-    min_ip_phase_transition,
-    plot_min_ip,
-    summarize_min_ip,
-)
-from ._min_ip_law import fit_rank_law, min_ip_rank_law, plot_min_ip_law
-from ._reach import AUTO_LENGTHS, accessibility_curves, plot_accessibility, reachability_geometry
-from ._copy import (
-    COPY_SETTINGS,
-    copy_length_cliff,
-    default_copy_lengths,
-    greedy_copy,
-    plot_copy_cliff,
-    score_copies,
-)
-from ._profile import (
-    PROFILE_COLUMNS,
-    kernel_rank_trajectory,
-    plot_head_profile,
-    plot_kernel_rank_trajectory,
-    profile_heads,
-    save_profile_csv,
+from ..inspection import (
     HEAD_PATTERNS,
+    PROFILE_COLUMNS,
     head_pattern_masks,
     head_pattern_scores,
-    plot_head_scores,
+    profile_heads,
+    reachability_geometry,
+    save_profile_csv,
 )
-from ._arguments import parse_ranks
-from ._data import ModelVersionWarning, load_model_file, load_xy, save_model_file, sweep_data
-from ._curves import (
+from . import entropic, min_ip, reachability, runner
+from .entropic import (
+    FRONTIER_TEACHERS,
+    RUNGS,
+    SWEEP_GRID_KEYS,
+    ModelVersionWarning,
+    fit_seeds,
+    interpolation_ladder,
+    kernel_rank_trajectory,
+    load_model_file,
+    load_xy,
+    plot_frontier,
+    plot_head_profile,
+    plot_head_scores,
+    plot_kernel_rank_trajectory,
+    plot_ladder,
+    plot_sweep,
+    predictability_frontier,
+    rank_sweep,
+    save_model_file,
+    sweep_data,
+    sweep_grid,
+)
+from .min_ip import (
+    OOD_SETTINGS,
+    fit_rank_law,
+    min_ip_ood_scaling,
+    min_ip_phase_transition,
+    min_ip_rank_law,
+    plot_min_ip,
+    plot_min_ip_law,
+    summarize_min_ip,
+)
+from .reachability import (
+    AUTO_LENGTHS,
+    COPY_SETTINGS,
+    accessibility_curves,
+    copy_length_cliff,
+    default_copy_lengths,
     fit_cliff,
     fit_logistic_midpoint,
     fit_n50,
     fit_slope,
     fit_tail_decay,
     fit_tail_decays,
+    greedy_copy,
+    plot_accessibility,
+    plot_copy_cliff,
+    score_copies,
 )
-from ._output import (
+from .runner import (
+    EXPERIMENTS,
+    VERDICTS,
+    Experiment,
+    Verdict,
     check_output_folder,
     format_table,
     lock_folder,
+    parse_ranks,
+    register,
+    reproduce,
+    run_parallel,
     save_records,
     write_csv,
     write_json,
+    write_report,
 )
-from ._parallel import SWEEP_GRID_KEYS, fit_seeds, run_parallel, sweep_grid
-from ._registry import EXPERIMENTS, Experiment, register
-from ._reproduce import PIECES, VERDICTS, ReproductionPiece, Verdict, reproduce, write_report
 
+REPORT_ORDER = (
+    entropic.SWEEP,
+    entropic.LADDER,
+    entropic.FRONTIER,
+    min_ip.MIN_IP,
+    min_ip.MIN_IP_LAW,
+    reachability.REACH,
+    reachability.COPY,
+    entropic.PROFILE,
+)
+"""Every experiment of the three papers, in report order (the order of ``--help`` too)."""
 
-def _import_every_module():
-    """Import the package's other modules, so that each experiment registers itself."""
-    for info in _pkgutil.iter_modules(__path__):
-        if info.name.startswith("_") and not info.name.startswith("__"):
-            _importlib.import_module(f"{__name__}.{info.name}")
-
-
-_import_every_module()
+for _experiment in REPORT_ORDER:
+    register(_experiment)
+del _experiment
 
 __all__ = [
-    "ModelVersionWarning",
-    "load_model_file",
-    "load_xy",
-    "save_model_file",
-    "sweep_data",
-    "write_csv",
-    "HEAD_PATTERNS",
-    "head_pattern_masks",
-    "head_pattern_scores",
-    "plot_head_scores",
-    "fit_tail_decay",
-    "fit_tail_decays",
-    "check_output_folder",
-    "lock_folder",
-    "fit_rank_law",
-    "min_ip_rank_law",
-    "plot_min_ip_law",
+    "entropic",
+    "min_ip",
+    "reachability",
+    "runner",
+    "AUTO_LENGTHS",
+    "COPY_SETTINGS",
     "EXPERIMENTS",
     "Experiment",
-    "register",
-    "parse_ranks",
-    "write_json",
+    "FRONTIER_TEACHERS",
+    "HEAD_PATTERNS",
+    "ModelVersionWarning",
+    "OOD_SETTINGS",
+    "PROFILE_COLUMNS",
+    "REPORT_ORDER",
+    "RUNGS",
     "SWEEP_GRID_KEYS",
-    "fit_seeds",
-    "run_parallel",
-    "sweep_grid",
-    "PIECES",
     "VERDICTS",
-    "ReproductionPiece",
     "Verdict",
-    "reproduce",
-    "write_report",
-    "COPY_SETTINGS",
+    "accessibility_curves",
+    "check_output_folder",
     "copy_length_cliff",
     "default_copy_lengths",
-    "greedy_copy",
-    "plot_copy_cliff",
-    "score_copies",
-    "PROFILE_COLUMNS",
-    "kernel_rank_trajectory",
-    "plot_head_profile",
-    "plot_kernel_rank_trajectory",
-    "profile_heads",
-    "save_profile_csv",
-    "reachability_geometry",
-    "AUTO_LENGTHS",
-    "accessibility_curves",
-    "plot_accessibility",
     "fit_cliff",
     "fit_logistic_midpoint",
     "fit_n50",
+    "fit_rank_law",
+    "fit_seeds",
     "fit_slope",
-    "FRONTIER_TEACHERS",
-    "OOD_SETTINGS",
-    "RUNGS",
-    "plot_frontier",
-    "predictability_frontier",
+    "fit_tail_decay",
+    "fit_tail_decays",
     "format_table",
+    "greedy_copy",
+    "head_pattern_masks",
+    "head_pattern_scores",
     "interpolation_ladder",
+    "kernel_rank_trajectory",
+    "load_model_file",
+    "load_xy",
+    "lock_folder",
     "min_ip_ood_scaling",
     "min_ip_phase_transition",
+    "min_ip_rank_law",
+    "parse_ranks",
+    "plot_accessibility",
+    "plot_copy_cliff",
+    "plot_frontier",
+    "plot_head_profile",
+    "plot_head_scores",
+    "plot_kernel_rank_trajectory",
     "plot_ladder",
     "plot_min_ip",
+    "plot_min_ip_law",
     "plot_sweep",
+    "predictability_frontier",
+    "profile_heads",
     "rank_sweep",
+    "reachability_geometry",
+    "register",
+    "reproduce",
+    "run_parallel",
+    "save_model_file",
+    "save_profile_csv",
     "save_records",
+    "score_copies",
     "summarize_min_ip",
+    "sweep_data",
+    "sweep_grid",
+    "write_csv",
+    "write_json",
+    "write_report",
 ]

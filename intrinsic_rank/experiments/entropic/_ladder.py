@@ -9,11 +9,11 @@ import time
 import numpy as np
 from sklearn.utils import Bunch
 
-from ..datasets import make_fixed_operator_task
-from ..estimators import AttentionRankEstimator
-from ._arguments import add_refused_data, refuse_data, verbose_level
-from ._output import jsonable, pyplot, save_figure
-from ._registry import Experiment, Verdict, grade, number_text, one_plot, register
+from ...datasets import make_fixed_operator_task
+from ...estimators import AttentionRankEstimator
+from ..runner import add_refused_data, refuse_data
+from ..runner import jsonable, pyplot, save_figure
+from ..runner import Experiment, Verdict, grade, number_text, one_plot
 
 __all__ = ["interpolation_ladder", "plot_ladder", "RUNGS"]
 
@@ -38,7 +38,6 @@ def interpolation_ladder(
     random_state=0,
     progress=False,
     device="cpu",
-    verbose="deprecated",
 ):
     """Fit every rung of the ladder at full rank on one fixed-operator task.
 
@@ -67,9 +66,6 @@ def interpolation_ladder(
         Draw the estimators' progress bars (their ``verbose=1``).
     device : str or torch.device, default="cpu"
         Where the rungs train (the estimators' ``device``).
-    verbose : int, optional
-        Deprecated since 0.2 (removed in 0.3): use ``progress``. When given, it
-        is passed to the estimators as before, with a ``FutureWarning``.
 
     Returns
     -------
@@ -77,9 +73,7 @@ def interpolation_ladder(
         ``records`` (one dict per rung: ``rung``, ``attention``, ``rank``,
         ``train_risk``, ``test_risk``, ``excess_risk`` (test risk minus the
         noise floor) and ``excess_to_floor_ratio`` (that excess divided by the
-        noise floor)), ``noise_floor`` and ``config``. Each record also keeps
-        the ratio under its old name ``excess_over_floor``, deprecated since
-        0.2 and removed in 0.3.
+        noise floor)), ``noise_floor`` and ``config``.
 
     Examples
     --------
@@ -90,7 +84,7 @@ def interpolation_ladder(
     >>> b1["excess_risk"] > 10 * b0["excess_risk"]
     True
     """
-    verbose = verbose_level(progress, verbose)
+    verbose = int(bool(progress))
     unknown = [r for r in rungs if r not in RUNGS]
     if unknown:
         raise ValueError(f"unknown rung(s) {unknown}; use {list(RUNGS)}")
@@ -118,8 +112,6 @@ def interpolation_ladder(
             "test_risk": test_risk,
             "excess_risk": excess,
             "excess_to_floor_ratio": excess / info.noise_floor,
-            # deprecated since 0.2, removed in 0.3: the ratio's old name
-            "excess_over_floor": excess / info.noise_floor,
         })
     config = dict(
         n_samples=n_samples, n_test=n_test, seq_len=seq_len, d=d, r_star=r_star,
@@ -189,10 +181,8 @@ def plot_ladder(result, path=None):
 
 
 def _ratio(record):
-    """A record's excess-to-floor ratio, under its name or its deprecated one."""
-    if "excess_to_floor_ratio" in record:
-        return record["excess_to_floor_ratio"]
-    return record["excess_over_floor"]
+    """A record's excess risk as a multiple of the noise floor."""
+    return record["excess_to_floor_ratio"]
 
 
 # -- the experiment: ``ladder`` ---------------------------------------------------------
@@ -294,7 +284,7 @@ def _summary(result):
     ]
 
 
-EXPERIMENT = register(Experiment(
+EXPERIMENT = Experiment(
     name="ladder",
     command="ladder",
     title="The interpolation ladder: why static rank fails",
@@ -309,5 +299,5 @@ EXPERIMENT = register(Experiment(
               max_epochs=200),
     run=_run, tables=_tables, plot=one_plot(plot_ladder, "ladder.png"), verdicts=_verdicts,
     add_arguments=_add_arguments, settings=_settings, summary=_summary,
-))
+)
 """The interpolation ladder as a registered experiment."""

@@ -1,4 +1,4 @@
-"""The Min-IP rank law on the worst case: every sequence over all m-bit tokens (seed 003).
+"""The Min-IP rank law on the worst case: every sequence over all m-bit tokens.
 
 Registered as the experiment ``min-ip-law`` (CLI command ``min-ip-law``).
 """
@@ -10,14 +10,13 @@ import numpy as np
 import torch
 from sklearn.utils import Bunch
 
-from .._validation import check_int
-from ..bounds import witness_feature_rank_bound
-from ..datasets import min_ip_exhaustive_triples
-from ..nn import FEATURE_MAPS, TripleAttentionHead, fit_triple_heads
-from ._arguments import add_hidden_alias
-from ._output import jsonable, pyplot, save_figure
-from ._progress import steps
-from ._registry import Experiment, Verdict, grade, number_text, one_plot, register
+from ..._validation import check_int
+from ...bounds import witness_feature_rank_bound
+from ...datasets import min_ip_exhaustive_triples
+from ...nn import FEATURE_MAPS, TripleAttentionHead, fit_triple_heads
+from ..runner import jsonable, pyplot, save_figure
+from ..runner import progress_steps
+from ..runner import Experiment, Verdict, grade, number_text, one_plot
 
 __all__ = ["min_ip_rank_law", "plot_min_ip_law", "fit_rank_law"]
 
@@ -132,7 +131,7 @@ def min_ip_rank_law(n_bits=(2, 3, 4, 5), seq_len=3, n_seeds=4, feature_maps=("ex
     random_state : int, default=0
         Seeds are ``random_state, ..., random_state + n_seeds - 1``.
     progress : bool, default=False
-        A bar over the fits (``experiments._progress.steps``).
+        A bar over the fits (``experiments.runner.progress_steps``).
     device : str, default="cpu"
 
     Returns
@@ -179,7 +178,7 @@ def min_ip_rank_law(n_bits=(2, 3, 4, 5), seq_len=3, n_seeds=4, feature_maps=("ex
                     plan.append((m, fmap, h))
     n_fits = len(plan) + (3 * len(n_bits) if controls else 0)
 
-    with steps(n_fits, "min-ip-law", enabled=progress) as bar:
+    with progress_steps(n_fits, "min-ip-law", enabled=progress) as bar:
         def run(task, fmap, m, data, ranks, head_kw, targets=None):
             recs = _sweep(task, data, ranks, seeds, fit_kw, head_kw, targets)
             for rec in recs:
@@ -465,7 +464,6 @@ def _add_arguments(parser):
     parser.add_argument("--bits", type=int, nargs="+", default=None,
                         help="values of m (default 2 3 4 5, --quick 2 3 4)")
     parser.add_argument("--n-seeds", type=int, default=4, help="seeds per m")
-    add_hidden_alias(parser, "--seeds", dest="n_seeds", type=int)
     parser.add_argument("--feature-maps", nargs="+", default=["exp"],
                         choices=sorted(FEATURE_MAPS), help="feature maps of the Min-IP head")
     parser.add_argument("--heads", type=int, nargs="+", default=[1],
@@ -477,7 +475,6 @@ def _add_arguments(parser):
     parser.add_argument("--epochs", type=int, default=None,
                         help="full-batch optimiser steps of every fit (default 3000, "
                         "--quick 1500)")
-    add_hidden_alias(parser, "--steps", "--max-steps", dest="epochs", type=int)
 
 
 def _settings(args):
@@ -502,7 +499,7 @@ def _summary(result):
     return lines
 
 
-EXPERIMENT = register(Experiment(
+EXPERIMENT = Experiment(
     name="min-ip-law",
     command="min-ip-law",
     title="Min-IP: the exponential rank law on the worst case",
@@ -515,5 +512,5 @@ EXPERIMENT = register(Experiment(
     full=dict(n_bits=[2, 3, 4, 5], n_seeds=4, max_steps=3000),
     run=_run, tables=_tables, plot=one_plot(plot_min_ip_law, "min_ip_law.png"),
     verdicts=_verdicts, add_arguments=_add_arguments, settings=_settings, summary=_summary,
-))
+)
 """The Min-IP rank law as a registered experiment."""

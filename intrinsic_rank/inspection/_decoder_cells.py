@@ -1,6 +1,6 @@
 """Decoder cells of a model's output head, by Monte Carlo on the device (the reachability paper).
 
-The cell-volume refinement of the reachability paper (issue [9]) needs the share ``p_t`` of
+The cell-volume refinement of the reachability paper needs the share ``p_t`` of
 the region of final hidden states that the model's head sends to each next
 token ``t``. :func:`decoder_cell_proportions` samples the region (the box of
 the measured states, or a ball), applies the real rule ``argmax(W h + b)`` and
@@ -16,7 +16,7 @@ from sklearn.utils import Bunch
 
 from .. import bounds
 from .._validation import check_device, check_int, check_real, check_seed, keyed_seed
-from ._causal_lm import CausalLMAdapter
+from ..nn import CausalLMAdapter
 
 __all__ = ["decoder_cell_proportions", "check_decoder"]
 

@@ -12,12 +12,12 @@ import time
 import numpy as np
 from sklearn.utils import Bunch
 
-from ..datasets import make_attention_task, make_fixed_operator_task
-from ..estimators import AttentionRankEstimator
-from ._arguments import parse_ranks, verbose_level
+from ...datasets import make_attention_task, make_fixed_operator_task
+from ...estimators import AttentionRankEstimator
+from ..runner import parse_ranks
 from ._data import load_xy, save_model_file, sweep_data
-from ._output import jsonable, pyplot, save_figure, write_csv
-from ._registry import Experiment, Verdict, grade, is_finite, number_text, register, save_plot
+from ..runner import jsonable, pyplot, save_figure, write_csv
+from ..runner import Experiment, Verdict, grade, is_finite, number_text, save_plot
 
 __all__ = ["rank_sweep", "plot_sweep"]
 
@@ -38,7 +38,6 @@ def rank_sweep(
     random_state=0,
     progress=False,
     device="cpu",
-    verbose="deprecated",
     noise_floor=None,
 ):
     """Sweep student ranks on a teacher of known ``r*`` and estimate ``r*`` back.
@@ -68,9 +67,6 @@ def rank_sweep(
         Draw the estimator's progress bar (its ``verbose=1``).
     device : str or torch.device, default="cpu"
         Where the students train (the estimator's ``device``).
-    verbose : int, optional
-        Deprecated since 0.2 (removed in 0.3): use ``progress``. When given, it
-        is passed to the estimator as before, with a ``FutureWarning``.
     noise_floor : float or None, default=None
         The floor the sweep judges against (the estimator's ``noise_floor``);
         ``None`` estimates it from the sweep, as before.
@@ -92,7 +88,7 @@ def rank_sweep(
     >>> result.rank_, result.r_star
     (2, 2)
     """
-    verbose = verbose_level(progress, verbose)
+    verbose = int(bool(progress))
     if teacher not in TEACHERS:
         raise ValueError(f"unknown teacher {teacher!r}; use one of {TEACHERS}")
     if teacher == "fixed":
@@ -474,7 +470,7 @@ def _extra_files(result, folder):
     return ["sweep.csv"]
 
 
-EXPERIMENT = register(Experiment(
+EXPERIMENT = Experiment(
     name="entropic",
     command="sweep",
     title="The Entropic Bound: deficiency, achievability and recovery of r*",
@@ -489,5 +485,5 @@ EXPERIMENT = register(Experiment(
     run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,
     add_arguments=_add_arguments, settings=_settings, summary=_summary,
     json_name="sweep", saved=_saved, extra_files=_extra_files,
-))
+)
 """The rank sweep as a registered experiment (piece ``entropic``, command ``sweep``)."""

@@ -404,7 +404,7 @@ def save_plot(fig, folder, name):
     """
     import os
 
-    from ._output import pyplot, write_figure
+    from ._figures import pyplot, write_figure
 
     try:
         write_figure(fig, os.path.join(folder, name), dpi=120)  # atomic

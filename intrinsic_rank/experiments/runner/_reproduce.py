@@ -1,8 +1,8 @@
 """Reproduce every paper at once, with a cache and a report that judges each claim.
 
-:func:`reproduce` runs the registered experiments (:data:`PIECES`, the same
-dict as the registry's ``EXPERIMENTS``: one :class:`ReproductionPiece` per
-experiment module, registered in report order) at a quick or a full scale,
+:func:`reproduce` runs the registered experiments (the registry's
+``EXPERIMENTS``: one :class:`Experiment` per experiment, registered in the
+report order that :mod:`intrinsic_rank.experiments` lists) at a quick or a full scale,
 caches each finished piece under ``out/<piece>/`` and writes ``out/report.md``.
 This module is the runner only: every piece's settings, run, tables, plots and
 verdict function live in its own experiment module. A verdict function reads
@@ -46,14 +46,14 @@ What the cache promises:
   damaged or deleted manifest loses no entry. It is rewritten after each
   piece; an interrupted run records ``"interrupted": true`` in ``last_run``.
 * **One run per folder at a time.** A run holds ``OUT/.lock``
-  (``fcntl.flock``); a second run on the same folder says so on stderr and
+  (an operating-system file lock); a second run on the same folder says so on stderr and
   waits, then reuses what the first one cached.
 
 Examples
 --------
->>> PIECES["copy"].quick["train_lengths"], PIECES["copy"].full["train_lengths"]
+>>> EXPERIMENTS["copy"].quick["train_lengths"], EXPERIMENTS["copy"].full["train_lengths"]
 ([5, 20], [5, 50])
->>> list(PIECES)[:3]
+>>> list(EXPERIMENTS)[:3]
 ['entropic', 'ladder', 'frontier']
 """
 
@@ -67,32 +67,20 @@ import time
 
 from sklearn.utils import Bunch
 
-from .._validation import check_device, check_seed
+from ... import __version__
+from ..._validation import check_device, check_seed
 from ._output import (
     check_output_folder,
     jsonable,
     lock_folder,
-    markdown_table,
-    markdown_text,
     read_json,
     write_json,
     write_text,
 )
-from ._registry import EXPERIMENTS, VERDICTS, Experiment, Verdict
+from ._tables import markdown_table, markdown_text
+from ._registry import EXPERIMENTS, VERDICTS, Verdict
 
-__all__ = ["PIECES", "VERDICTS", "ReproductionPiece", "Verdict", "reproduce", "write_report"]
-
-PIECES = EXPERIMENTS
-"""The reproductions, in report order: name -> :class:`ReproductionPiece`.
-
-The registry's ``EXPERIMENTS`` under its older name. Quick settings keep
-``reproduce("all", quick=True)`` to minutes on a 2-core CPU; full settings are
-the experiments' own full defaults (the papers' sizes where the experiment has
-them). Each experiment module documents its two scales.
-"""
-
-ReproductionPiece = Experiment
-"""How to run, show and judge one reproduction: the registry's :class:`Experiment`."""
+__all__ = ["VERDICTS", "Verdict", "reproduce", "write_report"]
 
 _RESULT_FILE = "result.json"
 _MANIFEST_FILE = "manifest.json"
@@ -103,7 +91,7 @@ _REPORT_FILE = "report.md"
 
 
 def _all_pieces():
-    return [name for name, piece in PIECES.items() if piece.in_reproduce]
+    return [name for name, piece in EXPERIMENTS.items() if piece.in_reproduce]
 
 
 def _resolve_pieces(pieces):
@@ -115,25 +103,19 @@ def _resolve_pieces(pieces):
         raise ValueError(f"pieces must be 'all', a piece name or a list of them; "
                          f"got {pieces!r}") from None
     if not names:
-        raise ValueError(f"no piece given; use 'all' or some of {list(PIECES)}")
-    by_command = {piece.command: name for name, piece in PIECES.items()}
-    names = [n if n in PIECES else by_command.get(n, n) for n in names]  # sweep -> entropic
-    unknown = [n for n in names if n != "all" and n not in PIECES]
+        raise ValueError(f"no piece given; use 'all' or some of {list(EXPERIMENTS)}")
+    by_command = {piece.command: name for name, piece in EXPERIMENTS.items()}
+    names = [n if n in EXPERIMENTS else by_command.get(n, n) for n in names]  # sweep -> entropic
+    unknown = [n for n in names if n != "all" and n not in EXPERIMENTS]
     if unknown:
-        raise ValueError(f"unknown piece(s) {unknown}; use 'all' or some of {list(PIECES)}")
+        raise ValueError(f"unknown piece(s) {unknown}; use 'all' or some of {list(EXPERIMENTS)}")
     wanted = set(names) | (set(_all_pieces()) if "all" in names else set())
-    return [n for n in PIECES if n in wanted]  # report order, duplicates dropped
-
-
-def _package_version():
-    from .. import __version__
-
-    return __version__
+    return [n for n in EXPERIMENTS if n in wanted]  # report order, duplicates dropped
 
 
 def _cache_key(name, mode, settings, random_state, device="cpu"):
     key = dict(piece=name, mode=mode, random_state=random_state, settings=settings,
-               version=_package_version())
+               version=__version__)
     if device != "cpu":  # a CPU result stays valid; another device is its own result
         key["device"] = device
     return jsonable(key)
@@ -323,7 +305,7 @@ def _manifest_pieces(out):
         folders = [f for f in os.listdir(out) if os.path.isdir(os.path.join(out, f))]
     except OSError:
         return {}
-    order = {name: i for i, name in enumerate(PIECES)}
+    order = {name: i for i, name in enumerate(EXPERIMENTS)}
     entries = {}
     for name in sorted(folders, key=lambda f: (order.get(f, len(order)), f)):
         stored = read_json(os.path.join(out, name, _RESULT_FILE))
@@ -352,7 +334,7 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
               progress=True, command=None, device="cpu"):
     """Run the papers' reproductions, cache them, judge every claim and write a report.
 
-    Each requested piece of :data:`PIECES` (the registered experiments) is
+    Each requested piece of :data:`EXPERIMENTS` (the registered experiments) is
     loaded from ``out/<piece>/`` when a cached result with the same key (mode,
     ``random_state``, settings, package version, and the device unless it is
     ``"cpu"``) is there, and computed otherwise; then its plot(s), its
@@ -365,7 +347,7 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
     pieces : "all", str or list of str, default="all"
         Which pieces, by name (``"entropic"``, ``"ladder"``, ``"frontier"``,
         ``"min-ip"``, ``"reach"``, ``"copy"``, ``"profile"``: the keys of
-        :data:`PIECES`), or by the command that runs it alone (``"sweep"``
+        :data:`EXPERIMENTS`), or by the command that runs it alone (``"sweep"``
         for ``"entropic"``); they run in that order. ``"all"`` is every piece
         whose ``in_reproduce`` is true.
     quick : bool, default=True
@@ -423,7 +405,7 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
     out = check_output_folder(out, "out")
     plan = []
     for name in names:  # every check before any work
-        piece = PIECES[name]
+        piece = EXPERIMENTS[name]
         settings = jsonable(piece.quick if quick else piece.full)
         piece.validate(settings)
         plan.append((name, piece, settings))
@@ -527,11 +509,11 @@ def write_report(out, pieces, command, seconds, machine=None, mode="quick", rand
     >>> import tempfile
     >>> result = {"records": [{"rung": "B0 fixed operator", "attention": "fixed",
     ...                        "rank": 8, "train_risk": 0.01, "test_risk": 0.01,
-    ...                        "excess_risk": 0.0, "excess_over_floor": 0.0}],
+    ...                        "excess_risk": 0.0, "excess_to_floor_ratio": 0.0}],
     ...           "noise_floor": 0.01}
     >>> piece = Bunch(name="ladder", title="The ladder", paper="The Entropic Bound",
     ...               settings={}, result=result,
-    ...               verdicts=PIECES["ladder"].verdicts(result), seconds=1.0,
+    ...               verdicts=EXPERIMENTS["ladder"].verdicts(result), seconds=1.0,
     ...               cached=False, finished="today", files=[])
     >>> path = write_report(tempfile.mkdtemp(), [piece], command="by hand", seconds=1.0)
     >>> "| B0 (a fixed operator A X V) reaches the noise floor |" in open(path).read()
@@ -588,7 +570,7 @@ def write_report(out, pieces, command, seconds, machine=None, mode="quick", rand
         for v in p.verdicts:
             lines.append(f"| {markdown_text(v.claim)} | {markdown_text(v.measured)} | "
                          f"{_VERDICT_MARK[v.verdict]} | {markdown_text(v.explanation)} |")
-        for caption, records, columns, *_ in PIECES[p.name].tables(p.result):
+        for caption, records, columns, *_ in EXPERIMENTS[p.name].tables(p.result):
             lines += ["", f"*{markdown_text(caption)}*", "", markdown_table(records, columns)]
         for f in p.files:
             lines += ["", f"![{p.name}]({p.name}/{f})"]

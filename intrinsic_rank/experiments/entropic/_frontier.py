@@ -9,11 +9,11 @@ import warnings
 import numpy as np
 from sklearn.utils import Bunch
 
-from ..datasets import make_attention_task
-from ..estimators import AttentionRankEstimator, EnergyEffectiveRank
-from ._arguments import add_hidden_alias, add_refused_data, parse_ranks, refuse_data
-from ._output import jsonable, pyplot, save_figure
-from ._registry import Experiment, Verdict, grade, is_finite, number_text, one_plot, register
+from ...datasets import make_attention_task
+from ...estimators import AttentionRankEstimator, EnergyEffectiveRank
+from ..runner import add_refused_data, parse_ranks, refuse_data
+from ..runner import jsonable, pyplot, save_figure
+from ..runner import Experiment, Verdict, grade, is_finite, number_text, one_plot
 
 __all__ = ["predictability_frontier", "plot_frontier", "FRONTIER_TEACHERS"]
 
@@ -360,7 +360,6 @@ def _add_arguments(parser):
     parser.add_argument("--r-star", dest="r_stars", type=parse_ranks, default=None,
                         help="true ranks, e.g. 1-16 or 1,2,4,8 (default 1..d; --quick "
                         "1,2,4,8,12,16 when d = 16)")
-    add_hidden_alias(parser, "--r-stars", dest="r_stars", type=parse_ranks)
     parser.add_argument("--d", type=int, default=16, help="token dimension")
     parser.add_argument("--seq-len", type=int, default=8, help="sequence length L")
     parser.add_argument("--n-samples", type=int, default=4096, help="number of sequences")
@@ -402,7 +401,7 @@ def _summary(result):
     return lines
 
 
-EXPERIMENT = register(Experiment(
+EXPERIMENT = Experiment(
     name="frontier",
     command="frontier",
     title="The predictability frontier: r* from data, before training",
@@ -418,5 +417,5 @@ EXPERIMENT = register(Experiment(
     run=_run, tables=_tables, plot=one_plot(plot_frontier, "frontier.png"),
     verdicts=_verdicts, add_arguments=_add_arguments, settings=_settings,
     summary=_summary, floatfmt="{:.3g}",
-))
+)
 """The predictability frontier as a registered experiment."""

@@ -8,7 +8,7 @@
   ``intrinsic-rank sweep: running, 30 s elapsed``, so that a long command is
   never silent.
 * An experiment made of many fits (the Min-IP runs, the accessibility
-  curves, the profiles) reports them through :func:`steps`: a tqdm bar over
+  curves, the profiles) reports them through :func:`progress_steps`: a tqdm bar over
   the fits on a terminal whose postfix names the fit running; off a terminal
   the same text is appended to the periodic status line
   (``intrinsic-rank reach: running, 30 s elapsed, m = 2, n = 6 (4/20)``).
@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-__all__ = ["StatusLines", "Steps", "silence_third_party_bars", "steps"]
+__all__ = ["StatusLines", "Steps", "progress_steps", "silence_third_party_bars"]
 
 # the text of the step running now, appended to the status line off a terminal
 _CURRENT = {"text": ""}
@@ -125,7 +125,7 @@ class StatusLines:
 class Steps:
     """The fits of one experiment: a bar on a terminal, the status line's tail off one.
 
-    Made by :func:`steps`; use it as a context manager and call :meth:`update`
+    Made by :func:`progress_steps`; use it as a context manager and call :meth:`update`
     once per finished fit.
 
     Parameters
@@ -143,7 +143,7 @@ class Steps:
     Examples
     --------
     >>> import io
-    >>> with steps(3, "demo", stream=io.StringIO()) as bar:
+    >>> with progress_steps(3, "demo", stream=io.StringIO()) as bar:
     ...     bar.update("m = 1: accessibility 0.90")
     ...     bar.done
     1
@@ -195,7 +195,7 @@ class Steps:
         return False
 
 
-def steps(total, desc, enabled=True, stream=None):
+def progress_steps(total, desc, enabled=True, stream=None):
     """Progress over the fits of one experiment, in the one convention of the commands.
 
     Parameters
@@ -219,7 +219,7 @@ def steps(total, desc, enabled=True, stream=None):
     >>> import io
     >>> log = io.StringIO()
     >>> with StatusLines("demo", interval=0.05, stream=log):
-    ...     with steps(2, "demo", stream=io.StringIO()) as bar:
+    ...     with progress_steps(2, "demo", stream=io.StringIO()) as bar:
     ...         bar.update("seed 0 rank 4: error 0.00")
     ...         time.sleep(0.2)
     >>> "seed 0 rank 4: error 0.00 (1/2)" in log.getvalue()

@@ -1,4 +1,4 @@
-"""Curve fits of the reachability experiments (seed 004): n50, slope and copy cliff.
+"""Curve fits of the reachability experiments: n50, slope, copy cliff and tail decay.
 
 numpy/scipy only, so the fits can be applied to saved records without torch.
 """
@@ -138,7 +138,7 @@ def _check_lengths_positive(lengths, name):
 
 
 def fit_n50(lengths, accessibility):
-    """``n50``: the length at which accessibility falls to 1/2 (seed 004).
+    """``n50``: the length at which accessibility falls to 1/2.
 
     the reachability paper: for a fixed number ``m`` of memory vectors, fit a logistic
     curve of accessibility (fraction of targets reached) against target length
@@ -172,7 +172,7 @@ def fit_n50(lengths, accessibility):
 
 
 def fit_cliff(lengths, exact_match):
-    """Locate the copy task's cliff: where exact-match accuracy collapses (seed 004).
+    """Locate the copy task's cliff: where exact-match accuracy collapses.
 
     The same decreasing logistic as :func:`fit_n50`, fitted to exact-match
     accuracy against string length: its midpoint is the cliff length, its
@@ -216,10 +216,10 @@ def fit_cliff(lengths, exact_match):
 
 
 def fit_slope(n_memory, n50):
-    """Least-squares line ``n50 = slope * m + intercept`` (seed 004).
+    """Least-squares line ``n50 = slope * m + intercept``.
 
     the reachability paper: the reachable length grows linearly in the number ``m`` of
-    memory vectors; the slope of ``n50`` against ``m`` (seed 004: ``R^2 >
+    memory vectors; the slope of ``n50`` against ``m`` (the reachability paper: ``R^2 >
     0.99``) is what :func:`intrinsic_rank.bounds.reachable_slope_bound` bounds
     from above. NaN ``n50`` values (unbracketed fits of :func:`fit_n50`) are
     dropped and counted.
@@ -315,7 +315,7 @@ def _binomial_log_link(n, k, trials):
 
 
 def fit_tail_decay(lengths, accessibility, n50=None, *, n_targets=None):
-    """Exponential decay rate of accessibility past ``n50`` (seed 004).
+    """Exponential decay rate of accessibility past ``n50``.
 
     The paper: beyond the threshold ``n50`` the reachable fraction decays
     exponentially in the target length, ``accessibility ~ exp(a - rate n)``.

@@ -10,6 +10,9 @@ measures greedy exact-match copying of fresh strings at lengths inside and
 beyond that range, and fits the cliff with
 :func:`~intrinsic_rank.experiments.fit_cliff`. :func:`plot_copy_cliff` draws it.
 
+One module, though it is longer than most: the training, the greedy decoding,
+the scoring and the command all read the one token layout of the copy task.
+
 How copies are scored
 ---------------------
 A copy of ``s`` (length ``n``) is the greedy continuation of the prompt
@@ -59,13 +62,13 @@ import numpy as np
 import torch
 from sklearn.utils import Bunch
 
-from .._validation import check_device, check_int, check_real, torch_rng
-from ..datasets import COPY_SPECIAL_TOKENS, make_copy_task
-from ..nn import TinyCausalLM, train_causal_lm
-from ._arguments import bounded_int
+from ..._validation import check_device, check_int, check_real, torch_rng
+from ...datasets import COPY_SPECIAL_TOKENS, make_copy_task
+from ...nn import TinyCausalLM, train_causal_lm
+from ..runner import bounded_int
 from ._curves import fit_cliff
-from ._output import jsonable, pyplot, save_figure
-from ._registry import Experiment, Verdict, grade, number_text, one_plot, register
+from ..runner import jsonable, pyplot, save_figure
+from ..runner import Experiment, Verdict, grade, number_text, one_plot
 
 __all__ = [
     "CLIFF_COLUMNS",
@@ -670,7 +673,7 @@ def _saved(result):
     return {key: result[key] for key in ("records", "config", "cliff", "training", "seconds")}
 
 
-EXPERIMENT = register(Experiment(
+EXPERIMENT = Experiment(
     name="copy",
     command="copy",
     title="The copy task: abrupt failure past the training length",
@@ -685,5 +688,5 @@ EXPERIMENT = register(Experiment(
     run=_run, tables=_tables, plot=one_plot(plot_copy_cliff, "copy.png"), verdicts=_verdicts,
     add_arguments=_add_arguments, settings=_settings, summary=_summary, saved=_saved,
     floatfmt="{:.3f}", check=_check,
-))
+)
 """The copy task as a registered experiment (piece and command ``copy``)."""

@@ -23,8 +23,9 @@ import warnings
 import numpy as np
 from sklearn.utils import Bunch
 
-from ..estimators import AttentionRankEstimator
-from ._output import atomic_file
+from ... import __version__
+from ...estimators import AttentionRankEstimator
+from ..runner import atomic_file
 
 __all__ = ["MODEL_FORMAT", "ModelVersionWarning", "load_model_file", "load_xy",
            "save_model_file", "sweep_data"]
@@ -185,12 +186,6 @@ def sweep_data(X, Y, *, attention="softmax", ranks=None, max_epochs=200, noise_f
                  config=config, estimator=est)
 
 
-def _package_version():
-    from .. import __version__
-
-    return __version__
-
-
 def save_model_file(estimator, path):
     """Store a fitted estimator in ``path`` (joblib), with the package version.
 
@@ -217,7 +212,7 @@ def save_model_file(estimator, path):
     import joblib
 
     path = os.fspath(path)
-    payload = {"format": MODEL_FORMAT, "version": _package_version(), "estimator": estimator}
+    payload = {"format": MODEL_FORMAT, "version": __version__, "estimator": estimator}
     with atomic_file(path) as tmp:
         joblib.dump(payload, tmp)
     return path
@@ -272,7 +267,7 @@ def load_model_file(path, *, strict=False):
                          f"({type(error).__name__}: {error})") from None
     if not (isinstance(payload, dict) and payload.get("format") == MODEL_FORMAT):
         raise ValueError(f"path: {path!r} is not a model file written by --save-model")
-    saved, running = payload.get("version"), _package_version()
+    saved, running = payload.get("version"), __version__
     if saved != running:
         message = (f"{path!r} was written by intrinsic_rank {saved}; this is {running}: "
                    "refit it with this version if its numbers matter")

@@ -8,10 +8,9 @@ the option, with exit status 2, before any work.
 """
 
 import argparse
-import warnings
 
-__all__ = ["MAX_GRID_SIZE", "add_hidden_alias", "add_refused_data", "bounded_int",
-           "parse_lengths", "parse_precision", "parse_ranks", "refuse_data", "verbose_level"]
+__all__ = ["MAX_GRID_SIZE", "add_refused_data", "bounded_int",
+           "parse_lengths", "parse_precision", "parse_ranks", "refuse_data"]
 
 MAX_GRID_SIZE = 4096
 """The most entries a grid option (:func:`parse_ranks`) may hold.
@@ -156,40 +155,6 @@ def bounded_int(minimum=None, maximum=None):
     return parse
 
 
-def add_hidden_alias(parser, *names, dest, **kwargs):
-    """Accept the old option ``names`` for ``dest`` without showing them in ``--help``.
-
-    The option vocabulary of the commands is one (``--r-star``, ``--n-seeds``,
-    ``--epochs`` for full-batch optimiser steps, ``--steps`` for mini-batch
-    steps); the names used before stay accepted as hidden aliases. The alias
-    has no default of its own (``argparse.SUPPRESS``), so the visible option's
-    default stands when neither is given.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-    *names : str
-        The old option strings, e.g. ``"--r-stars"``.
-    dest : str
-        The attribute the visible option writes.
-    **kwargs
-        ``type``, ``nargs``, ``action``, ... as for the visible option.
-
-    Examples
-    --------
-    >>> import argparse
-    >>> parser = argparse.ArgumentParser()
-    >>> _ = parser.add_argument("--n-seeds", type=int, default=4)
-    >>> add_hidden_alias(parser, "--seeds", dest="n_seeds", type=int)
-    >>> parser.parse_args(["--seeds", "2"]).n_seeds, parser.parse_args([]).n_seeds
-    (2, 4)
-    >>> "--seeds" in parser.format_help()
-    False
-    """
-    parser.add_argument(*names, dest=dest, help=argparse.SUPPRESS, default=argparse.SUPPRESS,
-                        **kwargs)
-
-
 def add_refused_data(parser):
     """Accept a hidden ``--data`` so that :func:`refuse_data` can explain it in one line.
 
@@ -259,34 +224,3 @@ def parse_precision(text):
         return float(text)
     except ValueError:
         return text
-
-
-def verbose_level(progress, verbose="deprecated"):
-    """The estimators' ``verbose`` level of an experiment called with ``progress``.
-
-    Experiments take ``progress`` (a bool); the ones that took ``verbose``
-    before 0.2 still accept it for one release, with a ``FutureWarning``, and
-    then pass it on unchanged.
-
-    Parameters
-    ----------
-    progress : bool
-        ``True`` draws the estimators' progress bars (``verbose=1``).
-    verbose : int or "deprecated", default="deprecated"
-        The experiment's deprecated ``verbose`` argument; ``"deprecated"``
-        means it was not given.
-
-    Returns
-    -------
-    verbose : int
-
-    Examples
-    --------
-    >>> verbose_level(True), verbose_level(False)
-    (1, 0)
-    """
-    if isinstance(verbose, str) and verbose == "deprecated":
-        return int(bool(progress))
-    warnings.warn("`verbose` was renamed `progress` in 0.2 and will be removed in 0.3",
-                  FutureWarning, stacklevel=3)
-    return verbose

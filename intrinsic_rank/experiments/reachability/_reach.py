@@ -3,43 +3,51 @@
 From "How many different outputs can a Transformer generate?".
 """
 
-import math
 import time
 
 import numpy as np
 from sklearn.utils import Bunch
 
-from .. import bounds
-from .._validation import check_int, keyed_seed
-from ..datasets import make_random_targets
-from ..estimators import ReachabilityEstimator
-from ..nn import as_causal_lm
-from ._arguments import add_hidden_alias, parse_lengths, parse_precision, parse_ranks
-from ._curves import fit_n50, fit_slope, fit_tail_decays
-from ._output import jsonable, pyplot, save_figure
-from ._progress import steps
-from ._registry import (
+from ..._validation import check_int, keyed_seed
+from ...datasets import make_random_targets
+from ...estimators import ReachabilityEstimator
+from ...nn import as_causal_lm
+from ...inspection import (
+    BOUND_NAMES,
+    bound_rows,
+    bound_table_row,
+    cell_facts,
+    cell_text,
+    check_precision,
+    refinement_rows,
+    slope_ratio,
+)
+from ..runner import (
     Experiment,
     Verdict,
     grade,
     is_finite,
+    jsonable,
     number_text,
     one_plot,
-    register,
+    parse_lengths,
+    parse_precision,
+    parse_ranks,
+    progress_steps,
+    pyplot,
+    save_figure,
 )
+from ._curves import fit_n50, fit_slope, fit_tail_decays
 
 __all__ = [
     "AUTO_LENGTHS",
     "BOUND_COLUMNS",
-    "BOUND_NAMES",
     "BOUND_TABLE_COLUMNS",
-    "GEOMETRY_BOUND_COLUMNS",
     "N50_COLUMNS",
     "REACH_COLUMNS",
     "TAIL_COLUMNS",
     "accessibility_curves",
     "plot_accessibility",
-    "reachability_geometry",
 ]
 
 #: lengths tried, in order, by ``lengths="auto"`` until accessibility stays at zero
@@ -50,101 +58,6 @@ AUTO_LENGTHS = (2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56,
 def _length_seed(random_state, length):
     """Seed of the targets of one length: the same targets for every ``m``."""
     return keyed_seed(random_state, length)
-
-
-BOUND_NAMES = ("ball", "box", "cone", "box + cells")
-"""The slope bounds of the table, loosest first (the rows of ``bounds``)."""
-
-#: ``precision`` names that select a convention of :func:`~intrinsic_rank.bounds.precision_for`
-_CONVENTION_NAMES = tuple(bounds.PRECISION_CONVENTIONS)
-
-
-def _check_precision(precision):
-    """Validate ``precision`` before any fit; return what the estimators get.
-
-    A number in (0, 1), a dtype name, None, or a precision convention name
-    (``"machine"`` is None, ``"paper"`` is ``2**-10``; ``"relative"`` needs
-    the measured radius, so the estimators get None and the bounds are read
-    from the relative rows afterwards).
-    """
-    if precision is None:
-        return None
-    if isinstance(precision, (bool, np.bool_)):
-        pass  # not a number: the error below
-    elif isinstance(precision, str):
-        if precision in _CONVENTION_NAMES:
-            return {"machine": None, "paper": bounds.precision_for("paper"),
-                    "relative": None}[precision]
-        try:
-            bounds.precision_from_dtype(precision)
-        except ValueError:
-            pass
-        else:
-            return precision
-    elif isinstance(precision, (int, float, np.integer, np.floating)):
-        if 0 < float(precision) < 1:
-            return float(precision)
-        raise ValueError(f"precision must lie in (0, 1); got {precision!r}")
-    raise ValueError(
-        "precision must be a number in (0, 1), a dtype name (float16, bfloat16, float32, "
-        f"float64) or a precision convention ({', '.join(_CONVENTION_NAMES)}); "
-        f"got {precision!r}"
-    )
-
-
-def _convention_label(convention, eps):
-    """The row label of a convention: ``machine ε = 2^-23``, ``paper fp16 ε = 2^-10``, ..."""
-    if not (isinstance(eps, float) and math.isfinite(eps) and eps > 0):
-        return f"{convention} ε: –"
-    exponent = math.log2(eps)
-    power = f"2^{exponent:.0f}" if exponent == round(exponent) else f"2^{exponent:.2f}"
-    if convention == "paper":
-        return f"paper fp16 ε = {power}"
-    if convention == "relative":
-        return f"relative ε = 2^(log2 r∞ − 11) = {power}"
-    return f"{convention} ε = {power}"
-
-
-def _ratio(bound, slope):
-    """Theory over experiment, NaN where either is missing or the slope is not positive."""
-    if slope is None or not (math.isfinite(slope) and slope > 0) or not math.isfinite(bound):
-        return float("nan")
-    return bound / slope
-
-
-def _bound_rows(table, slope):
-    """Rows (bound, convention, precision_convention, precision, slope_bound, ratio)."""
-    rows = []
-    for row in table:
-        eps = float(row["precision"])
-        slope_bound = float(row["slope_bound"])
-        rows.append(dict(bound=row["bound"],
-                         convention=_convention_label(row["precision_convention"], eps),
-                         precision_convention=row["precision_convention"], precision=eps,
-                         slope_bound=slope_bound, ratio=_ratio(slope_bound, slope),
-                         **{k: row[k] for k in ("log_count_bound",) if k in row}))
-    return rows
-
-
-def _table_row(table, bound, convention):
-    for row in table:
-        if row["bound"] == bound and row["precision_convention"] == convention:
-            return row
-    raise KeyError((bound, convention))  # pragma: no cover - every table has every row
-
-
-def _decay_facts(decay, disagreement, region, vocab_size):
-    """The cell numbers of a result: decay both ways with SEs, n_empty, samples, rules."""
-    nan = float("nan")
-    facts = dict(region=region, ln_vocab=float(np.log(vocab_size)),
-                 rule_disagreement=float(disagreement) if disagreement is not None else nan,
-                 closed_form=nan, closed_form_se=nan, fitted=nan, fitted_se=nan,
-                 fitted_r2=nan, n_empty=None, n_cells=None, n_samples=None)
-    if decay is not None:
-        facts.update({k: float(decay[k]) for k in ("closed_form", "closed_form_se", "fitted",
-                                                   "fitted_se", "fitted_r2")})
-        facts.update({k: int(decay[k]) for k in ("n_empty", "n_cells", "n_samples")})
-    return facts
 
 
 def accessibility_curves(
@@ -232,7 +145,7 @@ def accessibility_curves(
     start = time.perf_counter()
     if quick:
         max_steps, patience = min(max_steps, 600), min(patience, 200)
-    estimator_precision = _check_precision(precision)
+    estimator_precision = check_precision(precision)
     n_memory = [int(m) for m in n_memory]
     if not n_memory or min(n_memory) < 1:
         raise ValueError(f"n_memory must be a non-empty list of integers >= 1; got {n_memory}")
@@ -249,7 +162,8 @@ def accessibility_curves(
     records, fits, radius, widest = [], [], 0.0, None
     settings = dict(model=lm, max_epochs=max_steps, patience=patience, lr=lr,
                     precision=estimator_precision, random_state=random_state, device=device)
-    with steps(None if auto else len(n_memory) * len(grid), "reach", enabled=progress) as bar:
+    with progress_steps(None if auto else len(n_memory) * len(grid), "reach",
+                        enabled=progress) as bar:
         for m in n_memory:
             zeros = 0
             for n in grid:
@@ -295,10 +209,10 @@ def accessibility_curves(
         widest[1])
     if fitted.radius_ != radius:  # pragma: no cover - the geometry is seeded
         raise RuntimeError("the reachability geometry changed between two fits of one seed")
-    table = _bound_rows(fitted.bounds_table_, measured)
+    table = bound_rows(fitted.bounds_table_, measured)
     if precision == "relative":
-        eps = _table_row(table, "ball", "relative")["precision"]
-        ball, box, cone, cells = (_table_row(table, name, "relative")["slope_bound"]
+        eps = bound_table_row(table, "ball", "relative")["precision"]
+        ball, box, cone, cells = (bound_table_row(table, name, "relative")["slope_bound"]
                                   for name in BOUND_NAMES)
     else:
         eps, ball, box = fitted.precision_, fitted.slope_bound_, fitted.box_slope_bound_
@@ -306,12 +220,12 @@ def accessibility_curves(
     bound = dict(
         width=fitted.width_, vocab_size=fitted.vocab_size_, radius=radius, precision=eps,
         slope_bound=ball, box_slope_bound=box, cone_slope_bound=cone, cell_slope_bound=cells,
-        ratio=_ratio(ball, measured), box_ratio=_ratio(box, measured),
-        cone_ratio=_ratio(cone, measured), cell_ratio=_ratio(cells, measured),
+        ratio=slope_ratio(ball, measured), box_ratio=slope_ratio(box, measured),
+        cone_ratio=slope_ratio(cone, measured), cell_ratio=slope_ratio(cells, measured),
     )
     cone_facts = dict(min_cosine=fitted.min_cosine_, half_angle=fitted.cone_half_angle_,
                       log_fraction=fitted.cone_log_fraction_)
-    cell_facts = _decay_facts(fitted.cell_decay_, fitted.rule_disagreement_,
+    cell_numbers = cell_facts(fitted.cell_decay_, fitted.rule_disagreement_,
                               fitted.cell_region, fitted.vocab_size_)
     tail = fit_tail_decays(records, fits, n_targets=n_targets)
     for row, fit in zip(tail, fits):  # both in increasing m
@@ -322,7 +236,7 @@ def accessibility_curves(
                   max_steps=max_steps, patience=patience, lr=lr, precision=precision,
                   quick=quick, random_state=random_state)
     return Bunch(records=records, n50=fits, tail=tail, slope=slope, bound=bound, bounds=table,
-                 cone=cone_facts, cells=cell_facts, config=config,
+                 cone=cone_facts, cells=cell_numbers, config=config,
                  seconds=time.perf_counter() - start)
 
 
@@ -377,12 +291,12 @@ def plot_accessibility(result, path=None):
     # the bound's numbers go in the legend, under the axes, where they cover no point
     refined = ""
     if "cell_slope_bound" in b:
-        refined = (f", cone {_text(b['cone_slope_bound'], '{:.0f}')}, box + cells "
-                   f"{_text(b['cell_slope_bound'], '{:.0f}')}")
+        refined = (f", cone {cell_text(b['cone_slope_bound'], '{:.0f}')}, box + cells "
+                   f"{cell_text(b['cell_slope_bound'], '{:.0f}')}")
     ratios = ""
     if "cell_ratio" in b:
-        ratios = (f", cone {_text(b['cone_ratio'], '{:.0f}')}, box + cells "
-                  f"{_text(b['cell_ratio'], '{:.0f}')}")
+        ratios = (f", cone {cell_text(b['cone_ratio'], '{:.0f}')}, box + cells "
+                  f"{cell_text(b['cell_ratio'], '{:.0f}')}")
     for text in (f"slope bound C = {b['slope_bound']:.0f} tokens/vector (box "
                  f"{b['box_slope_bound']:.0f}{refined})",
                  f"d = {b['width']}, |V| = {b['vocab_size']}, r = {b['radius']:.2f}, "
@@ -397,197 +311,6 @@ def plot_accessibility(result, path=None):
     if path is not None:
         save_figure(fig, path)
     return fig
-
-
-def _geometry_table(d, m, vocab_size, dtype, radius, widths, theta, decay, causal):
-    """Rows of the bounds table of a geometry: log counts (nats) and slope bounds."""
-    nan = float("nan")
-    rows = []
-    for convention in bounds.PRECISION_CONVENTIONS:
-        try:
-            eps = float(bounds.precision_for(convention, dtype=dtype, radius_inf=radius))
-            logs = (bounds.reachable_log_count_bound(d, m, radius, eps),
-                    bounds.box_log_count_bound(widths, m, eps),
-                    bounds.cone_log_count_bound(d, m, radius, eps, theta), nan)
-            slopes = [nan] * 4
-            if causal:
-                box = float(bounds.box_slope_bound(widths, vocab_size, eps))
-                cells = nan
-                if decay is not None:
-                    cells = (float("inf") if decay["closed_form"] == 0 else
-                             float(bounds.cell_slope_bound(box, vocab_size, decay)))
-                slopes = [float(bounds.reachable_slope_bound(d, vocab_size, radius, eps)), box,
-                          float(bounds.cone_slope_bound(d, vocab_size, radius, eps, theta)),
-                          cells]
-        except ValueError:  # e.g. "relative" with r >= 2048: eps >= 1
-            eps, logs, slopes = nan, (nan,) * 4, [nan] * 4
-        for name, log_count, slope in zip(BOUND_NAMES, logs, slopes):
-            rows.append(dict(bound=name, precision_convention=convention, precision=eps,
-                             log_count_bound=float(log_count), slope_bound=float(slope)))
-    return rows
-
-
-def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=None,
-                          n_prompts=256, n_cell_samples=2**17, measured_slope=None,
-                          random_state=0):
-    """Seed 004's radius, box, cone, decoder cells and bounds on any model.
-
-    Draws ``n_prompts`` random prompts (``n_memory`` random vectors drawn as a
-    cramming run initialises its memory, then ``n_tokens`` random tokens),
-    measures the final hidden states' radius and per-coordinate box
-    (:func:`~intrinsic_rank.nn.random_prompt_hidden_states`,
-    :func:`~intrinsic_rank.bounds.hidden_state_geometry`), their smallest
-    pairwise cosine (the cone, :func:`~intrinsic_rank.bounds.min_pairwise_cosine`)
-    and, for a model with a next-token head, the decoder's cells in the box of
-    the states (:func:`~intrinsic_rank.nn.decoder_cell_proportions`,
-    :func:`~intrinsic_rank.bounds.cell_decay`). It evaluates the bounds that
-    the model's kind allows:
-
-    * every model: the count bound ``(1 + 2r/eps)**(d m)`` on the number of
-      distinct outputs ``m`` prompt vectors can produce at precision ``eps``,
-      and its box and cone refinements -- geometry only, they need no head;
-    * only a causal LM with a next-token head: the slope bound
-      ``C = d ln(1 + 2r/eps) / ln|V|`` on reachable output length per prompt
-      vector, its box and cone refinements and the cell-volume refinement
-      ``C_cell = C_box ln|V| / c``. An encoder (all-MiniLM-L6-v2, BERT) does
-      not generate, so the slope bounds, decoder cells, accessibility curves,
-      cramming and the copy cliff do not apply; ``not_applicable`` says so,
-      and the slope entries are NaN.
-
-    Parameters
-    ----------
-    model : "default", str, path, model instance or adapter, default="default"
-        See :func:`~intrinsic_rank.nn.as_model_adapter` (packaged model names
-        such as ``"all-MiniLM-L6-v2"`` work).
-    n_memory : int, default=1
-        Prompt vectors ``m``.
-    n_tokens : int, default=8
-        Random tokens after the prompt vectors.
-    precision : float, str or None, default=None
-        ``eps`` of the top-level entries: a number in (0, 1), a dtype name
-        (``"float16"`` gives the paper's ``2**-10``), None for the machine
-        epsilon of the model's dtype, or a precision convention name
-        (``"machine"``, ``"paper"``, ``"relative"``). ``bounds`` holds all
-        three conventions whatever it is.
-    n_prompts : int, default=256
-    n_cell_samples : int, default=131072
-        Monte Carlo points of the decoder-cell estimate; 0 skips it.
-    measured_slope : float or None, default=None
-        A measured slope (tokens per prompt vector, e.g. of
-        :func:`accessibility_curves` on the same model) to divide the slope
-        bounds by: the ``ratio`` column of ``bounds``; None leaves it NaN.
-    random_state : int, default=0
-        Seeds the prompts and the cell Monte Carlo.
-
-    Returns
-    -------
-    geometry : Bunch
-        ``kind`` (``"causal LM"`` or ``"encoder"``), ``causal`` (measured),
-        ``width``, ``vocab_size``, ``n_memory``, ``n_tokens``, ``radius``,
-        ``widths`` (per coordinate), ``precision``, ``log_count_bound``,
-        ``box_log_count_bound`` and ``cone_log_count_bound`` (nats),
-        ``slope_bound``, ``box_slope_bound``, ``cone_slope_bound`` and
-        ``cell_slope_bound`` (tokens per vector, NaN where they do not apply),
-        ``min_cosine``, ``cone_half_angle``, ``cone_log_fraction``, ``cells``
-        (as the ``cells`` of :func:`accessibility_curves`; None for an encoder
-        or ``n_cell_samples=0``), ``bounds`` (one row per bound and precision
-        convention: ``bound``, ``convention``, ``precision_convention``,
-        ``precision``, ``log_count_bound``, ``slope_bound``, ``ratio``),
-        ``measured_slope`` and ``not_applicable`` (list of what does not
-        apply, with why).
-
-    Examples
-    --------
-    >>> g = reachability_geometry("default", n_memory=2, n_tokens=6, n_prompts=16,
-    ...                           n_cell_samples=4096)
-    >>> g.kind, g.width, bool(g.radius > 0), g.not_applicable
-    ('causal LM', 64, True, [])
-    >>> [(r["bound"], r["convention"]) for r in g.bounds][4:6]
-    [('ball', 'paper fp16 ε = 2^-10'), ('box', 'paper fp16 ε = 2^-10')]
-    """
-    from ..nn import (
-        HFEncoderAdapter,
-        as_model_adapter,
-        decoder_cell_proportions,
-        random_prompt_hidden_states,
-    )
-
-    for value, name, low in ((n_memory, "n_memory", 1), (n_tokens, "n_tokens", 0),
-                             (n_prompts, "n_prompts", 1), (n_cell_samples, "n_cell_samples", 0)):
-        check_int(value, name, low)
-    fixed = _check_precision(precision)
-    if measured_slope is not None:
-        measured_slope = float(measured_slope)
-        if not (math.isfinite(measured_slope) and measured_slope > 0):
-            raise ValueError(f"measured_slope must be a positive number or None; "
-                             f"got {measured_slope!r}")
-    lm = as_model_adapter(model)
-    dtype = str(lm.dtype)
-    states = random_prompt_hidden_states(lm, int(n_memory), int(n_tokens),
-                                         n_prompts=int(n_prompts), random_state=random_state)
-    geo = bounds.hidden_state_geometry(states)
-    radius = float(geo["radius"])
-    if precision in _CONVENTION_NAMES:
-        eps = float(bounds.precision_for(precision, dtype=dtype, radius_inf=radius))
-    elif fixed is None:
-        eps = bounds.precision_from_dtype(dtype)
-    elif isinstance(fixed, str):
-        eps = bounds.precision_from_dtype(fixed)
-    else:
-        eps = float(fixed)
-    encoder = isinstance(lm, HFEncoderAdapter)
-    d, m = lm.width, int(n_memory)
-    flat = np.asarray(states, dtype=np.float64).reshape(-1, d)
-    min_cosine = float(bounds.min_pairwise_cosine(flat))
-    theta = float(bounds.cone_half_angle(min_cosine))
-    nan = float("nan")
-    result = Bunch(
-        kind="encoder" if encoder else "causal LM",
-        causal=bool(lm.is_causal) if encoder else True,
-        model=model if isinstance(model, str) else type(model).__name__,
-        width=int(d), vocab_size=int(lm.vocab_size), n_memory=m, n_tokens=int(n_tokens),
-        n_prompts=int(n_prompts), radius=radius, widths=geo["widths"],
-        precision=float(eps),
-        log_count_bound=bounds.reachable_log_count_bound(d, m, radius, eps),
-        box_log_count_bound=bounds.box_log_count_bound(geo["widths"], m, eps),
-        cone_log_count_bound=float(bounds.cone_log_count_bound(d, m, radius, eps, theta)),
-        slope_bound=nan, box_slope_bound=nan, cone_slope_bound=nan, cell_slope_bound=nan,
-        min_cosine=min_cosine, cone_half_angle=theta,
-        cone_log_fraction=float(bounds.cone_log_fraction(theta, d)),
-        cells=None, bounds=[], measured_slope=measured_slope, not_applicable=[],
-    )
-    decay = None
-    if encoder:
-        result.not_applicable = [
-            "slope bound C = d ln(1 + 2r/eps) / ln|V| and its box, cone and box + cells "
-            "refinements: they bound the length of generated token sequences, and this "
-            "model has no next-token head (so no decoder cells either)",
-            "cramming, accessibility curves and n50 (ReachabilityEstimator, "
-            "accessibility_curves): they decode tokens greedily from the model",
-            "copy-length cliff: it trains and decodes a causal LM",
-        ]
-    else:
-        if n_cell_samples:
-            try:
-                cells = decoder_cell_proportions(lm, flat, region="box",
-                                                 n_samples=int(n_cell_samples),
-                                                 random_state=random_state, max_bytes=2**27)
-            except ValueError as error:
-                result.not_applicable = [f"decoder cells (box + cells bound): {error}"]
-            else:
-                decay = bounds.cell_decay(cells, random_state=random_state)
-                result.cells = _decay_facts(decay, cells.disagreement, "box", lm.vocab_size)
-        result.slope_bound = bounds.reachable_slope_bound(d, lm.vocab_size, radius, eps)
-        result.box_slope_bound = bounds.box_slope_bound(geo["widths"], lm.vocab_size, eps)
-        result.cone_slope_bound = float(bounds.cone_slope_bound(d, lm.vocab_size, radius,
-                                                                 eps, theta))
-        if decay is not None:
-            result.cell_slope_bound = (float("inf") if decay["closed_form"] == 0 else float(
-                bounds.cell_slope_bound(result.box_slope_bound, lm.vocab_size, decay)))
-    table = _geometry_table(d, m, int(lm.vocab_size), dtype, radius, geo["widths"], theta,
-                            decay, not encoder)
-    result.bounds = _bound_rows(table, measured_slope)
-    return result
 
 
 # -- the experiment: ``reach`` (the same name as piece and command) --------------------
@@ -609,78 +332,11 @@ BOUND_COLUMNS = ["width", "vocab_size", "radius", "precision", "slope_bound",
 BOUND_TABLE_COLUMNS = ["bound", "convention", "slope_bound", "ratio"]
 """Columns of the bounds table (one row per bound and precision convention)."""
 
-GEOMETRY_BOUND_COLUMNS = ["bound", "convention", "log_count_bound", "slope_bound", "ratio"]
-"""Columns of a geometry's bounds table (``reachability_geometry(...).bounds``)."""
-
 _QUICK_SIZES = dict(n_memory=[1, 2, 3, 4], n_targets=16)
 """``reach --quick`` without ``--memory``/``--targets``: fewer points than the paper's."""
 
 _PAPER_SIZES = dict(n_memory=[1, 2, 3, 4, 5], n_targets=20)
 """The paper's protocol sizes, the defaults of ``reach`` and :func:`accessibility_curves`."""
-
-
-def _text(value, fmt="{:.4g}"):
-    """A number for a table cell; "–" where it does not apply."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–" if value is None or math.isnan(value) else str(value)
-    return fmt.format(value)
-
-
-def _refinement_rows(cone, cells):
-    """The cone and decoder-cell numbers as ``quantity``/``value`` rows (text).
-
-    Parameters
-    ----------
-    cone : mapping
-        ``min_cosine``, ``half_angle`` (radians) and ``log_fraction`` (the
-        ``cone`` of :func:`accessibility_curves`; a geometry's
-        ``min_cosine``, ``cone_half_angle`` and ``cone_log_fraction`` work too).
-    cells : mapping or None
-        The ``cells`` of :func:`accessibility_curves` or
-        :func:`reachability_geometry`; None gives "–" rows.
-
-    Returns
-    -------
-    rows : list of dict
-
-    Examples
-    --------
-    >>> rows = _refinement_rows(dict(min_cosine=-0.4, half_angle=1.982, log_fraction=-1e-6),
-    ...                        None)
-    >>> rows[0]["value"], rows[-1]["value"]
-    ('-0.400', '–')
-    """
-    theta = cone.get("half_angle", cone.get("cone_half_angle"))
-    log_fraction = cone.get("log_fraction", cone.get("cone_log_fraction"))
-    cells = cells or {}
-
-    def pm(key):
-        value = cells.get(key)
-        if value is None or not math.isfinite(value):
-            return "–"
-        se = cells.get(f"{key}_se")
-        return f"{value:.4g} ± {_text(se, '{:.2g}')} nats per token"
-
-    n_samples = cells.get("n_samples")
-    empty = cells.get("n_empty")
-    disagree = cells.get("rule_disagreement")
-    return [
-        dict(quantity="smallest pairwise cosine of the hidden states",
-             value=_text(cone["min_cosine"], "{:.3f}")),
-        dict(quantity="cone half-angle θ = arccos(min cosine)",
-             value="–" if theta is None else f"{theta:.3f} rad ({math.degrees(theta):.1f}°)"),
-        dict(quantity="ln(share of the ball inside the cone), per vector",
-             value=_text(log_fraction, "{:.3g}") + " nats"),
-        dict(quantity="cell decay c, closed form −mean_t ln p_t", value=pm("closed_form")),
-        dict(quantity="cell decay c, fitted (median of the k-fold product)", value=pm("fitted")),
-        dict(quantity="ln|V| (equal cells)", value=_text(cells.get("ln_vocab"))),
-        dict(quantity="tokens whose estimated cell is empty", value=_text(empty, "{:d}")),
-        dict(quantity=f"Monte Carlo points, uniform in the {cells.get('region', 'box')} "
-                      "of the states", value=_text(n_samples, "{:d}")),
-        dict(quantity="points where argmax(W h + b) and the nearest row differ",
-             value="–" if disagree is None or not math.isfinite(disagree)
-             else f"{100 * disagree:.2f}%"),
-    ]
 
 
 def _run(settings, *, random_state, progress, device):
@@ -709,7 +365,7 @@ def _tables(result):
                        f"ratio = bound / measured slope {number_text(slope['slope'])}",
                        result["bounds"], BOUND_TABLE_COLUMNS, None))
         tables.append(("the cone and the decoder cells (the refinements' numbers)",
-                       _refinement_rows(result["cone"], result["cells"]),
+                       refinement_rows(result["cone"], result["cells"]),
                        ["quantity", "value"]))
     return tables
 
@@ -785,7 +441,6 @@ def _add_arguments(parser):
                         "--quick)")
     parser.add_argument("--epochs", type=int, default=3000,
                         help="at most this many full-batch optimiser steps per point")
-    add_hidden_alias(parser, "--max-steps", "--steps", dest="epochs", type=int)
     parser.add_argument("--patience", type=int, default=500,
                         help="stop a target after this many steps without a better accuracy")
     parser.add_argument("--precision", type=parse_precision, default=None,
@@ -832,14 +487,14 @@ def _summary(result):
     ]
     if "cell_ratio" in b:
         lines.append(
-            f"refined ({_convention_of(result)}): cone {_text(b['cone_slope_bound'])} "
-            f"(ratio {_text(b['cone_ratio'], '{:.3g}')}), box + cells "
-            f"{_text(b['cell_slope_bound'])} (ratio {_text(b['cell_ratio'], '{:.3g}')}); "
+            f"refined ({_convention_of(result)}): cone {cell_text(b['cone_slope_bound'])} "
+            f"(ratio {cell_text(b['cone_ratio'], '{:.3g}')}), box + cells "
+            f"{cell_text(b['cell_slope_bound'])} (ratio {cell_text(b['cell_ratio'], '{:.3g}')}); "
             "the paper's ball ratios 4.5-20.4, refined 4.56-10.82")
     return lines
 
 
-EXPERIMENT = register(Experiment(
+EXPERIMENT = Experiment(
     name="reach",
     command="reach",
     title="Reachable outputs: accessibility, n50 against m, and the slope bounds",
@@ -858,5 +513,5 @@ EXPERIMENT = register(Experiment(
     run=_run, tables=_tables, plot=one_plot(plot_accessibility, "reach.png"),
     verdicts=_verdicts, add_arguments=_add_arguments, settings=_settings, summary=_summary,
     floatfmt="{:.3g}",
-))
+)
 """Cramming and the slope bounds as a registered experiment (piece and command ``reach``)."""

@@ -1,0 +1,82 @@
+"""The Entropic Bound: the intrinsic rank r* of a task and what limits it.
+
+* the rank sweep ``sweep`` (``_sweep``), with a user's own data and saved
+  models (``_data``) and grids of sweeps or seeds run in parallel (``_grid``);
+* the B0-B3 interpolation ladder ``ladder`` (``_ladder``);
+* the predictability frontier ``frontier`` (``_frontier``): how well r* can be
+  read from data before training;
+* the appendix on real models ``profile`` (``_profile``, its heat maps in ``_profile_plots``): per-head static and
+  realised ranks of pretrained models, and the kernel-rank trajectory of a
+  small causal LM along its training (``_trajectory``).
+"""
+
+from ._sweep import (
+    plot_sweep,
+    rank_sweep,
+    EXPERIMENT as SWEEP,
+)
+from ._data import (
+    MODEL_FORMAT,
+    ModelVersionWarning,
+    load_model_file,
+    load_xy,
+    save_model_file,
+    sweep_data,
+)
+from ._grid import (
+    SWEEP_GRID_KEYS,
+    fit_seeds,
+    sweep_grid,
+)
+from ._ladder import (
+    RUNGS,
+    interpolation_ladder,
+    plot_ladder,
+    EXPERIMENT as LADDER,
+)
+from ._frontier import (
+    FRONTIER_TEACHERS,
+    plot_frontier,
+    predictability_frontier,
+    EXPERIMENT as FRONTIER,
+)
+from ._profile import (
+    PROFILE_SUMMARY_COLUMNS,
+    EXPERIMENT as PROFILE,
+)
+from ._profile_plots import plot_head_profile, plot_head_scores
+from ._trajectory import (
+    TRAJECTORY_COLUMNS,
+    kernel_rank_trajectory,
+    plot_kernel_rank_trajectory,
+)
+
+__all__ = [
+    "FRONTIER",
+    "FRONTIER_TEACHERS",
+    "LADDER",
+    "MODEL_FORMAT",
+    "ModelVersionWarning",
+    "PROFILE",
+    "PROFILE_SUMMARY_COLUMNS",
+    "RUNGS",
+    "SWEEP",
+    "SWEEP_GRID_KEYS",
+    "TRAJECTORY_COLUMNS",
+    "fit_seeds",
+    "interpolation_ladder",
+    "kernel_rank_trajectory",
+    "load_model_file",
+    "load_xy",
+    "plot_frontier",
+    "plot_head_profile",
+    "plot_head_scores",
+    "plot_kernel_rank_trajectory",
+    "plot_ladder",
+    "plot_sweep",
+    "predictability_frontier",
+    "rank_sweep",
+    "save_model_file",
+    "sweep_data",
+    "sweep_grid",
+]

@@ -1,0 +1,473 @@
+"""Per-head rank profiles of real models (Entropic Bound, appendix B).
+
+For every layer and head of a pretrained model this measures the static
+query-key kernel ``W_Q W_K^T`` (its spectrum and rank measures), the realised
+attention matrices on a batch of inputs (their energy rank, averaged over
+inputs), two diagnostics of the task-independent structure that the paper
+says dominates real mixers: attention sinks (mass on the first token, or on
+any single key) and locality (mass on a band around the diagonal), and the
+head scores of the interpretability literature: previous-token,
+duplicate-token and induction scores (the share of a head's attention on the
+positions a pattern names) and the sink rate. A uniform attention baseline on
+the same inputs says what "a lot" means.
+
+Registered as the experiment ``profile`` (the same name as piece and command):
+the command profiles one model and its reachability geometry, the reproduce
+piece several models and :func:`kernel_rank_trajectory`.
+"""
+
+import math
+import os
+from typing import Callable, NamedTuple
+
+import numpy as np
+from scipy import stats
+from sklearn.utils import Bunch
+
+from ...inspection import (
+    GEOMETRY_BOUND_COLUMNS,
+    HEAD_PATTERNS,
+    PROFILE_COLUMNS,
+    profile_heads,
+    reachability_geometry,
+    refinement_rows,
+    save_profile_csv,
+)
+from ...nn import as_model_adapter, load_model
+from ..runner import (
+    Experiment,
+    Verdict,
+    grade,
+    is_finite,
+    jsonable,
+    number_text,
+    parse_precision,
+    save_plot,
+    progress_steps,
+)
+from ._profile_plots import plot_head_profile, plot_head_scores
+from ._trajectory import TRAJECTORY_COLUMNS, kernel_rank_trajectory, plot_kernel_rank_trajectory
+
+__all__ = ["PROFILE_SUMMARY_COLUMNS"]
+
+# -- the experiment: ``profile`` (the same name as piece and command) ------------------
+#
+# The command profiles ONE model (settings with ``model``): its result is the
+# profile of :func:`profile_heads` plus ``geometry`` and ``texts``, which is what
+# ``profile.json`` holds. The reproduce piece profiles SEVERAL models and the
+# training trajectory (settings with ``models`` and ``steps``): its result is
+# ``{"models": {name: profile}, "trajectory": ...}``.
+
+PROFILE_SUMMARY_COLUMNS = ["model", "heads", "d_head", "kernel_energy_rank_median",
+                           "attn_energy_rank_median", "uniform_attn_energy_rank",
+                           "sink_heads", "local_heads", "structured_heads",
+                           "spearman_kernel_vs_attn", "sink_rate", "max_previous_token_score",
+                           "max_duplicate_token_score", "max_induction_score"]
+"""Columns of the reproduce piece's per-model table (one row per profiled model)."""
+
+
+
+def _run_one(settings, *, random_state, progress, device):
+    """The command: one model's profile and, unless switched off, its geometry."""
+    del progress  # one profile: the status line of the command is enough
+    loaded = load_model(settings["model"])
+    result = profile_heads(loaded.module, settings["texts"], tokenizer=loaded.tokenizer,
+                           n_inputs=settings["n_inputs"], max_length=settings["max_length"],
+                           band=settings["band"],
+                           exclude_first=settings.get("exclude_first", False),
+                           exclude_diagonal=settings.get("exclude_diagonal", False),
+                           random_state=random_state, device=device)
+    result.config["model"] = loaded.label
+    geometry = None
+    if settings["geometry"]:
+        geometry = dict(reachability_geometry(
+            as_model_adapter(loaded.module, copy_model=False), n_memory=settings["memory"],
+            n_tokens=settings["tokens"], precision=settings["precision"],
+            measured_slope=settings.get("slope"), random_state=random_state))
+    return jsonable(dict(records=result.records, config=result.config,
+                         baselines=result.baselines, summary=result.summary,
+                         kernel_spectra=result.kernel_spectra, geometry=geometry,
+                         texts=result.texts, seconds=result.seconds))
+
+
+def _run_models(settings, *, random_state, progress, device):
+    """The reproduce piece: several models' profiles and the training trajectory."""
+    models = {}
+    with progress_steps(len(settings["models"]), "profile", enabled=progress) as bar:
+        for name in settings["models"]:
+            try:
+                profile = profile_heads(name, n_inputs=settings["n_inputs"],
+                                        max_length=settings["max_length"],
+                                        random_state=random_state, device=device)
+            except ImportError as error:  # a packaged model that is not installed
+                models[name] = {"missing": str(error)}
+                bar.update(f"{name}: not installed")
+                continue
+            models[name] = dict(records=profile.records, baselines=profile.baselines,
+                                summary=profile.summary, config=profile.config)
+            bar.update(f"profiled {name} ({profile.seconds:.1f} s)")
+    trajectory = kernel_rank_trajectory(steps=settings["steps"], random_state=random_state,
+                                        progress=progress, device=device)
+    return jsonable({"models": models, "trajectory": dict(trajectory)})
+
+
+
+
+def _structured(record, baselines, share=1 / 3, factor=3.0):
+    """A head that puts a third of its attention on one key or on the band (3x uniform)."""
+    return any(record[key] > share and record[key] >= factor * baselines[key]
+               for key in ("max_key_mass", "band_mass"))
+
+
+def _plot_models(result, folder):
+    names = []
+    for name, model in result["models"].items():
+        if "missing" in model:
+            continue
+        names.append(save_plot(plot_head_profile(Bunch(**model)), folder,
+                               f"profile_{name}.png"))
+        if "sink_rate" in model["summary"]:
+            names.append(save_plot(plot_head_scores(Bunch(**model)), folder,
+                                   f"profile_scores_{name}.png"))
+    trajectory = plot_kernel_rank_trajectory(Bunch(**result["trajectory"]))
+    return names + [save_plot(trajectory, folder, "trajectory.png")]
+
+
+def _plot_one(result, folder):
+    names = [save_plot(plot_head_profile(Bunch(**result)), folder, "profile.png")]
+    if "sink_rate" in result["summary"]:
+        names.append(save_plot(plot_head_scores(Bunch(**result)), folder,
+                               "profile_scores.png"))
+    return names
+
+
+def _tables_models(result):
+    rows = []
+    for name, model in result["models"].items():
+        if "missing" in model:
+            continue
+        summary, records = model["summary"], model["records"]
+        rows.append(dict(
+            model=name, heads=summary["n_heads_total"], d_head=model["config"]["d_head"],
+            **{k: summary[k] for k in ("kernel_energy_rank_median", "attn_energy_rank_median",
+                                       "uniform_attn_energy_rank", "sink_heads",
+                                       "local_heads", "spearman_kernel_vs_attn")},
+            **{k: summary.get(k, float("nan")) for k in (
+                "sink_rate", "max_previous_token_score", "max_duplicate_token_score",
+                "max_induction_score")},
+            structured_heads=sum(_structured(r, model["baselines"]) for r in records),
+        ))
+    cfg = result["trajectory"]["config"]
+    return [
+        ("per-head profiles (medians over heads; sink/local: more than half the mass on the "
+         "first token / within +-1; structured: more than a third on one key or the band, "
+         "and 3x uniform; sink rate: the share of heads with more than 0.3 on the first "
+         "token; max_*_score: the best head's previous-token, duplicate-token and "
+         "induction score)", rows, PROFILE_SUMMARY_COLUMNS),
+        (f"one fixed task (induction, |V| = {cfg['vocab_size']}), a {cfg['n_layers']}-layer "
+         f"TinyCausalLM along training (means over heads)", result["trajectory"]["summary"],
+         TRAJECTORY_COLUMNS),
+    ]
+
+
+def _geometry_tables(geometry):
+    """The geometry's bounds table and its cone and cell numbers (none without bounds)."""
+    if not geometry or not geometry.get("bounds"):
+        return []
+    slope = geometry.get("measured_slope")
+    ratio = (f"ratio = bound / the given slope {number_text(slope)}" if slope is not None
+             else "ratio: – (no measured slope; give one with --slope)")
+    cone = {k: geometry[k] for k in ("min_cosine", "cone_half_angle", "cone_log_fraction")}
+    return [
+        (f"reachability bounds per precision convention (m = {geometry['n_memory']}): "
+         f"log_count_bound in nats, slope_bound in tokens per prompt vector ('–' where the "
+         f"model has no next-token head); {ratio}", geometry["bounds"],
+         GEOMETRY_BOUND_COLUMNS, None),
+        ("the cone and the decoder cells of the reachability geometry",
+         refinement_rows(cone, geometry.get("cells")), ["quantity", "value"]),
+    ]
+
+
+def _tables_one(result):
+    return [(f"per-head profile of {result['config']['model']}", result["records"],
+             PROFILE_COLUMNS), *_geometry_tables(result.get("geometry"))]
+
+
+def _verdicts(result, structured_share=0.5, spearman_max=0.3, moved=0.25):
+    """Sinks and locality in a pretrained model; kernel rank against mixers and training.
+
+    A command's result (one model, no trajectory) is judged as a piece of one model.
+    """
+    if _mode(result) is _ONE_MODEL:
+        result = {"models": {result["config"]["model"]: result}, "trajectory": None}
+    verdicts = []
+    profiled = {name: model for name, model in result["models"].items()
+                if "missing" not in model}
+    pretrained = {name: model for name, model in profiled.items() if name != "default"}
+    for name, model in pretrained.items():
+        records = model["records"]
+        n = sum(_structured(r, model["baselines"]) for r in records)
+        share = n / len(records)
+        verdicts.append(Verdict(
+            "real mixers are dominated by task-independent structure: attention sinks and "
+            "locality",
+            f"{name}: {n} of {len(records)} heads put more than a third of their attention "
+            f"on one key or within +-{model['config']['band']} positions (uniform attention "
+            f"would put {number_text(model['baselines']['max_key_mass'])} and "
+            f"{number_text(model['baselines']['band_mass'])}); "
+            f"{model['summary']['sink_heads']} put more than half on the first token",
+            "agrees" if share >= structured_share else (
+                "partly" if share >= structured_share / 2 else "does not agree"),
+            f"a head is structured when that mass exceeds 1/3 and 3x uniform; agrees when "
+            f"at least {structured_share:.0%} of the heads are, partly from "
+            f"{structured_share / 2:.0%}",
+        ))
+    if profiled:
+        rhos = {name: model["summary"]["spearman_kernel_vs_attn"]
+                for name, model in profiled.items()}
+        low = [name for name, rho in rhos.items() if is_finite(rho) and rho <= spearman_max]
+        measured = "; ".join(
+            f"{name}: Spearman {number_text(rho, '{:.2f}')} between static-kernel and realised "
+            f"energy rank across heads (medians "
+            f"{number_text(profiled[name]['summary']['kernel_energy_rank_median'])} of "
+            f"{profiled[name]['config']['d_head']} and "
+            f"{number_text(profiled[name]['summary']['attn_energy_rank_median'])})"
+            for name, rho in rhos.items())
+        verdicts.append(Verdict(
+            "the static kernel rank of a trained model is not a proxy for the mixer its "
+            "heads realise (no single low-rank routing kernel)",
+            measured, grade(len(low), len(rhos)),
+            f"agrees when the rank correlation across heads is at most {spearman_max:g} on "
+            "every profiled model",
+        ))
+    summary = (result["trajectory"] or {}).get("summary", [])
+    if len(summary) >= 2:
+        ranks = [row["kernel_energy_rank"] for row in summary]
+        change = (max(ranks) - min(ranks)) / max(ranks)
+        losses = [row["loss"] for row in summary]
+        rho = (float(stats.spearmanr(ranks, losses).statistic)
+               if np.ptp(ranks) > 0 and np.ptp(losses) > 0 else float("nan"))
+        verdicts.append(Verdict(
+            "the measured static kernel rank tracks optimisation progress, not task "
+            "complexity",
+            f"on one fixed task the mean kernel energy rank goes "
+            f"{' -> '.join(number_text(r) for r in ranks)} over steps "
+            f"{', '.join(str(row['step']) for row in summary)} while the held-out loss goes "
+            f"{number_text(summary[0]['loss'])} -> {number_text(summary[-1]['loss'])} "
+            f"({number_text(100 * change, '{:.0f}')}% range; Spearman with the loss over the "
+            f"checkpoints {number_text(rho, '{:.2f}')})",
+            "agrees" if change >= moved else ("partly" if change >= moved / 2 else
+                                             "does not agree"),
+            f"the task is fixed, so a rank that moves by at least {moved:.0%} of its maximum "
+            "during training is set by the optimisation, not by the task",
+        ))
+    return verdicts
+
+
+def _extra_files_one(result, folder):
+    """The command's ``profile.csv`` (every column of every head)."""
+    save_profile_csv(Bunch(**result), os.path.join(folder, "profile.csv"))
+    return ["profile.csv"]
+
+
+def _read_texts(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            texts = [line.strip() for line in handle if line.strip()]
+    except OSError as error:
+        raise ValueError(f"cannot read --texts {path!r}: {error.strerror}") from None
+    if not texts:
+        raise ValueError(f"--texts {path!r} holds no non-empty line")
+    return texts
+
+
+def _add_arguments(parser):
+    parser.add_argument("model", nargs="?", default="default",
+                        help="'default' (embedded model), a packaged model "
+                        "(all-MiniLM-L6-v2), a Hugging Face model folder or a .pt file")
+    parser.add_argument("--texts", default=None,
+                        help="a text file, one input per line (default: the package's "
+                        "32 sample passages, or induction sequences for the default model)")
+    parser.add_argument("--n-inputs", type=int, default=32,
+                        help="number of default inputs")
+    parser.add_argument("--max-length", type=int, default=64,
+                        help="truncation length in tokens")
+    parser.add_argument("--band", type=int, default=1,
+                        help="half-width of the locality band (0: the diagonal)")
+    parser.add_argument("--memory", type=int, default=1,
+                        help="prompt vectors m for the reachability geometry")
+    parser.add_argument("--tokens", type=int, default=8,
+                        help="random tokens after the prompt vectors (geometry)")
+    parser.add_argument("--precision", type=parse_precision, default=None,
+                        help="eps of the summary's bounds: a number, a dtype name such as "
+                        "float16, or a convention: machine, paper (2^-10) or relative "
+                        "(r_inf / 2048) (default: the model's own dtype); the bounds table "
+                        "shows all three conventions")
+    parser.add_argument("--slope", type=float, default=None,
+                        help="a measured slope (tokens per prompt vector, e.g. of "
+                        "'intrinsic-rank reach') to divide the slope bounds by (default: none, the "
+                        "ratio column reads –)")
+    parser.add_argument("--no-geometry", action="store_true",
+                        help="skip the reachability geometry")
+    parser.add_argument("--exclude-first", action="store_true",
+                        help="leave the first token out of the head scores (previous-token, "
+                        "duplicate-token, induction)")
+    parser.add_argument("--exclude-diagonal", action="store_true",
+                        help="leave each query's own position out of the head scores")
+
+
+def _settings(args):
+    return dict(model=args.model, texts=_read_texts(args.texts) if args.texts else None,
+                n_inputs=args.n_inputs, max_length=args.max_length, band=args.band,
+                memory=args.memory, tokens=args.tokens, precision=args.precision,
+                slope=args.slope, geometry=not args.no_geometry, exclude_first=args.exclude_first,
+                exclude_diagonal=args.exclude_diagonal)
+
+
+def _score_lines(cfg, base, summ):
+    """The summary's head-score lines (none for results saved before the scores)."""
+    if "sink_rate" not in summ:
+        return []
+    parts = []
+    for name in HEAD_PATTERNS:
+        best, head = summ[f"max_{name}_score"], summ[f"best_{name}_head"]
+        where = f" (layer {head[0]}, head {head[1]})" if head is not None else ""
+        parts.append(f"{name.replace('_', '-')} {number_text(best, '{:.3g}')}{where}, "
+                     f"uniform {number_text(base[f'{name}_score'], '{:.3g}')}, "
+                     f"{summ[f'{name}_heads']} above {cfg['threshold']:g}")
+    queries = cfg["pattern_queries"]
+    excluded = [what for what, on in (("the first token", cfg["exclude_first"]),
+                                      ("the diagonal", cfg["exclude_diagonal"])) if on]
+    return [
+        "head scores (best head's share of attention on the pattern's positions, over the "
+        f"{queries['previous_token']} / {queries['duplicate_token']} / "
+        f"{queries['induction']} queries where previous-token / duplicate-token / induction "
+        "positions exist" + (f"; {' and '.join(excluded)} left out" if excluded else "")
+        + "): " + "; ".join(parts),
+        f"sink rate {summ['sink_rate']:.3g}: the share of heads whose mean attention to the "
+        f"first token exceeds {cfg['sink_rate_threshold']:g}",
+    ]
+
+
+def _summary_models(result):
+    return [f"profiled {', '.join(result['models'])} and one model along training"]
+
+
+def _summary_one(result):
+    cfg, base, summ = result["config"], result["baselines"], result["summary"]
+    kind = "causal" if cfg["causal"] else "bidirectional"
+    extra = ", rotary positions (not in the static kernel)" if cfg["rotary"] else ""
+    if cfg["qk_norm"]:
+        extra += ", per-head query/key norms (the static kernel is approximate)"
+    n = summ["n_heads_total"]
+    lines = [
+        f"Per-head profile of {cfg['model']} ({cfg['family']}, {kind}{extra}): "
+        f"{cfg['n_layers']} layers x {cfg['n_heads']} heads, d = {cfg['d_model']}, d_head = "
+        f"{cfg['d_head']}, {cfg['dtype']}; {cfg['n_inputs']} inputs ({cfg['inputs']}), "
+        f"{cfg['min_length']}-{cfg['max_length']} tokens (mean {cfg['mean_length']:.1f})",
+        f"uniform attention on the same inputs: energy rank {base['attn_energy_rank']:.3g}, "
+        f"sink mass {base['sink_mass']:.3g}, max key mass {base['max_key_mass']:.3g}, band "
+        f"mass {base['band_mass']:.3g}, entropy {base['entropy']:.3g}",
+        f"{summ['sink_heads']} of {n} heads put more than {cfg['threshold']:g} of their "
+        f"attention on the first token, {summ['any_sink_heads']} on some single key, "
+        f"{summ['local_heads']} within +/-{cfg['band']} positions",
+        f"static kernel energy rank: median {summ['kernel_energy_rank_median']:.3g} of "
+        f"d_head = {cfg['d_head']}; realised attention energy rank: median "
+        f"{summ['attn_energy_rank_median']:.3g} (uniform "
+        f"{summ['uniform_attn_energy_rank']:.3g}); Spearman correlation across heads "
+        f"{summ['spearman_kernel_vs_attn']:.2f}",
+        *_score_lines(cfg, base, summ),
+    ]
+    g = result["geometry"]
+    if g is not None:
+        line = (f"reachability geometry ({g['kind']}, m = {g['n_memory']}, {g['n_prompts']} "
+                f"random prompts of {g['n_tokens']} tokens): radius r = {g['radius']:.4g}, "
+                f"eps = {g['precision']:.3g}; count bound ln N <= "
+                f"{g['log_count_bound']:.4g} nats (box {g['box_log_count_bound']:.4g})")
+        if g["slope_bound"] is not None and math.isfinite(g["slope_bound"]):
+            line += (f"; slope bound C = {g['slope_bound']:.4g} tokens per vector (box "
+                     f"{g['box_slope_bound']:.4g})")
+        lines.append(line)
+        if g.get("min_cosine") is not None:
+            cells = g.get("cells") or {}
+            decay = cells.get("closed_form")
+            lines.append(
+                f"  cone: smallest pairwise cosine {g['min_cosine']:.3f}, ln(cone share of the "
+                f"ball) {g['cone_log_fraction']:.3g} nats per vector; decoder cells: "
+                + (f"c = {decay:.4g} nats per token against ln|V| = {cells['ln_vocab']:.4g}, "
+                   f"{cells['n_empty']} empty cells, {cells['n_samples']} Monte Carlo points"
+                   if decay is not None else "–"))
+            slope = g.get("measured_slope")
+            lines.append(
+                "  bounds table: one row per bound (ball, box, cone, box + cells) and precision "
+                "convention; " + (f"ratio = bound / the given slope {number_text(slope)}"
+                                  if slope is not None else
+                                  "ratio – (no measured slope here; give one with --slope)"))
+        lines += [f"  does not apply: {item}" for item in g["not_applicable"]]
+    return lines
+
+
+class _Mode(NamedTuple):
+    """What one of the two kinds of profile result is run, shown and saved with."""
+
+    run: Callable
+    tables: Callable
+    plot: Callable
+    summary: Callable
+    extra_files: Callable
+
+
+_ONE_MODEL = _Mode(_run_one, _tables_one, _plot_one, _summary_one, _extra_files_one)
+_SEVERAL_MODELS = _Mode(_run_models, _tables_models, _plot_models, _summary_models,
+                        lambda result, folder: [])
+
+
+def _mode(data):
+    """The command's settings and results name one ``model``; the piece's, ``models``."""
+    return _SEVERAL_MODELS if "models" in data else _ONE_MODEL
+
+
+def _run(settings, *, random_state, progress, device):
+    return _mode(settings).run(settings, random_state=random_state, progress=progress,
+                               device=device)
+
+
+def _tables(result):
+    return _mode(result).tables(result)
+
+
+def _plot(result, folder):
+    return _mode(result).plot(result, folder)
+
+
+def _summary(result):
+    return _mode(result).summary(result)
+
+
+def _extra_files(result, folder):
+    return _mode(result).extra_files(result, folder)
+
+
+EXPERIMENT = Experiment(
+    name="profile",
+    command="profile",
+    title="Real models: per-head static kernel ranks, realised mixers, sinks and locality",
+    paper="The Entropic Bound (appendix B: real language models)",
+    help="per-head rank profile of a pretrained model (static QK kernel, realised "
+    "attention, sinks, locality) and its reachability geometry",
+    description="For every layer and head: the static query-key kernel's spectrum and rank "
+    "measures, the realised attention matrices' energy rank averaged over inputs, the mass "
+    "on the first token (sink), on the most-attended key and on a diagonal band (locality); "
+    "then the hidden-state radius and the bounds of \"How many different outputs can a "
+    "Transformer generate?\" that apply to the model. "
+    "Prints the tables, saves profile.png (layer x head heat maps), profile.csv and "
+    "profile.json. Runs offline.",
+    quick=dict(models=["default", "all-MiniLM-L6-v2"], n_inputs=32, max_length=64,
+               steps=[0, 100, 200, 400, 800]),
+    full=dict(models=["default", "all-MiniLM-L6-v2"], n_inputs=32, max_length=128,
+              steps=[0, 200, 400, 800, 1600, 3200]),
+    run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,
+    add_arguments=_add_arguments, settings=_settings, summary=_summary,
+    extra_files=_extra_files, floatfmt="{:.3g}",
+)
+"""Per-head profiles as a registered experiment (piece and command ``profile``)."""

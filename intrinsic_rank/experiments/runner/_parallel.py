@@ -1,0 +1,216 @@
+"""Run many experiments at once through joblib: local processes, Dask or Ray.
+
+Every task goes through ``joblib.Parallel``, so the backend is chosen by
+the caller, without changes here: the default runs locally (``n_jobs`` loky
+processes), and inside ``with joblib.parallel_backend("dask"):`` (after
+creating a ``dask.distributed.Client``) or ``"ray"`` (after
+``ray.util.joblib.register_ray()``) the same call runs on that cluster. See
+``docs/scale_out.md``.
+
+Torch threads. Each task sets ``torch.set_num_threads(k)`` when it starts and
+restores the previous value when it ends, so that tasks sharing a machine do
+not oversubscribe its cores. ``k`` is ``threads_per_job`` if given. Otherwise
+it follows joblib's own rule for nested parallelism, evaluated on the machine
+that runs the task: ``k = max(1, cpu_count // slots)``, where ``cpu_count`` is
+``joblib.cpu_count()`` there (it respects cgroup and affinity limits) and
+``slots`` is the number of tasks that machine runs at once -- for a Dask
+worker, the threads of all Dask workers on its host; elsewhere, the effective
+``n_jobs`` of the active backend. ``OMP_NUM_THREADS``, when set in the calling
+process, caps ``k`` (``k = min(k, OMP_NUM_THREADS)``): the same rule the command
+line follows, so that ``OMP_NUM_THREADS=1`` keeps every task on one thread. A
+run of one job in the calling process (plain sequential execution) keeps the
+caller's thread setting.
+"""
+
+import os
+import sys
+import threading
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import joblib
+import torch
+
+from ..._validation import check_int
+
+__all__ = ["run_parallel"]
+
+
+
+# -- torch threads ----------------------------------------------------------------
+
+# torch.set_num_threads is global to a process, and in-process workers (a
+# threading backend, a Dask LocalCluster with processes=False) run several
+# tasks in one process. The first task to start saves the caller's value and
+# the last to finish restores it, so overlapping tasks cannot restore each
+# other's setting.
+_threads_lock = threading.Lock()
+_threads_users = 0
+_threads_saved = None
+
+
+@contextmanager
+def _torch_threads(n_threads):
+    """Run the body with ``torch.set_num_threads(n_threads)``; ``None`` changes nothing."""
+    global _threads_users, _threads_saved
+    if n_threads is None:
+        yield
+        return
+    with _threads_lock:
+        if _threads_users == 0:
+            _threads_saved = torch.get_num_threads()
+        _threads_users += 1
+        torch.set_num_threads(n_threads)
+    try:
+        yield
+    finally:
+        with _threads_lock:
+            _threads_users -= 1
+            if _threads_users == 0:
+                torch.set_num_threads(_threads_saved)
+
+
+@dataclass(frozen=True)
+class _ThreadRule:
+    """What a task needs to choose its torch thread count (built by the caller)."""
+
+    threads_per_job: int | None
+    slots: int  # effective n_jobs of the active backend
+    caller_pid: int
+    dask_host_slots: dict = field(default_factory=dict)  # worker address -> slots on its host
+    omp_threads: int | None = None  # the caller's OMP_NUM_THREADS: a ceiling
+
+    def threads(self):
+        """Thread count for a task running here; ``None`` keeps the current one."""
+        if self.threads_per_job is not None:
+            return self.threads_per_job
+        slots = self.dask_host_slots.get(_dask_worker_address(), self.slots)
+        if slots <= 1 and os.getpid() == self.caller_pid:
+            return None  # a plain sequential run: the caller's setting stands
+        threads = max(1, joblib.cpu_count() // slots)
+        if self.omp_threads is not None:
+            threads = min(threads, self.omp_threads)
+        return threads
+
+
+def _omp_threads():
+    """``OMP_NUM_THREADS`` of this process as an integer >= 1, or ``None`` when unset."""
+    try:
+        value = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return None
+    return value if value >= 1 else None
+
+
+def _dask_worker_address():
+    """Address of the Dask worker running this task, or ``None`` outside Dask."""
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import get_worker
+
+    try:
+        return get_worker().address
+    except ValueError:
+        return None
+
+
+def _dask_host_slots():
+    """Worker address -> threads of all workers on its host, for an active Dask backend."""
+    backend, _ = joblib.parallel.get_active_backend()
+    client = getattr(backend, "client", None)
+    if client is None or "distributed" not in sys.modules:
+        return {}
+    try:
+        workers = client.scheduler_info()["workers"]
+    except Exception:  # noqa: BLE001 -- no scheduler info: fall back to n_jobs
+        return {}
+    per_host = Counter()
+    for info in workers.values():
+        per_host[info["host"]] += info["nthreads"]
+    return {address: per_host[info["host"]] for address, info in workers.items()}
+
+
+def _call_with_threads(function, kwargs, rule):
+    """The unit of work sent to a joblib worker (module level, so it pickles)."""
+    with _torch_threads(rule.threads()):
+        return function(**kwargs)
+
+
+# -- the generic runner -----------------------------------------------------------
+
+
+def run_parallel(function, kwargs_list, n_jobs=None, threads_per_job=None, progress=False):
+    """Call ``function(**kwargs)`` for every entry of ``kwargs_list`` through joblib.
+
+    Parameters
+    ----------
+    function : callable
+        Called once per entry. For process-based backends (loky, Dask, Ray) it
+        must pickle: define it at module level.
+    kwargs_list : iterable of dict
+        Keyword arguments of each call.
+    n_jobs : int or None, default=None
+        Passed to ``joblib.Parallel``: ``None`` means the active backend's
+        default (1 outside a ``joblib.parallel_backend`` context, every worker
+        of a Dask or Ray cluster inside one), ``-1`` all local cores.
+    threads_per_job : int or None, default=None
+        Torch threads of each call (``torch.set_num_threads``), restored when
+        the call ends. ``None``: ``max(1, cpu_count // slots)`` on the machine
+        running the call, ``slots`` being the calls that machine runs at once,
+        and at most the caller's ``OMP_NUM_THREADS`` when that is set (see the
+        module notes); a plain sequential run keeps the caller's setting.
+    progress : bool, default=False
+        Draw a progress bar over finished calls (when stderr is a terminal).
+        With joblib's Ray backend, which cannot stream results, it fills at
+        the end.
+
+    Returns
+    -------
+    results : list
+        ``function(**kwargs)`` of each entry, in the order of ``kwargs_list``.
+
+    Raises
+    ------
+    ValueError
+        If ``threads_per_job`` is not ``None`` or an integer of at least 1, or
+        ``function`` is not callable.
+
+    Examples
+    --------
+    >>> from joblib import parallel_backend
+    >>> calls = [{"number": 2.567, "ndigits": 1}, {"number": 3.14159, "ndigits": 3}]
+    >>> with parallel_backend("threading", n_jobs=2):
+    ...     run_parallel(round, calls, threads_per_job=1)
+    [2.6, 3.142]
+    """
+    if not callable(function):
+        raise ValueError(f"function must be callable; got {function!r}")
+    if threads_per_job is not None:
+        threads_per_job = check_int(threads_per_job, "threads_per_job", minimum=1)
+    kwargs_list = [dict(kwargs) for kwargs in kwargs_list]
+    rule = _ThreadRule(
+        threads_per_job=threads_per_job,
+        slots=joblib.effective_n_jobs(n_jobs),
+        caller_pid=os.getpid(),
+        dask_host_slots=_dask_host_slots() if threads_per_job is None else {},
+        omp_threads=_omp_threads(),
+    )
+    tasks = (
+        joblib.delayed(_call_with_threads)(function, kwargs, rule) for kwargs in kwargs_list
+    )
+    if not progress:
+        return joblib.Parallel(n_jobs=n_jobs)(tasks)
+    from tqdm.auto import tqdm
+
+    backend, _ = joblib.parallel.get_active_backend()
+    # joblib's Ray backend cannot stream results: its bar moves once, at the end
+    streams = getattr(backend, "supports_return_generator", False)
+    results = joblib.Parallel(n_jobs=n_jobs, return_as="generator" if streams else "list")(tasks)
+    collected = []
+    # disable=None: no bar when stderr is not a terminal (CI logs, pipes)
+    with tqdm(total=len(kwargs_list), desc="tasks", disable=None) as bar:
+        for result in results:
+            collected.append(result)
+            bar.update(1)
+    return collected

@@ -1,0 +1,58 @@
+"""Measuring a model: head profiles and scores, hidden-state geometry, decoder cells.
+
+This room sits between :mod:`intrinsic_rank.nn` (the torch modules and model
+loading it measures) and the estimators and experiments that use its numbers:
+
+* per-head rank profiles (``_head_profiles``): :func:`profile_heads` measures
+  every head's static query-key kernel and realised attention, sinks and
+  locality on a batch of inputs;
+* head-pattern scores (``_head_scores``): previous-token, duplicate-token and
+  induction scores of attention maps;
+* hidden-state geometry (``_geometry``): :func:`reachability_geometry`, the
+  radius, box and cone of a model's final hidden states and the reachability
+  bounds they give at each precision convention;
+* decoder cells (``_decoder_cells``): :func:`decoder_cell_proportions`, each
+  token's share of a region of hidden states under the model's real head, by
+  Monte Carlo on the device.
+"""
+
+from ._decoder_cells import check_decoder, decoder_cell_proportions
+from ._geometry import (
+    BOUND_NAMES,
+    CONVENTION_NAMES,
+    GEOMETRY_BOUND_COLUMNS,
+    bound_rows,
+    bound_table_row,
+    cell_facts,
+    cell_text,
+    check_precision,
+    convention_label,
+    reachability_geometry,
+    refinement_rows,
+    slope_ratio,
+)
+from ._head_profiles import PROFILE_COLUMNS, profile_heads, save_profile_csv
+from ._head_scores import HEAD_PATTERNS, head_pattern_masks, head_pattern_scores
+
+__all__ = [
+    "BOUND_NAMES",
+    "CONVENTION_NAMES",
+    "GEOMETRY_BOUND_COLUMNS",
+    "HEAD_PATTERNS",
+    "PROFILE_COLUMNS",
+    "bound_rows",
+    "bound_table_row",
+    "cell_facts",
+    "cell_text",
+    "check_decoder",
+    "check_precision",
+    "convention_label",
+    "decoder_cell_proportions",
+    "head_pattern_masks",
+    "head_pattern_scores",
+    "profile_heads",
+    "reachability_geometry",
+    "refinement_rows",
+    "save_profile_csv",
+    "slope_ratio",
+]

@@ -1,0 +1,508 @@
+"""Hidden-state geometry of a model and the reachability bounds it gives.
+
+The radius, per-coordinate box and cone of a model's final hidden states
+under random prompts, the decoder cells of its output head in that box, and
+the bounds of "How many different outputs can a Transformer generate?" at the
+three precision conventions of :func:`~intrinsic_rank.bounds.precision_for`,
+with the rows the tables print.
+"""
+
+import math
+
+import numpy as np
+from sklearn.utils import Bunch
+
+from .. import bounds
+from .._validation import check_int
+from ..nn import HFEncoderAdapter, as_model_adapter, random_prompt_hidden_states
+from ._decoder_cells import decoder_cell_proportions
+
+__all__ = [
+    "BOUND_NAMES",
+    "CONVENTION_NAMES",
+    "GEOMETRY_BOUND_COLUMNS",
+    "bound_rows",
+    "bound_table_row",
+    "cell_facts",
+    "cell_text",
+    "check_precision",
+    "convention_label",
+    "reachability_geometry",
+    "refinement_rows",
+    "slope_ratio",
+]
+
+BOUND_NAMES = ("ball", "box", "cone", "box + cells")
+"""The slope bounds of the bounds tables, loosest first (one row each per convention)."""
+
+CONVENTION_NAMES = tuple(bounds.PRECISION_CONVENTIONS)
+"""``precision`` names that select a convention of :func:`~intrinsic_rank.bounds.precision_for`."""
+
+GEOMETRY_BOUND_COLUMNS = ["bound", "convention", "log_count_bound", "slope_bound", "ratio"]
+"""Columns of a geometry's bounds table (``reachability_geometry(...).bounds``)."""
+
+
+def check_precision(precision):
+    """Validate a ``precision`` before any fit and return what the estimators get.
+
+    Parameters
+    ----------
+    precision : float, str or None
+        A number in (0, 1), a dtype name (``"float16"``, ``"bfloat16"``,
+        ``"float32"``, ``"float64"``), None, or a precision convention of
+        :data:`CONVENTION_NAMES`.
+
+    Returns
+    -------
+    precision : float, str or None
+        The number, the dtype name, or for a convention: None for
+        ``"machine"``, ``2**-10`` for ``"paper"`` and None for ``"relative"``
+        (it needs the measured radius, so its bounds are read from the
+        ``relative`` rows of the bounds table afterwards).
+
+    Raises
+    ------
+    ValueError
+        Naming ``precision`` and what it may be.
+
+    Examples
+    --------
+    >>> check_precision("paper"), check_precision("float16"), check_precision(1e-3)
+    (0.0009765625, 'float16', 0.001)
+    """
+    if precision is None:
+        return None
+    if isinstance(precision, (bool, np.bool_)):
+        pass  # not a number: the error below
+    elif isinstance(precision, str):
+        if precision in CONVENTION_NAMES:
+            return {"machine": None, "paper": bounds.precision_for("paper"),
+                    "relative": None}[precision]
+        try:
+            bounds.precision_from_dtype(precision)
+        except ValueError:
+            pass
+        else:
+            return precision
+    elif isinstance(precision, (int, float, np.integer, np.floating)):
+        if 0 < float(precision) < 1:
+            return float(precision)
+        raise ValueError(f"precision must lie in (0, 1); got {precision!r}")
+    raise ValueError(
+        "precision must be a number in (0, 1), a dtype name (float16, bfloat16, float32, "
+        f"float64) or a precision convention ({', '.join(CONVENTION_NAMES)}); "
+        f"got {precision!r}"
+    )
+
+
+def convention_label(convention, eps):
+    """The row label of a precision convention in the bounds tables.
+
+    Parameters
+    ----------
+    convention : str
+        One of :data:`CONVENTION_NAMES`.
+    eps : float
+        The precision the convention gave; NaN where it does not apply.
+
+    Returns
+    -------
+    label : str
+
+    Examples
+    --------
+    >>> convention_label("paper", 2.0**-10), convention_label("machine", 2.0**-23)
+    ('paper fp16 ε = 2^-10', 'machine ε = 2^-23')
+    """
+    if not (isinstance(eps, float) and math.isfinite(eps) and eps > 0):
+        return f"{convention} ε: –"
+    exponent = math.log2(eps)
+    power = f"2^{exponent:.0f}" if exponent == round(exponent) else f"2^{exponent:.2f}"
+    if convention == "paper":
+        return f"paper fp16 ε = {power}"
+    if convention == "relative":
+        return f"relative ε = 2^(log2 r∞ − 11) = {power}"
+    return f"{convention} ε = {power}"
+
+
+def slope_ratio(bound, slope):
+    """A bound over a measured slope: theory over experiment.
+
+    Parameters
+    ----------
+    bound : float
+    slope : float or None
+
+    Returns
+    -------
+    ratio : float
+        NaN where either is missing or the slope is not positive.
+
+    Examples
+    --------
+    >>> slope_ratio(100.0, 4.0), slope_ratio(100.0, None)
+    (25.0, nan)
+    """
+    if slope is None or not (math.isfinite(slope) and slope > 0) or not math.isfinite(bound):
+        return float("nan")
+    return bound / slope
+
+
+def bound_rows(table, slope):
+    """The rows of a bounds table, labelled and divided by a measured slope.
+
+    Parameters
+    ----------
+    table : list of dict
+        One row per bound and precision convention, with ``bound``,
+        ``precision_convention``, ``precision``, ``slope_bound`` and optionally
+        ``log_count_bound`` (as the estimator's ``bounds_table_``).
+    slope : float or None
+        The measured slope to divide by; None leaves ``ratio`` NaN.
+
+    Returns
+    -------
+    rows : list of dict
+        ``bound``, ``convention`` (:func:`convention_label`),
+        ``precision_convention``, ``precision``, ``slope_bound``, ``ratio``
+        and ``log_count_bound`` where the table has it.
+
+    Examples
+    --------
+    >>> rows = bound_rows([dict(bound="ball", precision_convention="paper",
+    ...                         precision=2.0**-10, slope_bound=40.0)], 4.0)
+    >>> rows[0]["convention"], rows[0]["ratio"]
+    ('paper fp16 ε = 2^-10', 10.0)
+    """
+    rows = []
+    for row in table:
+        eps = float(row["precision"])
+        slope_bound = float(row["slope_bound"])
+        rows.append(dict(bound=row["bound"],
+                         convention=convention_label(row["precision_convention"], eps),
+                         precision_convention=row["precision_convention"], precision=eps,
+                         slope_bound=slope_bound, ratio=slope_ratio(slope_bound, slope),
+                         **{k: row[k] for k in ("log_count_bound",) if k in row}))
+    return rows
+
+
+def bound_table_row(table, bound, convention):
+    """The row of ``table`` for one bound at one precision convention.
+
+    Parameters
+    ----------
+    table : list of dict
+        As :func:`bound_rows` returns (or takes).
+    bound : str
+        One of :data:`BOUND_NAMES`.
+    convention : str
+        One of :data:`CONVENTION_NAMES`.
+
+    Returns
+    -------
+    row : dict
+
+    Raises
+    ------
+    KeyError
+        If the table has no such row.
+    """
+    for row in table:
+        if row["bound"] == bound and row["precision_convention"] == convention:
+            return row
+    raise KeyError((bound, convention))
+
+
+def cell_facts(decay, disagreement, region, vocab_size):
+    """The decoder-cell numbers a result keeps, NaN or None where none were measured.
+
+    Parameters
+    ----------
+    decay : mapping or None
+        :func:`~intrinsic_rank.bounds.cell_decay` of the cells; None when no
+        cells were estimated.
+    disagreement : float or None
+        The share of points where argmax and the nearest-row rule differ.
+    region : {"box", "ball"}
+    vocab_size : int
+
+    Returns
+    -------
+    facts : dict
+        ``region``, ``ln_vocab``, ``rule_disagreement``, the decay in closed
+        form and fitted with their standard errors and the fit's R²,
+        ``n_empty``, ``n_cells`` and ``n_samples``.
+    """
+    nan = float("nan")
+    facts = dict(region=region, ln_vocab=float(np.log(vocab_size)),
+                 rule_disagreement=float(disagreement) if disagreement is not None else nan,
+                 closed_form=nan, closed_form_se=nan, fitted=nan, fitted_se=nan,
+                 fitted_r2=nan, n_empty=None, n_cells=None, n_samples=None)
+    if decay is not None:
+        facts.update({k: float(decay[k]) for k in ("closed_form", "closed_form_se", "fitted",
+                                                   "fitted_se", "fitted_r2")})
+        facts.update({k: int(decay[k]) for k in ("n_empty", "n_cells", "n_samples")})
+    return facts
+
+
+def _geometry_table(d, m, vocab_size, dtype, radius, widths, theta, decay, causal):
+    """Rows of the bounds table of a geometry: log counts (nats) and slope bounds."""
+    nan = float("nan")
+    rows = []
+    for convention in bounds.PRECISION_CONVENTIONS:
+        try:
+            eps = float(bounds.precision_for(convention, dtype=dtype, radius_inf=radius))
+            logs = (bounds.reachable_log_count_bound(d, m, radius, eps),
+                    bounds.box_log_count_bound(widths, m, eps),
+                    bounds.cone_log_count_bound(d, m, radius, eps, theta), nan)
+            slopes = [nan] * 4
+            if causal:
+                box = float(bounds.box_slope_bound(widths, vocab_size, eps))
+                cells = nan
+                if decay is not None:
+                    cells = (float("inf") if decay["closed_form"] == 0 else
+                             float(bounds.cell_slope_bound(box, vocab_size, decay)))
+                slopes = [float(bounds.reachable_slope_bound(d, vocab_size, radius, eps)), box,
+                          float(bounds.cone_slope_bound(d, vocab_size, radius, eps, theta)),
+                          cells]
+        except ValueError:  # e.g. "relative" with r >= 2048: eps >= 1
+            eps, logs, slopes = nan, (nan,) * 4, [nan] * 4
+        for name, log_count, slope in zip(BOUND_NAMES, logs, slopes):
+            rows.append(dict(bound=name, precision_convention=convention, precision=eps,
+                             log_count_bound=float(log_count), slope_bound=float(slope)))
+    return rows
+
+
+def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=None,
+                          n_prompts=256, n_cell_samples=2**17, measured_slope=None,
+                          random_state=0):
+    """The reachability paper's radius, box, cone, decoder cells and bounds on any model.
+
+    Draws ``n_prompts`` random prompts (``n_memory`` random vectors drawn as a
+    cramming run initialises its memory, then ``n_tokens`` random tokens),
+    measures the final hidden states' radius and per-coordinate box
+    (:func:`~intrinsic_rank.nn.random_prompt_hidden_states`,
+    :func:`~intrinsic_rank.bounds.hidden_state_geometry`), their smallest
+    pairwise cosine (the cone, :func:`~intrinsic_rank.bounds.min_pairwise_cosine`)
+    and, for a model with a next-token head, the decoder's cells in the box of
+    the states (:func:`~intrinsic_rank.nn.decoder_cell_proportions`,
+    :func:`~intrinsic_rank.bounds.cell_decay`). It evaluates the bounds that
+    the model's kind allows:
+
+    * every model: the count bound ``(1 + 2r/eps)**(d m)`` on the number of
+      distinct outputs ``m`` prompt vectors can produce at precision ``eps``,
+      and its box and cone refinements -- geometry only, they need no head;
+    * only a causal LM with a next-token head: the slope bound
+      ``C = d ln(1 + 2r/eps) / ln|V|`` on reachable output length per prompt
+      vector, its box and cone refinements and the cell-volume refinement
+      ``C_cell = C_box ln|V| / c``. An encoder (all-MiniLM-L6-v2, BERT) does
+      not generate, so the slope bounds, decoder cells, accessibility curves,
+      cramming and the copy cliff do not apply; ``not_applicable`` says so,
+      and the slope entries are NaN.
+
+    Parameters
+    ----------
+    model : "default", str, path, model instance or adapter, default="default"
+        See :func:`~intrinsic_rank.nn.as_model_adapter` (packaged model names
+        such as ``"all-MiniLM-L6-v2"`` work).
+    n_memory : int, default=1
+        Prompt vectors ``m``.
+    n_tokens : int, default=8
+        Random tokens after the prompt vectors.
+    precision : float, str or None, default=None
+        ``eps`` of the top-level entries: a number in (0, 1), a dtype name
+        (``"float16"`` gives the paper's ``2**-10``), None for the machine
+        epsilon of the model's dtype, or a precision convention name
+        (``"machine"``, ``"paper"``, ``"relative"``). ``bounds`` holds all
+        three conventions whatever it is.
+    n_prompts : int, default=256
+    n_cell_samples : int, default=131072
+        Monte Carlo points of the decoder-cell estimate; 0 skips it.
+    measured_slope : float or None, default=None
+        A measured slope (tokens per prompt vector, e.g. of
+        :func:`accessibility_curves` on the same model) to divide the slope
+        bounds by: the ``ratio`` column of ``bounds``; None leaves it NaN.
+    random_state : int, default=0
+        Seeds the prompts and the cell Monte Carlo.
+
+    Returns
+    -------
+    geometry : Bunch
+        ``kind`` (``"causal LM"`` or ``"encoder"``), ``causal`` (measured),
+        ``width``, ``vocab_size``, ``n_memory``, ``n_tokens``, ``radius``,
+        ``widths`` (per coordinate), ``precision``, ``log_count_bound``,
+        ``box_log_count_bound`` and ``cone_log_count_bound`` (nats),
+        ``slope_bound``, ``box_slope_bound``, ``cone_slope_bound`` and
+        ``cell_slope_bound`` (tokens per vector, NaN where they do not apply),
+        ``min_cosine``, ``cone_half_angle``, ``cone_log_fraction``, ``cells``
+        (as the ``cells`` of :func:`accessibility_curves`; None for an encoder
+        or ``n_cell_samples=0``), ``bounds`` (one row per bound and precision
+        convention: ``bound``, ``convention``, ``precision_convention``,
+        ``precision``, ``log_count_bound``, ``slope_bound``, ``ratio``),
+        ``measured_slope`` and ``not_applicable`` (list of what does not
+        apply, with why).
+
+    Examples
+    --------
+    >>> g = reachability_geometry("default", n_memory=2, n_tokens=6, n_prompts=16,
+    ...                           n_cell_samples=4096)
+    >>> g.kind, g.width, bool(g.radius > 0), g.not_applicable
+    ('causal LM', 64, True, [])
+    >>> [(r["bound"], r["convention"]) for r in g.bounds][4:6]
+    [('ball', 'paper fp16 ε = 2^-10'), ('box', 'paper fp16 ε = 2^-10')]
+    """
+    for value, name, low in ((n_memory, "n_memory", 1), (n_tokens, "n_tokens", 0),
+                             (n_prompts, "n_prompts", 1), (n_cell_samples, "n_cell_samples", 0)):
+        check_int(value, name, low)
+    fixed = check_precision(precision)
+    if measured_slope is not None:
+        measured_slope = float(measured_slope)
+        if not (math.isfinite(measured_slope) and measured_slope > 0):
+            raise ValueError(f"measured_slope must be a positive number or None; "
+                             f"got {measured_slope!r}")
+    lm = as_model_adapter(model)
+    dtype = str(lm.dtype)
+    states = random_prompt_hidden_states(lm, int(n_memory), int(n_tokens),
+                                         n_prompts=int(n_prompts), random_state=random_state)
+    geo = bounds.hidden_state_geometry(states)
+    radius = float(geo["radius"])
+    if precision in CONVENTION_NAMES:
+        eps = float(bounds.precision_for(precision, dtype=dtype, radius_inf=radius))
+    elif fixed is None:
+        eps = bounds.precision_from_dtype(dtype)
+    elif isinstance(fixed, str):
+        eps = bounds.precision_from_dtype(fixed)
+    else:
+        eps = float(fixed)
+    encoder = isinstance(lm, HFEncoderAdapter)
+    d, m = lm.width, int(n_memory)
+    flat = np.asarray(states, dtype=np.float64).reshape(-1, d)
+    min_cosine = float(bounds.min_pairwise_cosine(flat))
+    theta = float(bounds.cone_half_angle(min_cosine))
+    nan = float("nan")
+    result = Bunch(
+        kind="encoder" if encoder else "causal LM",
+        causal=bool(lm.is_causal) if encoder else True,
+        model=model if isinstance(model, str) else type(model).__name__,
+        width=int(d), vocab_size=int(lm.vocab_size), n_memory=m, n_tokens=int(n_tokens),
+        n_prompts=int(n_prompts), radius=radius, widths=geo["widths"],
+        precision=float(eps),
+        log_count_bound=bounds.reachable_log_count_bound(d, m, radius, eps),
+        box_log_count_bound=bounds.box_log_count_bound(geo["widths"], m, eps),
+        cone_log_count_bound=float(bounds.cone_log_count_bound(d, m, radius, eps, theta)),
+        slope_bound=nan, box_slope_bound=nan, cone_slope_bound=nan, cell_slope_bound=nan,
+        min_cosine=min_cosine, cone_half_angle=theta,
+        cone_log_fraction=float(bounds.cone_log_fraction(theta, d)),
+        cells=None, bounds=[], measured_slope=measured_slope, not_applicable=[],
+    )
+    decay = None
+    if encoder:
+        result.not_applicable = [
+            "slope bound C = d ln(1 + 2r/eps) / ln|V| and its box, cone and box + cells "
+            "refinements: they bound the length of generated token sequences, and this "
+            "model has no next-token head (so no decoder cells either)",
+            "cramming, accessibility curves and n50 (ReachabilityEstimator, "
+            "accessibility_curves): they decode tokens greedily from the model",
+            "copy-length cliff: it trains and decodes a causal LM",
+        ]
+    else:
+        if n_cell_samples:
+            try:
+                cells = decoder_cell_proportions(lm, flat, region="box",
+                                                 n_samples=int(n_cell_samples),
+                                                 random_state=random_state, max_bytes=2**27)
+            except ValueError as error:
+                result.not_applicable = [f"decoder cells (box + cells bound): {error}"]
+            else:
+                decay = bounds.cell_decay(cells, random_state=random_state)
+                result.cells = cell_facts(decay, cells.disagreement, "box", lm.vocab_size)
+        result.slope_bound = bounds.reachable_slope_bound(d, lm.vocab_size, radius, eps)
+        result.box_slope_bound = bounds.box_slope_bound(geo["widths"], lm.vocab_size, eps)
+        result.cone_slope_bound = float(bounds.cone_slope_bound(d, lm.vocab_size, radius,
+                                                                 eps, theta))
+        if decay is not None:
+            result.cell_slope_bound = (float("inf") if decay["closed_form"] == 0 else float(
+                bounds.cell_slope_bound(result.box_slope_bound, lm.vocab_size, decay)))
+    table = _geometry_table(d, m, int(lm.vocab_size), dtype, radius, geo["widths"], theta,
+                            decay, not encoder)
+    result.bounds = bound_rows(table, measured_slope)
+    return result
+
+
+def cell_text(value, fmt="{:.4g}"):
+    """A number for a table cell; "–" where it does not apply.
+
+    Parameters
+    ----------
+    value : float, int or None
+    fmt : str, default="{:.4g}"
+
+    Returns
+    -------
+    text : str
+
+    Examples
+    --------
+    >>> cell_text(0.123456), cell_text(None), cell_text(float("nan")), cell_text(float("inf"))
+    ('0.1235', '–', '–', 'inf')
+    """
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–" if value is None or math.isnan(value) else str(value)
+    return fmt.format(value)
+
+
+def refinement_rows(cone, cells):
+    """The cone and decoder-cell numbers as ``quantity``/``value`` rows (text).
+
+    Parameters
+    ----------
+    cone : mapping
+        ``min_cosine``, ``half_angle`` (radians) and ``log_fraction`` (the
+        ``cone`` of :func:`accessibility_curves`; a geometry's
+        ``min_cosine``, ``cone_half_angle`` and ``cone_log_fraction`` work too).
+    cells : mapping or None
+        The ``cells`` of :func:`accessibility_curves` or
+        :func:`reachability_geometry`; None gives "–" rows.
+
+    Returns
+    -------
+    rows : list of dict
+
+    Examples
+    --------
+    >>> rows = refinement_rows(dict(min_cosine=-0.4, half_angle=1.982, log_fraction=-1e-6),
+    ...                        None)
+    >>> rows[0]["value"], rows[-1]["value"]
+    ('-0.400', '–')
+    """
+    theta = cone.get("half_angle", cone.get("cone_half_angle"))
+    log_fraction = cone.get("log_fraction", cone.get("cone_log_fraction"))
+    cells = cells or {}
+
+    def pm(key):
+        value = cells.get(key)
+        if value is None or not math.isfinite(value):
+            return "–"
+        se = cells.get(f"{key}_se")
+        return f"{value:.4g} ± {cell_text(se, '{:.2g}')} nats per token"
+
+    n_samples = cells.get("n_samples")
+    empty = cells.get("n_empty")
+    disagree = cells.get("rule_disagreement")
+    return [
+        dict(quantity="smallest pairwise cosine of the hidden states",
+             value=cell_text(cone["min_cosine"], "{:.3f}")),
+        dict(quantity="cone half-angle θ = arccos(min cosine)",
+             value="–" if theta is None else f"{theta:.3f} rad ({math.degrees(theta):.1f}°)"),
+        dict(quantity="ln(share of the ball inside the cone), per vector",
+             value=cell_text(log_fraction, "{:.3g}") + " nats"),
+        dict(quantity="cell decay c, closed form −mean_t ln p_t", value=pm("closed_form")),
+        dict(quantity="cell decay c, fitted (median of the k-fold product)", value=pm("fitted")),
+        dict(quantity="ln|V| (equal cells)", value=cell_text(cells.get("ln_vocab"))),
+        dict(quantity="tokens whose estimated cell is empty", value=cell_text(empty, "{:d}")),
+        dict(quantity=f"Monte Carlo points, uniform in the {cells.get('region', 'box')} "
+                      "of the states", value=cell_text(n_samples, "{:d}")),
+        dict(quantity="points where argmax(W h + b) and the nearest row differ",
+             value="–" if disagree is None or not math.isfinite(disagree)
+             else f"{100 * disagree:.2f}%"),
+    ]
