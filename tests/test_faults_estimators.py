@@ -416,3 +416,16 @@ def test_energy_rank_refit_from_data_to_recovery_clears_data_attributes():
                               student=AttentionRankEstimator(**FAST)), X, Y)
     assert not hasattr(est, "fit_") and not hasattr(est, "x_scale_")
     assert hasattr(est, "student_")
+
+
+@pytest.mark.parametrize("est, data", [
+    (AttentionRankEstimator(max_epochs=0), (X, Y)),
+    (EnergyEffectiveRank(ridge=-1.0), (X, Y)),
+    (ReachabilityEstimator(max_epochs=0), (TARGETS,)),
+])
+def test_parameter_errors_name_the_estimator_and_the_parameter(est, data):
+    name = type(est).__name__
+    bad = "ridge must be a finite real number in \\[0.0, inf\\); got -1.0" if name == \
+        "EnergyEffectiveRank" else "max_epochs must be an integer >= 1; got 0"
+    with pytest.raises(ValueError, match=f"^{name}: {bad}$"):
+        est.fit(*data)
