@@ -71,7 +71,7 @@ def main(argv=None):
           f"noise floor={info.noise_floor:.4g}; threads={torch.get_num_threads()}; "
           f"student on {args.device}")
     print(f"  data-only (V known): {data_time:.4f} s -> r* estimate {data.rank_} "
-          f"(energy {data.effective_rank_:.3f}, noise-aware numerical {data.numerical_rank_})")
+          f"(energy {data.energy_effective_rank_:.3f}, noise-aware numerical {data.numerical_rank_})")
     print(f"  one student of rank r* trained to the floor: {student_time:.2f} s -> training "
           f"risk {student.train_risk_:.4g} (floor {info.noise_floor:.4g})")
     speedup = student_time / data_time

@@ -8,7 +8,7 @@ memory, ``ru_maxrss``, is its own):
    ``GridSearchCV`` over ``rank`` with its default ``cv`` (5 folds, one
    single-rank fit per rank and fold: what a scikit-learn user would run; its
    ``r*`` is the estimator's own rule applied to its cross-validated risks), the
-   full batched grid ``ranks=[1..d]``, ``ranks="auto"`` and ``ranks="auto"``
+   full batched grid ``rank_grid=[1..d]``, ``rank_grid="auto"`` and ``rank_grid="auto"``
    with ``early_stopping=True``. Printed: wall time, rank-epochs trained,
    ``r*`` of each, and the ratios. ``r*`` must agree.
 2. **Scaling curves**: time per epoch and peak memory against ``n``, ``L``,
@@ -114,14 +114,14 @@ def worker(spec):
                   device=spec["device"])
     params.update(spec.get("params", {}))
     # untimed warm-up: the first optimiser of a process lazily imports torch._dynamo
-    AttentionRankEstimator(attention=spec["kind"], ranks=[1], max_epochs=1,
+    AttentionRankEstimator(attention=spec["kind"], rank_grid=[1], max_epochs=1,
                            device=spec["device"]).fit(X[:32], Y[:32])
     before = _rss_mb()
     start = time.perf_counter()
     if spec["how"] == "gridsearch":
         from sklearn.model_selection import GridSearchCV
 
-        from intrinsic_rank.estimators._base import select_rank
+        from intrinsic_rank.estimators._selection import select_rank
 
         grid = list(range(1, spec["d"] + 1)) if spec["ranks"] == "full" else spec["ranks"]
         search = GridSearchCV(AttentionRankEstimator(**params), {"rank": grid},
@@ -144,7 +144,7 @@ def worker(spec):
         ranks = spec["ranks"]
         if ranks == "full":
             ranks = list(range(1, spec["d"] + 1))
-        est = AttentionRankEstimator(ranks=ranks, **params).fit(X, Y)
+        est = AttentionRankEstimator(rank_grid=ranks, **params).fit(X, Y)
         seconds = time.perf_counter() - start
         rank, rank_epochs, epochs = est.rank_, est.rank_epochs_, est.n_epochs_
         durations = [row["dur"] for row in est.history_]
@@ -222,10 +222,10 @@ def baselines(args, common):
           f"r*={task['r_star']} epochs={task['epochs']}  (load average {load()})")
     base = dict(common, data="teacher", **task)
     runs = {
-        "gridsearch_cv5": dict(base, how="gridsearch", ranks="full"),
-        "full_grid": dict(base, how="fit", ranks="full"),
-        "auto": dict(base, how="fit", ranks="auto"),
-        "auto_early": dict(base, how="fit", ranks="auto", params=dict(early_stopping=True)),
+        "gridsearch_cv5": dict(base, how="gridsearch", rank_grid="full"),
+        "full_grid": dict(base, how="fit", rank_grid="full"),
+        "auto": dict(base, how="fit", rank_grid="auto"),
+        "auto_early": dict(base, how="fit", rank_grid="auto", params=dict(early_stopping=True)),
     }
     records = {name: run(spec) for name, spec in runs.items()}
     print(f"{'run':>15} {'seconds':>8} {'rank-epochs':>11} {'r*':>3} {'peak MB':>8}  note")
@@ -247,7 +247,7 @@ def baselines(args, common):
 
 
 def rank_epochs_at_64(args, common):
-    """Rank-epochs of ``ranks="auto"`` against the full grid 1..64 at d = 64.
+    """Rank-epochs of ``rank_grid="auto"`` against the full grid 1..64 at d = 64.
 
     A linear teacher of rank 8 (``n = 1024``, ``L = 8``), both trained to
     convergence with ``early_stopping=True`` (at most 300 epochs): the ratio
@@ -259,17 +259,17 @@ def rank_epochs_at_64(args, common):
     else:
         base = dict(common, kind="linear", data="teacher", n=1024, L=8, d=64, r_star=8,
                     epochs=300, params=dict(early_stopping=True))
-    print(f"\n== rank-epochs at d = 64: full grid 1..64 against ranks='auto' (linear teacher "
+    print(f"\n== rank-epochs at d = 64: full grid 1..64 against rank_grid='auto' (linear teacher "
           f"n={base['n']}, L={base['L']}, r*=8, at most {base['epochs']} epochs"
           f"{', early_stopping' if 'params' in base else ''}; load average {load()})")
-    auto = run(dict(base, how="fit", ranks="auto"))
+    auto = run(dict(base, how="fit", rank_grid="auto"))
     print(f"auto rounds {[(r['ranks'], r['epochs']) for r in auto['rounds']]}: "
           f"{auto['rank_epochs']} rank-epochs; r* = {auto['rank']}; {auto['seconds']:.1f} s")
     if args.quick:
         ratio = 64 * base["epochs"] / auto["rank_epochs"]
         print(f"auto_rank_epoch_ratio: {ratio:.2f} (target >= {AUTO_WORK_TARGET:g})")
         return [auto], True
-    full = run(dict(base, how="fit", ranks="full"))
+    full = run(dict(base, how="fit", rank_grid="full"))
     ratio = full["rank_epochs"] / auto["rank_epochs"]
     print(f"full grid: {full['rank_epochs']} rank-epochs ({full['epochs']} epochs), "
           f"r* = {full['rank']}, {full['seconds']:.1f} s")
@@ -310,7 +310,7 @@ def curves(args, common):
                 while from_grid[-1] * 2 < size["d"]:
                     from_grid.append(from_grid[-1] * 2)
                 ranks = from_grid + [size["d"]]
-            spec = dict(common, data="float32", how="fit", ranks=ranks, r_star=4,
+            spec = dict(common, data="float32", how="fit", rank_grid=ranks, r_star=4,
                         epochs=epochs, **size)
             rec = run(spec)
             rec.update(axis=axis, value=value, n_ranks=len(ranks))
@@ -337,7 +337,7 @@ def step_costs(args, ref):
     """
     import torch
 
-    from intrinsic_rank.estimators._base import RankwiseMSELoss
+    from intrinsic_rank.estimators._batching import RankwiseMSELoss
     from intrinsic_rank.nn import make_student
 
     torch.set_num_threads(args.threads)
@@ -372,7 +372,7 @@ def step_costs(args, ref):
               + ", ".join(f"R={R} {t * 1e3:.2f} ms" for R, t in zip(Rs, times))
               + f"; a = {a * 1e3:.2f} ms fixed, b = {b * 1e3:.2f} ms per rank; "
               f"equal-work speed-up at R={Rs[-1]}: {speedup:.2f}x, limit (a+b)/b = {limit:.2f}")
-        result[f"batch_{batch}"] = dict(ranks=Rs, seconds=times, fixed_ms=a * 1e3,
+        result[f"batch_{batch}"] = dict(rank_grid=Rs, seconds=times, fixed_ms=a * 1e3,
                                         per_rank_ms=b * 1e3, limit=limit, speedup=speedup)
     print(f"equal_work_speedup_batch256: {result['batch_256']['speedup']:.2f}")
     return result
@@ -381,7 +381,7 @@ def step_costs(args, ref):
 def big(args, common):
     n = 50000
     print(f"\n== memory at n={n}, L=32, d=64, coarse grid, 1 epoch (load average {load()})")
-    spec = dict(common, data="float32", how="fit", ranks=[1, 2, 4, 8, 16, 32, 64], n=n,
+    spec = dict(common, data="float32", how="fit", rank_grid=[1, 2, 4, 8, 16, 32, 64], n=n,
                 L=32, d=64, r_star=4, epochs=1)
     rec = run(spec, timeout=7200)
     target = MEMORY_FACTOR * rec["data_f32_mb"] + FIXED_OVERHEAD_MB

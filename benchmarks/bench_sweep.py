@@ -3,7 +3,7 @@
 What it measures, on one attention teacher with a known rank ``r*``
 (:func:`intrinsic_rank.datasets.make_attention_task`):
 
-1. **Sweep vs grid search.** ``AttentionRankEstimator(ranks=[1..8]).fit`` trains
+1. **Sweep vs grid search.** ``AttentionRankEstimator(rank_grid=[1..8]).fit`` trains
    the whole rank grid in one batched optimisation. The baseline is what a user
    would otherwise write: ``GridSearchCV`` over ``rank`` with one single-rank fit
    per candidate, scored on the *same* held-out part the sweep uses (a
@@ -59,10 +59,8 @@ from sklearn.model_selection import GridSearchCV, PredefinedSplit  # noqa: E402
 from intrinsic_rank import AttentionRankEstimator  # noqa: E402
 from intrinsic_rank._validation import draw_seed  # noqa: E402
 from intrinsic_rank.datasets import make_attention_task  # noqa: E402
-from intrinsic_rank.estimators._base import (  # noqa: E402
-    RankwiseMSELoss,
-    select_rank,
-)
+from intrinsic_rank.estimators._batching import RankwiseMSELoss  # noqa: E402
+from intrinsic_rank.estimators._selection import select_rank  # noqa: E402
 from intrinsic_rank.nn import make_student  # noqa: E402
 
 MAX_GRID_RANK = 8

@@ -48,7 +48,7 @@ def run_case(kind, task, seed, device="cpu"):
         limit = task["d"]
     r_star = task["rank"]
     grid = list(range(max(1, r_star - 3), min(limit, r_star + 3) + 1))
-    est = AttentionRankEstimator(attention=kind, ranks=grid, random_state=seed, device=device)
+    est = AttentionRankEstimator(attention=kind, rank_grid=grid, random_state=seed, device=device)
     return est.fit(X, Y), r_star
 
 

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BENCHMARKS = {
     "bench_sweep": ("batched rank sweep vs GridSearchCV; skorch vs a plain torch loop",
                     ["--quick"]),
-    "bench_scale": ("r* at scale: ranks='auto' vs GridSearchCV (cv=5) and the full grid; "
+    "bench_scale": ("r* at scale: rank_grid='auto' vs GridSearchCV (cv=5) and the full grid; "
                     "time and memory curves", ["--quick"]),
     "bench_data_only": ("training-free r* estimate vs training one student", ["--quick"]),
     "bench_reach": ("batched cramming vs one target at a time (16 targets)", []),

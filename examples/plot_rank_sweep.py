@@ -35,11 +35,11 @@ X, Y, info = make_attention_task(
 # %%
 # One batched fit over the ranks
 # ------------------------------
-# ``ranks=range(1, 9)`` trains a student of every rank in one batched model. The sweep
+# ``rank_grid=range(1, 9)`` trains a student of every rank in one batched model. The sweep
 # table has one row per rank: the held-out risk, its excess over the estimated noise
 # floor, whether the rank reaches the floor, and two ranks of the learned kernel.
 
-est = AttentionRankEstimator(attention="softmax", ranks=range(1, 9), random_state=0)
+est = AttentionRankEstimator(attention="softmax", rank_grid=range(1, 9), random_state=0)
 est.fit(X, Y)
 
 table = pd.DataFrame(est.sweep_)[
@@ -74,5 +74,5 @@ fig.tight_layout()
 # the ranks of the learned kernels: the energy effective rank follows the student's rank
 # up to ``r*`` and stays there, while the numerical rank keeps following the student's.
 
-result = rank_sweep("softmax", r_star=3, ranks=range(1, 9), random_state=0)
+result = rank_sweep("softmax", r_star=3, rank_grid=range(1, 9), random_state=0)
 _ = plot_sweep(result, "rank_sweep.png")

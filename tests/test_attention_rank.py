@@ -32,7 +32,7 @@ def _teacher(kind, rank, d=8, seq_len=6, n=1200, seed=0, **kwargs):
 def test_deficiency_and_achievability(kind, r_star):
     X, Y, info = _teacher(kind, r_star, seed=r_star)
     est = AttentionRankEstimator(
-        attention=kind, ranks=[1, 2, 3, 4, 5, 6], noise_floor=info.noise_floor,
+        attention=kind, rank_grid=[1, 2, 3, 4, 5, 6], noise_floor=info.noise_floor,
         random_state=0,
     ).fit(X, Y)
     assert est.rank_ == r_star
@@ -61,7 +61,7 @@ def test_defaults_find_r_star_without_tuning(kind, d, seq_len, r_star, n, seed):
         random_state=seed,
     )
     grid = list(range(1, min(d, r_star + 3) + 1))
-    est = AttentionRankEstimator(attention=kind, ranks=grid, random_state=seed)
+    est = AttentionRankEstimator(attention=kind, rank_grid=grid, random_state=seed)
     assert est.fit(X, Y).rank_ == r_star
     assert est.noise_floor_ == pytest.approx(0.01, rel=0.15)  # estimated, not given
 
@@ -72,7 +72,7 @@ def test_fixed_operator_floor_matches_tail_energy():
         random_state=0, return_info=True,
     )
     est = AttentionRankEstimator(
-        attention="fixed", ranks=[1, 2, 3, 4, 5], noise_floor=info.noise_floor,
+        attention="fixed", rank_grid=[1, 2, 3, 4, 5], noise_floor=info.noise_floor,
         random_state=0,
     ).fit(X, Y)
     spectrum = np.linalg.svd(info.operator, compute_uv=False)
@@ -87,7 +87,7 @@ def test_recovery_full_rank_student_concentrates_at_r_star(kind):
     X, Y, _ = _teacher(kind, 3, d=12, seq_len=6, n=1500, seed=5)
     est = AttentionRankEstimator(attention=kind, random_state=0).fit(X, Y)
     assert est.rank_ == 12  # full rank by default
-    assert abs(est.effective_rank_ - 3) <= 0.5
+    assert abs(est.energy_effective_rank_ - 3) <= 0.5
     # the numerical rank of the same kernel saturates: it is not the measure to read
     assert est.numerical_rank_ > 3
 
@@ -96,8 +96,8 @@ def test_recovery_full_rank_student_concentrates_at_r_star(kind):
 def test_sweep_slot_equals_single_rank_student():
     X, Y, _ = _teacher("softmax", 2, n=400, seed=1)
     kwargs = dict(attention="softmax", max_epochs=20, random_state=3)
-    wide = AttentionRankEstimator(ranks=[1, 2, 3, 5], **kwargs).fit(X, Y)
-    alone = AttentionRankEstimator(ranks=[3], **kwargs).fit(X, Y)
+    wide = AttentionRankEstimator(rank_grid=[1, 2, 3, 5], **kwargs).fit(X, Y)
+    alone = AttentionRankEstimator(rank_grid=[3], **kwargs).fit(X, Y)
     wide.rank_index_ = 2  # read the rank-3 slot of the batched student
     np.testing.assert_allclose(wide.predict(X), alone.predict(X), atol=2e-5)
     np.testing.assert_allclose(wide.kernels_[2], alone.kernel_, atol=2e-5)
@@ -109,7 +109,7 @@ def test_sweep_slot_equals_single_rank_student():
 @pytest.mark.filterwarnings("ignore:rank_ = .* is the largest rank:UserWarning")  # short training
 def test_same_seed_same_numbers_and_different_seed_differs():
     X, Y, _ = _teacher("linear", 2, n=300, seed=2)
-    kwargs = dict(attention="linear", ranks=[1, 2, 3], max_epochs=10)
+    kwargs = dict(attention="linear", rank_grid=[1, 2, 3], max_epochs=10)
     a = AttentionRankEstimator(random_state=7, **kwargs).fit(X, Y)
     b = AttentionRankEstimator(random_state=7, **kwargs).fit(X, Y)
     c = AttentionRankEstimator(random_state=8, **kwargs).fit(X, Y)
@@ -122,7 +122,7 @@ def test_same_seed_same_numbers_and_different_seed_differs():
 def test_fitted_attributes_history_and_records():
     X, Y, _ = _teacher("softmax", 2, n=300, seed=3)
     est = AttentionRankEstimator(
-        attention="softmax", ranks=[1, 2, 4], max_epochs=12, random_state=0
+        attention="softmax", rank_grid=[1, 2, 4], max_epochs=12, random_state=0
     ).fit(X, Y)
     assert est.kernel_.shape == (8, 8)
     assert est.kernels_.shape == (3, 8, 8)
@@ -246,7 +246,7 @@ def test_pipeline_with_preprocessing_on_scalar_tokens():
 def test_pickle_round_trip_keeps_predictions():
     X, Y, _ = _teacher("softmax", 2, n=300, seed=10)
     est = AttentionRankEstimator(
-        attention="softmax", ranks=[1, 2], max_epochs=5, random_state=0, verbose=1
+        attention="softmax", rank_grid=[1, 2], max_epochs=5, random_state=0, verbose=1
     ).fit(X, Y)
     loaded = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
@@ -271,7 +271,7 @@ def test_unfitted_estimator_raises():
 
 def test_grid_below_r_star_warns_instead_of_answering_silently():
     X, Y, _ = _teacher("linear", 4, n=600, seed=12)
-    est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3], random_state=0)
+    est = AttentionRankEstimator(attention="linear", rank_grid=[1, 2, 3], random_state=0)
     with pytest.warns(UserWarning, match="largest rank of the grid.*r\\* may be larger"):
         est.fit(X, Y)
     assert est.rank_ == 3
@@ -283,7 +283,7 @@ def test_given_floor_that_no_rank_reaches_warns():
 
     X, Y, info = _teacher("linear", 4, n=600, seed=12)
     est = AttentionRankEstimator(
-        attention="linear", ranks=[1, 2], noise_floor=info.noise_floor, random_state=0
+        attention="linear", rank_grid=[1, 2], noise_floor=info.noise_floor, random_state=0
     )
     with pytest.warns(ConvergenceWarning, match="no rank in \\[1, 2\\] reached the noise floor"):
         est.fit(X, Y)
@@ -296,7 +296,7 @@ def test_no_grid_warning_when_the_grid_ends_at_full_rank():
     X, Y, _ = _teacher("linear", 4, d=4, seq_len=6, n=1000, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        est = AttentionRankEstimator(attention="linear", ranks=[2, 3, 4], random_state=0)
+        est = AttentionRankEstimator(attention="linear", rank_grid=[2, 3, 4], random_state=0)
         est.fit(X, Y)
     assert est.rank_ == 4
 
@@ -307,7 +307,7 @@ def test_a_stalled_rank_is_reported_not_hidden():
     from sklearn.exceptions import ConvergenceWarning
 
     X, Y, _ = _teacher("linear", 4, d=4, seq_len=6, n=1000, seed=13)
-    est = AttentionRankEstimator(attention="linear", ranks=[2, 3, 4], random_state=0)
+    est = AttentionRankEstimator(attention="linear", rank_grid=[2, 3, 4], random_state=0)
     with pytest.warns(ConvergenceWarning, match="held-out risk rises with rank \\(rank 4: "):
         est.fit(X, Y)
 
@@ -315,7 +315,7 @@ def test_a_stalled_rank_is_reported_not_hidden():
 def test_in_sample_sweep_with_no_held_out_part():
     X, Y, _ = _teacher("linear", 2, d=6, seq_len=4, n=600, seed=14)
     est = AttentionRankEstimator(
-        attention="linear", ranks=[1, 2, 3], validation_fraction=0.0, random_state=0
+        attention="linear", rank_grid=[1, 2, 3], validation_fraction=0.0, random_state=0
     ).fit(X, Y)
     assert est.rank_ == 2
     for rec in est.sweep_:
@@ -328,7 +328,7 @@ def test_in_sample_sweep_with_no_held_out_part():
 def test_predict_per_rank_has_a_rank_axis_and_the_selected_slot_is_predict(target, ranks):
     X, Y, _ = _teacher("linear", 2, d=5, seq_len=4, n=200, seed=15, d_out=2)
     Y = {"sequence": Y, "final_2d": Y[:, -1], "final_1d": Y[:, -1, 0]}[target]
-    params = dict(ranks=ranks) if ranks is not None else dict(rank=2)
+    params = dict(rank_grid=ranks) if ranks is not None else dict(rank=2)
     est = AttentionRankEstimator(attention="linear", max_epochs=3, random_state=0,
                                  **params).fit(X, Y)
     per_rank = est.predict_per_rank(X[:7])
@@ -346,7 +346,7 @@ def test_predict_per_rank_validates_like_predict():
     X, Y, _ = _teacher("linear", 2, d=5, seq_len=4, n=100, seed=16)
     with pytest.raises(NotFittedError):
         AttentionRankEstimator().predict_per_rank(X)
-    est = AttentionRankEstimator(attention="linear", ranks=[1, 2], max_epochs=2,
+    est = AttentionRankEstimator(attention="linear", rank_grid=[1, 2], max_epochs=2,
                                  random_state=0).fit(X, Y)
     with pytest.raises(ValueError, match="sequences of length 3, but .* fitted on length 4"):
         est.predict_per_rank(X[:, :3])
@@ -360,7 +360,7 @@ def test_predict_per_rank_on_scalar_tokens():
     rng = np.random.RandomState(0)
     X = rng.normal(size=(60, 5))
     y = X.mean(axis=1)
-    est = AttentionRankEstimator(attention="fixed", ranks=[1, 2], max_epochs=2,
+    est = AttentionRankEstimator(attention="fixed", rank_grid=[1, 2], max_epochs=2,
                                  random_state=0).fit(X, y)
     assert est.predict_per_rank(X).shape == (60, 2)
 

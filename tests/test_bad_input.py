@@ -39,18 +39,18 @@ def test_bad_arrays(X_, Y_, match):
         (dict(rank=0), "rank must be an integer >= 1; got 0"),
         (dict(rank=6), r"rank=6 exceeds the token dimension d = 5"),
         (dict(attention="fixed", rank=5), r"rank=5 exceeds the sequence length L = 4"),
-        (dict(ranks=[1, 2, 9]), r"rank 9 in ranks exceeds the token dimension d = 5"),
-        (dict(ranks=[0, 1]), "every entry of ranks must be an integer >= 1"),
-        (dict(ranks=[]), "ranks must be a non-empty"),
-        (dict(ranks=[1, 1]), "duplicates"),
-        (dict(ranks=[1, 2], rank=2), "either rank .* or ranks"),
+        (dict(rank_grid=[1, 2, 9]), r"rank 9 in ranks exceeds the token dimension d = 5"),
+        (dict(rank_grid=[0, 1]), "every entry of ranks must be an integer >= 1"),
+        (dict(rank_grid=[]), "ranks must be a non-empty"),
+        (dict(rank_grid=[1, 1]), "duplicates"),
+        (dict(rank_grid=[1, 2], rank=2), "either rank .* or ranks"),
         (dict(rank=2.5), "rank must be an integer"),
         (dict(attention="cosine"), "unknown attention 'cosine'"),
         (dict(optimizer="lion"), "unknown optimizer 'lion'"),
         (dict(lr=-1.0), r"lr must be a finite real number in \(0.0, inf\)"),
         (dict(max_epochs=0), "max_epochs must be an integer >= 1"),
         (dict(batch_size=0), "batch_size must be an integer >= 1"),
-        (dict(validation_fraction=1.5, ranks=[1]), "validation_fraction must be a finite real number in"),
+        (dict(validation_fraction=1.5, rank_grid=[1]), "validation_fraction must be a finite real number in"),
         (dict(noise_floor=-0.1), "noise_floor must be a finite real number in"),
         (dict(device="tpu:9"), "unknown device"),
         (dict(verbose=-1), "verbose must be an integer >= 0"),
@@ -63,7 +63,7 @@ def test_bad_parameters(params, match):
 
 def test_sweep_needs_a_held_out_part():
     with pytest.raises(ValueError, match="needs at least 2 sequences"):
-        _fit(X[:1], Y[:1], ranks=[1, 2])
+        _fit(X[:1], Y[:1], rank_grid=[1, 2])
 
 
 def test_predict_checks_shapes_against_fit():

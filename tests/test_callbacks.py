@@ -13,7 +13,7 @@ from intrinsic_rank.datasets import make_attention_task, make_random_targets
 
 X, Y = make_attention_task("linear", n_samples=128, seq_len=4, d=5, rank=2, random_state=0)
 TARGETS = make_random_targets(3, 4, vocab_size=64, random_state=0)
-SWEEP = dict(attention="linear", ranks=[1, 2, 3], max_epochs=6, lr=4e-3, random_state=0)
+SWEEP = dict(attention="linear", rank_grid=[1, 2, 3], max_epochs=6, lr=4e-3, random_state=0)
 
 
 def _fit(est, *data):
@@ -23,7 +23,7 @@ def _fit(est, *data):
 
 
 def test_the_estimators_own_rules_are_named_callbacks():
-    est = _fit(AttentionRankEstimator(**SWEEP, early_stopping=3), X, Y)
+    est = _fit(AttentionRankEstimator(**SWEEP, early_stopping=True, n_iter_no_change=3), X, Y)
     names = [name for name, _ in est.net_.callbacks_]
     assert {"rankwise_loss", "divergence", "plateau"} <= set(names)
     cram = _fit(ReachabilityEstimator(max_epochs=3, n_radius_prompts=2, n_cell_samples=0,

@@ -9,7 +9,7 @@ def test_sweep_command_prints_table_and_saves_plot_and_records(tmp_path, capsys)
     out = tmp_path / "run"
     status = main([
         "sweep", "--teacher", "linear", "--r-star", "2", "--d", "6", "--seq-len", "4",
-        "--n-samples", "600", "--ranks", "1-4", "--epochs", "80", "--seed", "1",
+        "--n-samples", "600", "--rank-grid", "1-4", "--epochs", "80", "--seed", "1",
         "--out", str(out), "--quiet",
     ])
     assert status == 0
@@ -25,7 +25,7 @@ def test_sweep_command_prints_table_and_saves_plot_and_records(tmp_path, capsys)
 
 
 def test_sweep_command_reports_bad_input(tmp_path, capsys):
-    status = main(["sweep", "--d", "4", "--ranks", "1-6", "--out", str(tmp_path), "--quiet"])
+    status = main(["sweep", "--d", "4", "--rank-grid", "1-6", "--out", str(tmp_path), "--quiet"])
     assert status == 2
     assert "rank 6 in ranks exceeds the token dimension d = 4" in capsys.readouterr().err
 
@@ -67,7 +67,7 @@ def test_copy_command_reports_bad_train_lengths(tmp_path, capsys):
 
 def test_reach_command_prints_tables_and_bound_and_saves(tmp_path, capsys):
     out = tmp_path / "reach"
-    status = main(["reach", "--memory", "1,2", "--lengths", "2-6", "--targets", "4",
+    status = main(["reach", "--n-memory", "1,2", "--lengths", "2-6", "--targets", "4",
                    "--epochs", "200", "--patience", "100", "--precision", "float16",
                    "--out", str(out), "--quiet"])
     assert status == 0
@@ -84,6 +84,6 @@ def test_reach_command_prints_tables_and_bound_and_saves(tmp_path, capsys):
 
 
 def test_reach_command_reports_bad_input(tmp_path, capsys):
-    status = main(["reach", "--memory", "0", "--out", str(tmp_path), "--quiet"])
+    status = main(["reach", "--n-memory", "0", "--out", str(tmp_path), "--quiet"])
     assert status == 2
     assert "n_memory" in capsys.readouterr().err

@@ -34,9 +34,9 @@ CHEAP_STUDENT = dict(max_epochs=3, batch_size=64)
 CHEAP_SETTINGS = {
     "AttentionRankEstimator": [
         dict(attention="softmax", **CHEAP),
-        dict(attention="linear", ranks=[1], **CHEAP),
+        dict(attention="linear", rank_grid=[1], **CHEAP),
         dict(attention="block", rank=1, **CHEAP),
-        dict(attention="fixed", ranks=[1, 2], **CHEAP),
+        dict(attention="fixed", rank_grid=[1, 2], **CHEAP),
     ],
     "EnergyEffectiveRank": [
         dict(method="recovery", attention="softmax", random_state=0,

@@ -41,7 +41,7 @@ def on_cuda(module):
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_attention_rank_estimator_on_cuda_matches_cpu():
     X, Y = softmax_task()
-    params = dict(attention="softmax", ranks=[1, 2, 3], max_epochs=20, random_state=0)
+    params = dict(attention="softmax", rank_grid=[1, 2, 3], max_epochs=20, random_state=0)
     cpu = AttentionRankEstimator(**params).fit(X, Y)
     gpu = AttentionRankEstimator(**params, device="cuda").fit(X, Y)
     assert on_cuda(gpu.net_.module_)
@@ -64,7 +64,7 @@ def test_energy_effective_rank_recovery_on_cuda_matches_cpu():
     cpu = EnergyEffectiveRank(**params, student=student("cpu")).fit(X, Y)
     gpu = EnergyEffectiveRank(**params, student=student("cuda")).fit(X, Y)
     assert on_cuda(gpu.net_.module_)
-    assert gpu.effective_rank_ == pytest.approx(cpu.effective_rank_, rel=1e-3)
+    assert gpu.energy_effective_rank_ == pytest.approx(cpu.energy_effective_rank_, rel=1e-3)
     assert gpu.mixer_energy_rank_ == pytest.approx(cpu.mixer_energy_rank_, rel=1e-3)
     np.testing.assert_allclose(gpu.predict(X), cpu.predict(X), **TOL)
 
@@ -121,6 +121,7 @@ def test_data_method_also_rejects_an_unknown_device():
     from intrinsic_rank.datasets import make_attention_task
 
     X, Y = make_attention_task("linear", n_samples=64, seq_len=4, d=3, rank=1, random_state=0)
-    # device is the student's since 0.2; the deprecated setting is still checked
-    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="unknown device"):
-        EnergyEffectiveRank(method="data", device="tpu9").fit(X, Y)
+    # the device is the student's; EnergyEffectiveRank takes none of its own
+    with pytest.raises(ValueError, match="unknown device"):
+        EnergyEffectiveRank(method="data",
+                            student=AttentionRankEstimator(device="tpu9")).fit(X, Y)

@@ -28,7 +28,7 @@ def test_data_linear_value_known_is_exact(d, r_star):
     est = EnergyEffectiveRank(method="data", value_map=info.value_map).fit(X, Y)
     assert est.rank_ == r_star
     assert est.numerical_rank_ == r_star  # noise-aware threshold
-    assert est.effective_rank_ == pytest.approx(r_star, abs=0.05)
+    assert est.energy_effective_rank_ == pytest.approx(r_star, abs=0.05)
     np.testing.assert_allclose(est.matrix_, info.kernel, atol=0.05)
 
 
@@ -62,7 +62,7 @@ def test_data_softmax_log_inversion_tracks_r_star():
         est = EnergyEffectiveRank(
             method="data", attention="softmax", value_map=info.value_map
         ).fit(X, Y)
-        assert est.effective_rank_ == pytest.approx(r_star, abs=0.2)
+        assert est.energy_effective_rank_ == pytest.approx(r_star, abs=0.2)
         cosine = np.sum(est.matrix_ * info.kernel) / (
             np.linalg.norm(est.matrix_) * np.linalg.norm(info.kernel)
         )
@@ -86,7 +86,7 @@ def test_recovery_tracks_r_star_while_numerical_rank_saturates(kind):
     X, Y, _ = _task(kind, 3, d=10, seq_len=6, n=1500, seed=3)
     est = EnergyEffectiveRank(method="recovery", attention=kind, random_state=0).fit(X, Y)
     assert est.rank_ == 3
-    assert abs(est.effective_rank_ - 3) < 0.3
+    assert abs(est.energy_effective_rank_ - 3) < 0.3
     assert est.numerical_rank_ > 6
     assert est.student_.rank_ == 10  # full rank
     assert est.score(X, Y) > 0.95
@@ -243,7 +243,7 @@ def test_parameters_are_keyword_only():
     ("recovery", "an estimator", "student must be an AttentionRankEstimator or None"),
     ("recovery", dict(attention="softmax"),
      "the student's attention='softmax' differs from attention='linear'"),
-    ("recovery", dict(attention="linear", ranks=[1, 2]), r"one rank \(ranks=None\)"),
+    ("recovery", dict(attention="linear", rank_grid=[1, 2]), r"one rank \(rank_grid=None\)"),
 ])
 def test_bad_student(method, student, match):
     from intrinsic_rank import AttentionRankEstimator

@@ -56,20 +56,13 @@ def _legends_off_the_axes(fig):
         assert box.y1 <= area.y0 + 1, (ax.get_title(), box, area)
 
 
-def test_ladder_ratio_has_its_name_and_keeps_the_old_one(ladder):
-    from intrinsic_rank.experiments.entropic._ladder import LADDER_COLUMNS, EXPERIMENT
+def test_ladder_ratio_is_excess_over_the_floor(ladder):
+    from intrinsic_rank.experiments.entropic._ladder import LADDER_COLUMNS
 
     for rec in ladder.records:
         assert rec["excess_to_floor_ratio"] == rec["excess_risk"] / ladder.noise_floor
-    assert "excess_to_floor_ratio" in LADDER_COLUMNS and "excess_over_floor" not in rec
-    # results saved before the rename (the old key only) are still judged and tabled
-    old = dict(ladder, records=[{k: v for k, v in rec.items() if k != "excess_to_floor_ratio"}
-                                for rec in ladder.records])
-    assert [v.verdict for v in EXPERIMENT.verdicts(old)] == [
-        v.verdict for v in EXPERIMENT.verdicts(dict(ladder))]
-    (_, rows, _), = EXPERIMENT.tables(old)
-    assert [r["excess_to_floor_ratio"] for r in rows] == [
-        r["excess_to_floor_ratio"] for r in ladder.records]
+        assert "excess_over_floor" not in rec
+    assert "excess_to_floor_ratio" in LADDER_COLUMNS
 
 
 def test_ladder_plot_draws_risk_against_the_floor(ladder):

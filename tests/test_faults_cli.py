@@ -295,18 +295,18 @@ def test_an_out_of_range_seed_is_refused(tmp_path, checked, capsys, seed, messag
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["sweep", "--ranks", "1-1000000000"],
-     "argument --ranks: the grid '1-1000000000' has 1000000000 entries; at most 4096 are "
+    (["sweep", "--rank-grid", "1-1000000000"],
+     "argument --rank-grid: the grid '1-1000000000' has 1000000000 entries; at most 4096 are "
      "allowed"),
-    (["sweep", "--ranks", "8-2"], "argument --ranks: the range 8-2 in '8-2' ends below its "
+    (["sweep", "--rank-grid", "8-2"], "argument --rank-grid: the range 8-2 in '8-2' ends below its "
      "start; write 2-8"),
-    (["sweep", "--ranks", "1,,x"], "argument --ranks: cannot read rank grid '1,,x'"),
+    (["sweep", "--rank-grid", "1,,x"], "argument --rank-grid: cannot read rank grid '1,,x'"),
     (["frontier", "--r-star", "1-5000"], "argument --r-star: the grid '1-5000' has 5000 "
      "entries"),
     (["reach", "--lengths", "2-1000000000"], "argument --lengths: the grid '2-1000000000' has "
      "999999999 entries"),
-    (["reach", "--memory", "4-1"], "argument --memory: the range 4-1"),
-    (["min-ip", "--ranks", "0-99999"], "argument --ranks: the grid '0-99999' has 100000"),
+    (["reach", "--n-memory", "4-1"], "argument --n-memory: the range 4-1"),
+    (["min-ip", "--rank-grid", "0-99999"], "argument --rank-grid: the grid '0-99999' has 100000"),
     (["ladder", "--device", "nonsense"], "unknown device 'nonsense'"),
     (["sweep", "--epochs", "many"], "argument --epochs: invalid int value: 'many'"),
     ([], "the following arguments are required: command"),

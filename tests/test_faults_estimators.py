@@ -60,7 +60,7 @@ def _interrupt_at_epoch(monkeypatch, net_class, epoch=3):
 @pytest.mark.parametrize("sweep", [False, True])
 def test_interrupt_reaches_the_caller_and_leaves_attention_unfitted(monkeypatch, sweep):
     est = AttentionRankEstimator(**{**FAST, "max_epochs": 10},
-                                 ranks=[1, 2] if sweep else None)
+                                 rank_grid=[1, 2] if sweep else None)
     _quiet_fit(est, X, Y)  # a previous, finished fit must not survive the interrupt
     seen = _interrupt_at_epoch(monkeypatch, RankSweepNet)
     with pytest.raises(KeyboardInterrupt):
@@ -79,7 +79,7 @@ def test_interrupt_during_the_recovery_student(monkeypatch):
         est.fit(X, Y)
     with pytest.raises(NotFittedError):
         check_is_fitted(est)
-    assert not hasattr(est, "student_") and not hasattr(est, "effective_rank_")
+    assert not hasattr(est, "student_") and not hasattr(est, "energy_effective_rank_")
 
 
 def test_interrupt_during_cramming(monkeypatch):
@@ -124,7 +124,7 @@ def test_far_from_unit_scale_gives_the_unit_scale_answer_in_the_users_units(sx, 
     # risks at every rank; at X * 1e6 the loss froze at 3e30.
     Xl, Yl = make_attention_task("linear", n_samples=512, seq_len=4, d=6, rank=2,
                                  random_state=0)
-    params = dict(attention="linear", ranks=[1, 2, 3], max_epochs=100, random_state=0)
+    params = dict(attention="linear", rank_grid=[1, 2, 3], max_epochs=100, random_state=0)
     base = _quiet_fit(AttentionRankEstimator(**params), Xl, Yl)
     est = _quiet_fit(AttentionRankEstimator(**params), Xl * sx, Yl * sy)
     assert base.rank_ == 2 and est.rank_ == 2
@@ -147,7 +147,7 @@ def test_far_from_unit_scale_gives_the_unit_scale_answer_in_the_users_units(sx, 
 
 def test_fixed_operator_far_from_unit_scale():
     Xf, Yf = make_fixed_operator_task(n_samples=512, seq_len=6, d=4, rank=2, random_state=0)
-    params = dict(attention="fixed", ranks=[1, 2, 3], max_epochs=60, random_state=0)
+    params = dict(attention="fixed", rank_grid=[1, 2, 3], max_epochs=60, random_state=0)
     for sx in (1e-6, 1e6):
         est = _quiet_fit(AttentionRankEstimator(**params), Xf * sx, Yf)
         assert est.rank_ == 2
@@ -169,7 +169,7 @@ def test_data_fit_is_scale_free(scale, attention, value):
     est = EnergyEffectiveRank(method="data", attention=attention, value_map=V).fit(
         Xd * scale, Yd * scale if attention == "fixed" else Yd)
     assert est.rank_ == base.rank_ == 2 and est.numerical_rank_ == 2
-    assert est.effective_rank_ == pytest.approx(base.effective_rank_, rel=1e-6)
+    assert est.energy_effective_rank_ == pytest.approx(base.energy_effective_rank_, rel=1e-6)
     pred = est.predict(Xd[:5] * scale)
     expected = base.predict(Xd[:5]) * (scale if attention == "fixed" else 1.0)
     np.testing.assert_allclose(pred, expected, rtol=1e-6, atol=1e-9 * np.abs(expected).max())
@@ -244,11 +244,11 @@ def test_predict_that_overflows_float32_raises():
 
 
 def test_grid_below_r_star_is_flagged():
-    # The CLI's `sweep --ranks 1-3 --epochs 5` on the r* = 4 softmax teacher: rank_ = 2
+    # The CLI's `sweep --rank-grid 1-3 --epochs 5` on the r* = 4 softmax teacher: rank_ = 2
     # with an estimated floor of 0.77, where the teacher's floor is 0.01.
     Xs, Ys, info = make_attention_task("softmax", 2048, 8, 16, rank=4, noise=0.1,
                                        random_state=0, return_info=True)
-    est = AttentionRankEstimator(attention="softmax", ranks=[1, 2, 3], max_epochs=5,
+    est = AttentionRankEstimator(attention="softmax", rank_grid=[1, 2, 3], max_epochs=5,
                                  random_state=0)
     with pytest.warns(ConvergenceWarning, match="estimated noise floor 0.7736 is not the floor"):
         est.fit(Xs, Ys)
@@ -262,7 +262,7 @@ def test_a_reached_floor_is_flagged_reached():
                                  random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3], max_epochs=100,
+        est = AttentionRankEstimator(attention="linear", rank_grid=[1, 2, 3], max_epochs=100,
                                      random_state=0).fit(Xl, Yl)
     assert est.rank_ == 2 and est.floor_reached_
     assert est.reference_risk_ > est.noise_floor_
@@ -271,7 +271,7 @@ def test_a_reached_floor_is_flagged_reached():
 def test_top_of_the_grid_still_improving_is_not_reached():
     Xl, Yl = make_attention_task("linear", n_samples=512, seq_len=4, d=6, rank=3,
                                  random_state=0)
-    est = AttentionRankEstimator(attention="linear", ranks=[1, 2], max_epochs=60,
+    est = AttentionRankEstimator(attention="linear", rank_grid=[1, 2], max_epochs=60,
                                  random_state=0)
     with pytest.warns(UserWarning, match="largest rank of the grid"):
         est.fit(Xl, Yl)
@@ -279,7 +279,7 @@ def test_top_of_the_grid_still_improving_is_not_reached():
 
 
 def test_in_sample_sweep_has_no_reference():
-    est = _quiet_fit(AttentionRankEstimator(**FAST, ranks=[1, 2], validation_fraction=0.0),
+    est = _quiet_fit(AttentionRankEstimator(**FAST, rank_grid=[1, 2], validation_fraction=0.0),
                      X, Y)
     assert est.reference_risk_ is None
 
@@ -300,8 +300,8 @@ def test_non_contiguous_input_works_and_gives_the_contiguous_answer(layout):
     ref = _quiet_fit(AttentionRankEstimator(**FAST), X_c, Y_c)
     np.testing.assert_array_equal(est.predict(X_), ref.predict(X_c))
     rec = _quiet_fit(EnergyEffectiveRank(student=AttentionRankEstimator(**FAST)), X_, Y_)
-    assert rec.effective_rank_ == _quiet_fit(
-        EnergyEffectiveRank(student=AttentionRankEstimator(**FAST)), X_c, Y_c).effective_rank_
+    assert rec.energy_effective_rank_ == _quiet_fit(
+        EnergyEffectiveRank(student=AttentionRankEstimator(**FAST)), X_c, Y_c).energy_effective_rank_
     data = EnergyEffectiveRank(method="data").fit(X_, Y_)
     assert data.rank_ == 2
 
@@ -390,15 +390,15 @@ def test_score_with_wrongly_shaped_targets_names_y():
 def test_too_few_samples_for_a_sweep_does_not_contradict_itself(n):
     with pytest.raises(ValueError, match=r"needs at least 2 sequences.*validation_fraction=0.2.*"
                                          rf"n_samples >= 3; got n_samples = {n}\b"):
-        AttentionRankEstimator(**FAST, ranks=[1, 2]).fit(X[:n], Y[:n])
+        AttentionRankEstimator(**FAST, rank_grid=[1, 2]).fit(X[:n], Y[:n])
     # three sequences are enough, as the message says
-    _quiet_fit(AttentionRankEstimator(**FAST, ranks=[1, 2]), X[:3], Y[:3])
+    _quiet_fit(AttentionRankEstimator(**FAST, rank_grid=[1, 2]), X[:3], Y[:3])
 
 
 def test_refit_with_other_settings_clears_the_old_attributes():
-    est = _quiet_fit(AttentionRankEstimator(**FAST, ranks=[1, 2]), X, Y)
+    est = _quiet_fit(AttentionRankEstimator(**FAST, rank_grid=[1, 2]), X, Y)
     assert hasattr(est, "sweep_") and hasattr(est, "excess_tol_")
-    _quiet_fit(est.set_params(ranks=None), X, Y)
+    _quiet_fit(est.set_params(rank_grid=None), X, Y)
     for name in ("sweep_", "excess_tol_", "floor_reached_", "reference_risk_"):
         assert not hasattr(est, name), name
     assert est.rank_ == 5

@@ -24,8 +24,7 @@ from intrinsic_rank.experiments import (
 )
 from intrinsic_rank.experiments.min_ip import _transition as min_ip_module
 from intrinsic_rank.metrics import exact_sequence_error
-from intrinsic_rank.nn import KernelAttentionStudent
-from intrinsic_rank.nn._kernel_attention import NormalizedKernelHead
+from intrinsic_rank.nn import KernelAttentionStudent, NormalizedKernelHead
 
 
 # ------------------------------------------------------------ the witness family
@@ -151,7 +150,7 @@ def test_rank_one_fails_the_anchored_family_where_rank_eight_and_dense_fit_it():
     )
     options = dict(validation_fraction=0.0, max_epochs=200, lr=3e-3, batch_size=32,
                    student_options={"hidden": 32}, random_state=0)
-    kernel = AttentionRankEstimator(attention="kernel", ranks=[1, 8], **options).fit(X, y)
+    kernel = AttentionRankEstimator(attention="kernel", rank_grid=[1, 8], **options).fit(X, y)
     out = kernel.predict_per_rank(X)
     assert exact_sequence_error(y, out[:, 0]) > 0.15  # measured 0.28
     assert exact_sequence_error(y, out[:, 1]) == 0.0
@@ -165,7 +164,7 @@ def test_rank_one_fails_the_anchored_family_where_rank_eight_and_dense_fit_it():
 
 def test_phase_transition_records_summary_and_plot(tmp_path):
     result = min_ip_phase_transition(
-        ranks=[1, 8], n_seeds=2, n_bits=12, n_codewords=8, min_gap=3, max_epochs=3,
+        rank_grid=[1, 8], n_seeds=2, n_bits=12, n_codewords=8, min_gap=3, max_epochs=3,
         lr=3e-3, hidden=8,
     )
     cfg = result.config
@@ -192,7 +191,7 @@ def test_phase_transition_records_summary_and_plot(tmp_path):
     n2 = {rec["seed"]: rec["n_sequences"] for rec in result.records if rec["length"] == 2}
     assert n3 == n2
     ood = min_ip_ood_scaling(
-        settings=[{"n_bits": 8, "pool": 10, "n_train_sequences": 150}], ranks=[1, 2],
+        settings=[{"n_bits": 8, "pool": 10, "n_train_sequences": 150}], rank_grid=[1, 2],
         n_seeds=1, n_test_sequences=60, max_epochs=2, hidden=8,
     )
     assert [(r["model"], r["rank"]) for r in ood.records] == [
@@ -223,7 +222,7 @@ def test_min_ip_command_prints_tables_and_saves_png_and_json(tmp_path, capsys, m
     monkeypatch.setattr(min_ip_module, "_QUICK_OOD_SETTINGS",
                         ({"n_bits": 8, "pool": 18, "n_train_sequences": 120},))
     out = tmp_path / "run"
-    status = main(["min-ip", "--quick", "--n-seeds", "1", "--ranks", "1,2", "--epochs", "2",
+    status = main(["min-ip", "--quick", "--n-seeds", "1", "--rank-grid", "1,2", "--epochs", "2",
                    "--n-bits", "12", "--n-codewords", "8", "--out", str(out), "--quiet"])
     assert status == 0
     text = capsys.readouterr().out
@@ -240,7 +239,7 @@ def test_min_ip_command_prints_tables_and_saves_png_and_json(tmp_path, capsys, m
 
 
 def test_min_ip_command_reports_bad_input(tmp_path, capsys):
-    status = main(["min-ip", "--ranks", "1,70", "--n-bits", "6", "--n-codewords", "6",
+    status = main(["min-ip", "--rank-grid", "1,70", "--n-bits", "6", "--n-codewords", "6",
                    "--epochs", "1", "--no-ood", "--out", str(tmp_path), "--quiet"])
     assert status == 2
     assert "exceeds the feature-rank limit" in capsys.readouterr().err

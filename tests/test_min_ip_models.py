@@ -111,7 +111,7 @@ def test_kernel_and_dense_students_train_through_the_estimator_and_scorer():
     assert exact_sequence_error(y, dense.predict(X)) < 0.02
     assert -exact_sequence_scorer(dense, X, y) == exact_sequence_error(y, dense.predict(X))
     sweep = AttentionRankEstimator(
-        attention="kernel", ranks=[1, 8], max_epochs=60, random_state=0
+        attention="kernel", rank_grid=[1, 8], max_epochs=60, random_state=0
     ).fit(X, y)
     assert sweep.kernels_.shape[1:] == (64, 64)  # kernel between the 2^6 tokens
     assert np.linalg.matrix_rank(sweep.kernels_[0].astype(np.float64), rtol=1e-4) == 1
@@ -124,7 +124,7 @@ def test_kernel_rank_limit_and_options_errors():
         AttentionRankEstimator(attention="kernel", rank=17, max_epochs=1).fit(X, y)
     with pytest.raises(ValueError, match="student_options cannot set \\['ranks'\\]"):
         AttentionRankEstimator(
-            attention="kernel", rank=2, max_epochs=1, student_options={"ranks": [3]}
+            attention="kernel", rank=2, max_epochs=1, student_options={"rank_grid": [3]}
         ).fit(X, y)
     with pytest.raises(ValueError, match="temperature must be > 0"):
         AttentionRankEstimator(
@@ -143,7 +143,7 @@ def _min_ip_task():
 
 def test_estimator_feature_map_reaches_the_student_and_changes_the_fit():
     X, y = _min_ip_task()
-    options = dict(attention="kernel", ranks=[1, 2], max_epochs=3, random_state=0,
+    options = dict(attention="kernel", rank_grid=[1, 2], max_epochs=3, random_state=0,
                    student_options={"hidden": 8})
     default = AttentionRankEstimator(**options).fit(X, y)
     explicit = AttentionRankEstimator(feature_map="exp", **options).fit(X, y)

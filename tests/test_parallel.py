@@ -94,7 +94,7 @@ def test_sweep_grid_rejects_bad_settings_and_seeds():
         sweep_grid(GRID, seeds=3)
     with pytest.raises(ValueError, match="seeds is empty"):
         sweep_grid(GRID, seeds=[])
-    with pytest.raises(ValueError, match="every seed must be >= 0"):
+    with pytest.raises(ValueError, match="every seed must be an integer in"):
         sweep_grid(GRID, seeds=[-1])
 
 
@@ -180,7 +180,7 @@ def seeds_sequential():
     from intrinsic_rank.experiments import fit_seeds
 
     X, Y = make_attention_task("linear", **SEED_TASK)
-    est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3], max_epochs=60)
+    est = AttentionRankEstimator(attention="linear", rank_grid=[1, 2, 3], max_epochs=60)
     return X, Y, est, fit_seeds(est, X, Y, seeds=[0, 1, 2], threads_per_job=1)
 
 
@@ -191,7 +191,7 @@ def test_fit_seeds_fits_one_clone_per_seed(seeds_sequential):
     assert not hasattr(est, "rank_")  # the template is cloned, never fitted
     assert result.ranks == [2, 2, 2] and result.rank == 2 and result.agreement == 1.0
     # each clone is the fit its seed gives on its own
-    alone = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3], max_epochs=60,
+    alone = AttentionRankEstimator(attention="linear", rank_grid=[1, 2, 3], max_epochs=60,
                                    random_state=1)
     with _parallel._torch_threads(1):
         alone.fit(X, Y)
@@ -230,10 +230,10 @@ def test_fit_seeds_bad_input():
     from intrinsic_rank.experiments import fit_seeds
 
     X, Y = make_attention_task("linear", **SEED_TASK)
-    est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3], max_epochs=60)
+    est = AttentionRankEstimator(attention="linear", rank_grid=[1, 2, 3], max_epochs=60)
     with pytest.raises(ValueError, match="seeds is empty"):
         fit_seeds(est, X, Y, seeds=[])
-    with pytest.raises(ValueError, match="every seed must be >= 0; got -1"):
+    with pytest.raises(ValueError, match=r"every seed must be an integer in \[0, 4294967295\]; got -1"):
         fit_seeds(est, X, Y, seeds=[0, -1])
     with pytest.raises(ValueError, match="LinearRegression has no random_state parameter"):
         fit_seeds(LinearRegression(), X.reshape(len(X), -1), Y.reshape(len(Y), -1))

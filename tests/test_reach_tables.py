@@ -168,7 +168,7 @@ def test_full_and_quick_sizes():
     assert (full["n_memory"], full["n_targets"]) == ([1, 2, 3, 4, 5], 20)
     quick = settings(parser.parse_args(["reach", "--quick"]))
     assert (quick["n_memory"], quick["n_targets"]) == ([1, 2, 3, 4], 16)
-    given = settings(parser.parse_args(["reach", "--quick", "--memory", "1-2", "--targets", "3"]))
+    given = settings(parser.parse_args(["reach", "--quick", "--n-memory", "1-2", "--targets", "3"]))
     assert (given["n_memory"], given["n_targets"]) == ([1, 2], 3)
     assert EXPERIMENTS["reach"].full["n_memory"] == [1, 2, 3, 4, 5]
     assert EXPERIMENTS["reach"].full["n_targets"] == 20

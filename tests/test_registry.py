@@ -21,7 +21,7 @@ from intrinsic_rank.experiments import (
 )
 from intrinsic_rank.experiments.runner._reproduce import _resolve_pieces
 
-ORDER = ["entropic", "ladder", "frontier", "min-ip", "min-ip-law", "reach", "copy", "profile"]
+ORDER = ["sweep", "ladder", "frontier", "min-ip", "min-ip-law", "reach", "copy", "profile"]
 CALLABLES = ["run", "tables", "plot", "verdicts", "add_arguments", "settings", "summary"]
 
 
@@ -31,7 +31,7 @@ def test_every_registered_experiment_is_complete_and_commands_are_unique():
     commands = [e.command for e in EXPERIMENTS.values()]
     assert len(set(commands)) == len(commands)
     assert "reproduce" not in commands
-    assert EXPERIMENTS["entropic"].command == "sweep"
+    assert EXPERIMENTS["sweep"].command == "sweep"
     for name, experiment in EXPERIMENTS.items():
         assert experiment.name == name
         for field in CALLABLES:

@@ -145,7 +145,7 @@ def test_bad_input_is_named():
 
 
 def test_cli_errors_exit_2(tmp_path, capsys):
-    assert main(["reproduce", "entropic", "nope", "--out", str(tmp_path)]) == 2
+    assert main(["reproduce", "sweep", "nope", "--out", str(tmp_path)]) == 2
     assert "unknown piece(s) ['nope']" in capsys.readouterr().err
     assert main(["reproduce", "ladder", "--quick", "--full", "--out", str(tmp_path)]) == 2
     assert "give --quick or --full, not both" in capsys.readouterr().err
@@ -175,7 +175,7 @@ def _sweep(r_star=4, estimate=4, excess=(0.6, 0.3, 0.15, 0.0, 1e-5, 1e-5), energ
 
 
 def test_entropic_verdicts():
-    judge = EXPERIMENTS["entropic"].verdicts
+    judge = EXPERIMENTS["sweep"].verdicts
     good = judge({"sweeps": {"linear": _sweep()}})
     assert by(good) == ["agrees"] * 4
     assert "estimated r* = 4, true r* = 4" in good[0].measured
@@ -250,7 +250,7 @@ def _min_ip(rank1_len3=0.36, transition=4, dense3=(0.0, 0.0), rank1_len2=0.0, oo
                dict(length=3, model="dense", rank=24, error_mean=sum(dense3) / 2,
                     error_max=max(dense3))]
     phase = dict(summary=summary, transition={"3": transition, "2": 1},
-                 config=dict(threshold=0.05, ranks=[1, 4, 16]))
+                 config=dict(threshold=0.05, rank_grid=[1, 4, 16]))
     return {"phase": phase, "ood": ood}
 
 
@@ -327,7 +327,7 @@ def _profile_model(n_heads, structured, rho, band=1):
                 config=dict(band=band, d_head=32))
 
 
-def _profile(structured=54, rho=-0.2, default_rho=-0.5, ranks=(6.2, 3.6, 2.9, 3.4),
+def _profile(structured=54, rho=-0.2, default_rho=-0.5, rank_grid=(6.2, 3.6, 2.9, 3.4),
              minilm=True):
     models = {"default": _profile_model(8, 0, default_rho)}
     models["all-MiniLM-L6-v2"] = (_profile_model(72, structured, rho) if minilm
@@ -347,8 +347,8 @@ def test_profile_verdicts():
     assert by(judge(_profile(rho=0.8)))[1] == "partly"
     assert by(judge(_profile(rho=0.8, default_rho=0.9)))[1] == "does not agree"
     # a kernel rank that barely moves in training does not track the optimisation
-    assert by(judge(_profile(ranks=(3.0, 3.1, 3.05, 3.0))))[2] == "does not agree"
-    assert by(judge(_profile(ranks=(3.0, 2.7, 3.2))))[2] == "partly"
+    assert by(judge(_profile(rank_grid=(3.0, 3.1, 3.05, 3.0))))[2] == "does not agree"
+    assert by(judge(_profile(rank_grid=(3.0, 2.7, 3.2))))[2] == "partly"
     # without the pretrained model the sinks claim is left out, not judged
     left = judge(_profile(minilm=False))
     assert len(left) == 2 and "sinks" not in left[0].claim
@@ -376,7 +376,7 @@ def test_reproduce_all_quick_end_to_end(tmp_path):
         assert all((tmp_path / name / f).is_file() for f in piece.files)
         assert f"## {name}:" in text
     # the claims the quick settings reproduce (see docs/reproduce.md)
-    assert set(by(run.verdicts["entropic"])) == {"agrees"}
+    assert set(by(run.verdicts["sweep"])) == {"agrees"}
     assert set(by(run.verdicts["ladder"])) == {"agrees"}
     assert by(run.verdicts["copy"]) == ["agrees", "agrees"]
     assert run.seconds < 15 * 60

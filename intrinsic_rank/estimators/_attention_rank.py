@@ -33,7 +33,17 @@ from ._fitted import fits_from_scratch
 from ._inputs import validate_sequences
 from ._net import RankSweepNet
 from ._options import resolve_optimizer, student_parameters
-from ._params import Callbacks, Device, Integer, Options, Real, Rule, Seed, validate_params
+from ._params import (
+    Boolean,
+    Callbacks,
+    Device,
+    Integer,
+    Options,
+    Real,
+    Rule,
+    Seed,
+    validate_params,
+)
 from ._scaling import rows_as_tensor, scale_factor
 from ._scoring import SequenceRegressorMixin
 from ._selection import adaptive_rank_search, coarse_rank_grid, select_rank
@@ -41,7 +51,7 @@ from ._selection import adaptive_rank_search, coarse_rank_grid, select_rank
 __all__ = ["AttentionRankEstimator"]
 
 EARLY_STOPPING_PATIENCE = 20
-"""Epochs without improvement after which a slot has plateaued (``early_stopping=True``)."""
+"""The default of ``n_iter_no_change``: epochs without improvement before a slot has plateaued."""
 
 EARLY_STOPPING_DELTA = 0.01
 """An improvement is a fall of the held-out risk by more than this share of ``tol * variance``."""
@@ -76,30 +86,23 @@ def _check_feature_map(estimator, value):
     return value
 
 
-def _check_ranks(estimator, value):
+def _check_rank_grid(estimator, value):
     """A sweep's grid: ``"auto"`` or distinct integers ``>= 1``, sorted (limits need the data)."""
     if estimator.rank is not None:
-        raise ValueError("give either rank (one student) or ranks (a sweep), not both")
+        raise ValueError("give either rank (one student) or rank_grid (a sweep), not both")
     if isinstance(value, str):
         if value != "auto":
-            raise ValueError(f"ranks must be a list of ranks or 'auto'; got {value!r}")
+            raise ValueError(f"rank_grid must be a list of ranks or 'auto'; got {value!r}")
         return value
     grid = np.asarray(value)
     if grid.ndim != 1 or grid.size == 0:
-        raise ValueError(f"ranks must be a non-empty 1-D list; got {value!r}")
-    checked = [check_int(r, "every entry of ranks") for r in grid.tolist()]
+        raise ValueError(f"rank_grid must be a non-empty 1-D list; got {value!r}")
+    checked = [check_int(r, "every entry of rank_grid") for r in grid.tolist()]
     if len(set(checked)) != len(checked):
-        raise ValueError(f"ranks contains duplicates: {checked}")
+        raise ValueError(f"rank_grid contains duplicates: {checked}")
     return sorted(checked)
 
 
-def _check_early_stopping(estimator, value):
-    """The patience in epochs (``None``: no early stop)."""
-    if value is False:
-        return None
-    if value is True:
-        return EARLY_STOPPING_PATIENCE
-    return check_int(value, "early_stopping", 1)
 
 
 def _check_student_options(estimator, value):
@@ -129,7 +132,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     B0 ``"fixed"`` (``Y = A X V`` with an input-independent operator of rank
     ``r``), B1 ``"linear"`` attention, B2 ``"softmax"`` attention or B3
     ``"block"`` (a Transformer block around the rank-``r`` softmax attention).
-    With ``rank`` it fits one student. With ``ranks`` it trains the whole grid in
+    With ``rank`` it fits one student. With ``rank_grid`` it trains the whole grid in
     one batched optimisation, measures each rank's held-out risk and estimates the
     attention-native intrinsic rank ``r*_attn``: the smallest rank whose held-out
     excess risk reaches the noise floor within ``tol``.
@@ -145,8 +148,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     rank : int or None, default=None
         Rank of a single student: the query-key kernel rank (``1 <= rank <= d``),
         or the operator rank for ``"fixed"`` (``1 <= rank <= L``). ``None``
-        means full rank. Must be ``None`` when ``ranks`` is given.
-    ranks : sequence of int, "auto" or None, default=None
+        means full rank. Must be ``None`` when ``rank_grid`` is given.
+    rank_grid : sequence of int, "auto" or None, default=None
         Rank grid of a sweep. ``fit`` trains every rank at once on a training
         part of the data, scores each on the held-out part
         (``validation_fraction``) and sets ``rank_`` to the estimated ``r*``.
@@ -189,16 +192,18 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         rank, which trains on all data). ``0`` trains every rank on all the data
         and scores the sweep in-sample: a capacity question (can rank ``r`` fit
         this family?) rather than a generalisation one.
-    early_stopping : bool or int, default=False
+    early_stopping : bool, default=False
         Convergence-aware stopping of a sweep (ignored for a single rank). After
         every epoch each rank slot's held-out risk is evaluated; a slot has
         plateaued when that risk has not fallen below its best so far by more
         than ``0.01 * tol * variance`` (the held-out variance of the targets)
-        for ``patience`` consecutive epochs. Training ends when every slot has
-        plateaued; ``max_epochs`` stays the upper bound. ``True`` means a
-        patience of 20 epochs, an integer is the patience. The held-out risks
+        for ``n_iter_no_change`` consecutive epochs. Training ends when every
+        slot has plateaued; ``max_epochs`` stays the upper bound. The held-out risks
         per epoch are in ``history_`` (``heldout_risk_per_rank``). The
         per-epoch evaluation costs a forward pass over the held-out part.
+    n_iter_no_change : int, default=20
+        The patience of ``early_stopping``: epochs without improvement after
+        which a slot has plateaued (the name scikit-learn's estimators use).
     feature_map : {None, "exp", "elu+1", "relu"}, default=None
         The nonnegative feature map of ``attention="kernel"`` students,
         applied to their logits: ``None`` or ``"exp"`` the learned exponential
@@ -225,7 +230,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         divergence check, the plateau rule, the progress bar), after them, as
         skorch's ``callbacks`` parameter takes them: for example
         ``[LRScheduler(policy="StepLR", step_size=50)]`` or a ``Checkpoint``.
-        With ``ranks="auto"`` every round's net runs them. A
+        With ``rank_grid="auto"`` every round's net runs them. A
         :class:`skorch.callbacks.EarlyStopping` whose patience runs out ends
         training normally; any other :class:`KeyboardInterrupt` is an
         interrupt (see "Interrupts" below).
@@ -249,7 +254,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         training precision (float32).
     singular_values_ : ndarray
         Singular values of ``kernel_`` (or ``operator_``).
-    effective_rank_ : float
+    energy_effective_rank_ : float
         Energy effective rank of ``kernel_`` (:func:`intrinsic_rank.spectral.energy_effective_rank`).
     numerical_rank_ : int
         Numerical rank of ``kernel_`` (NumPy's ``matrix_rank`` threshold).
@@ -277,10 +282,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     history_ : list of dict
         Per epoch: ``epoch``, ``train_loss`` (summed over ranks),
         ``train_loss_per_rank`` and ``dur`` (seconds); with ``early_stopping``
-        also ``heldout_risk_per_rank``; after ``ranks="auto"`` the rows of every
+        also ``heldout_risk_per_rank``; after ``rank_grid="auto"`` the rows of every
         round in order, each with ``round`` and that round's ``ranks``.
     trained_ranks_ : ndarray
-        Every rank trained (equal to ``ranks_``; after ``ranks="auto"`` the
+        Every rank trained (equal to ``ranks_``; after ``rank_grid="auto"`` the
         ranks of all rounds).
     search_rounds_ : list of dict
         One record per batched training run: ``ranks`` and ``epochs`` (one
@@ -354,14 +359,14 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     >>> from intrinsic_rank.datasets import make_attention_task
     >>> X, Y = make_attention_task("linear", n_samples=512, seq_len=4, d=6,
     ...                            rank=2, random_state=0)
-    >>> est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3],
+    >>> est = AttentionRankEstimator(attention="linear", rank_grid=[1, 2, 3],
     ...                              max_epochs=100, random_state=0).fit(X, Y)
     >>> est.rank_
     2
 
     The adaptive search finds the same rank with fewer trained ranks:
 
-    >>> auto = AttentionRankEstimator(attention="linear", ranks="auto",
+    >>> auto = AttentionRankEstimator(attention="linear", rank_grid="auto",
     ...                               max_epochs=100, random_state=0).fit(X, Y)
     >>> auto.rank_, auto.trained_ranks_.tolist()
     (2, [1, 2, 4, 6])
@@ -373,7 +378,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         attention="softmax",
         feature_map=None,
         rank=None,
-        ranks=None,
+        rank_grid=None,
         max_epochs=200,
         lr=3e-3,
         batch_size="auto",
@@ -384,6 +389,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         tol=0.02,
         validation_fraction=0.2,
         early_stopping=False,
+        n_iter_no_change=EARLY_STOPPING_PATIENCE,
         student_options=None,
         random_state=None,
         device="cpu",
@@ -393,7 +399,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.attention = attention
         self.feature_map = feature_map
         self.rank = rank
-        self.ranks = ranks
+        self.rank_grid = rank_grid
         self.max_epochs = max_epochs
         self.lr = lr
         self.batch_size = batch_size
@@ -404,6 +410,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.tol = tol
         self.validation_fraction = validation_fraction
         self.early_stopping = early_stopping
+        self.n_iter_no_change = n_iter_no_change
         self.student_options = student_options
         self.random_state = random_state
         self.device = device
@@ -422,10 +429,11 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         "noise_floor": [None, Real(0.0)],
         "verbose": [Integer(0)],
         "feature_map": [None, Rule(_check_feature_map)],
-        "early_stopping": [None, Rule(_check_early_stopping)],
+        "early_stopping": [Boolean()],
+        "n_iter_no_change": [Integer(1)],
         "optimizer": [Rule(lambda estimator, value: resolve_optimizer(value))],
         "student_options": [None, Rule(_check_student_options)],
-        "ranks": [None, Rule(_check_ranks)],
+        "rank_grid": [None, Rule(_check_rank_grid)],
         "rank": [None, Integer(1)],
         "random_state": [Seed()],
         "device": [Device()],
@@ -439,13 +447,13 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         return {} if self.feature_map is None else {"feature_map": self.feature_map}
 
     def _auto(self):
-        return isinstance(self.ranks, str)
+        return isinstance(self.rank_grid, str)
 
     def _max_rank(self):
         return STUDENTS[self.attention].rank_limit(self.token_dim_, self.seq_len_)
 
     def _rank_grid(self, ranks):
-        """The ranks to train: ``ranks`` as checked, or the single rank, against the data's limit."""
+        """The ranks to train: ``rank_grid`` as checked, or the single rank, against the data's limit."""
         limit = self._max_rank()
         if self.attention == "fixed":
             what = f"the sequence length L = {limit} (the operator is L x L)"
@@ -462,7 +470,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             return coarse_rank_grid(limit)
         if ranks is not None:
             if max(ranks) > limit:
-                raise ValueError(f"rank {max(ranks)} in ranks exceeds {what}")
+                raise ValueError(f"rank {max(ranks)} in rank_grid exceeds {what}")
             return list(ranks)
         if self.rank is None:
             return [limit]
@@ -529,9 +537,9 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         params = validate_params(self)
         device = params["device"]
         X, Y = validate_sequences(self, X, Y, reset=True, keep_float32=True)
-        ranks = self._rank_grid(params["ranks"])
+        ranks = self._rank_grid(params["rank_grid"])
         seed = draw_seed(self.random_state)
-        sweep = self.ranks is not None
+        sweep = self.rank_grid is not None
         if sweep:
             train, heldout = self._split(len(X), seed)
         else:
@@ -552,7 +560,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         mean_square = _mean_square(Y_train)
         limit = DIVERGENCE_FACTOR * mean_square if mean_square > 0 else None
         variance = _heldout_variance(Y, heldout) if sweep else None
-        patience = params["early_stopping"] if sweep else None
+        patience = params["n_iter_no_change"] if sweep and params["early_stopping"] else None
         min_delta = 0.0
         if patience is not None:
             # a fall smaller than a hundredth of the selection tolerance is no progress
@@ -621,7 +629,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         return net
 
     def _adaptive_search(self, coarse, seed, device, data, held, variance, limit):
-        """``ranks="auto"``: a coarse batched grid, then batched bisection of the bracket.
+        """``rank_grid="auto"``: a coarse batched grid, then batched bisection of the bracket.
 
         Returns the nets of every round and the ranks of each round.
         """
@@ -782,7 +790,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             warnings.warn(
                 f"rank_ = {self.rank_} is the largest rank of the grid; with the noise "
                 f"floor estimated from the grid itself ({floor:.4g}) this only says "
-                "that no smaller rank matched it, and r* may be larger. Extend ranks "
+                "that no smaller rank matched it, and r* may be larger. Extend rank_grid "
                 "or pass noise_floor.",
                 UserWarning,
             )
@@ -794,7 +802,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
                 f"affine map of the whole sequence reaches a held-out risk of "
                 f"{reference:.4g}, lower by more than tol * variance = "
                 f"{self.excess_tol_:.4g}, so the grid has not reached the floor the data allow "
-                f"and rank_ = {self.rank_} may be too small. Extend ranks, train longer "
+                f"and rank_ = {self.rank_} may be too small. Extend rank_grid, train longer "
                 "(max_epochs) or pass noise_floor.",
                 ConvergenceWarning,
             )
@@ -848,7 +856,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         else:
             self.kernel_ = kernel
         self.singular_values_ = spectral.singular_values(kernel)
-        self.effective_rank_ = float(spectral.energy_effective_rank(kernel))
+        self.energy_effective_rank_ = float(spectral.energy_effective_rank(kernel))
         self.numerical_rank_ = int(spectral.numerical_rank(kernel))
 
     # -- prediction ---------------------------------------------------------------
@@ -903,7 +911,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         >>> from intrinsic_rank.datasets import make_attention_task
         >>> X, Y = make_attention_task("linear", n_samples=64, seq_len=4, d=3,
         ...                            rank=1, random_state=0)
-        >>> est = AttentionRankEstimator(attention="linear", ranks=[1, 3],
+        >>> est = AttentionRankEstimator(attention="linear", rank_grid=[1, 3],
         ...                              max_epochs=2, random_state=0).fit(X, Y[:, -1, 0])
         >>> est.predict_per_rank(X).shape
         (64, 2)

@@ -56,9 +56,9 @@ def _check_student(estimator, student):
             f"the student's attention={student.attention!r} differs from "
             f"attention={estimator.attention!r}; give both the same operator family"
         )
-    if student.ranks is not None:
+    if student.rank_grid is not None:
         raise ValueError(
-            "the student must train one rank (ranks=None), not a sweep; its "
+            "the student must train one rank (rank_grid=None), not a sweep; its "
             "spectrum is the estimate"
         )
     return student
@@ -130,7 +130,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         The recovery student (``method="recovery"`` only), unfitted: it is
         cloned at ``fit`` and the fitted clone is ``student_``. Its
         ``attention`` must equal ``attention``, and it trains one rank
-        (``ranks=None``; ``rank=None``, full rank, is the recovery
+        (``rank_grid=None``; ``rank=None``, full rank, is the recovery
         principle's over-parameterised student). ``None``
         trains ``AttentionRankEstimator(attention=attention, rank=None,
         random_state=random_state)``, the student's defaults otherwise
@@ -151,10 +151,10 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    effective_rank_ : float
+    energy_effective_rank_ : float
         Energy effective rank of the spectrum (the headline measure).
     rank_ : int
-        The estimated ``r*``: ``effective_rank_`` rounded to the nearest integer
+        The estimated ``r*``: ``energy_effective_rank_`` rounded to the nearest integer
         (at least 1).
     singular_values_ : ndarray
         The spectrum, descending.
@@ -297,7 +297,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         self.n_equations_ = self.n_unknowns_ = None
         self._store_spectrum(numerical_rank=int(spectral.numerical_rank(self.matrix_)))
         if self.attention == "fixed":
-            self.mixer_energy_rank_ = self.effective_rank_
+            self.mixer_energy_rank_ = self.energy_effective_rank_
         else:
             # a DataFrame stays one (feature names and all, so the student sees
             # what it was fitted on); anything else becomes an array, as before
@@ -375,7 +375,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         if self.attention == "softmax":
             return float(fit.mixer_energy_rank)
         if self.attention == "fixed":
-            return self.effective_rank_
+            return self.energy_effective_rank_
         if "kernel" not in fit:  # lifted fit: K itself is not identified
             return None
         mixers = attention_mixer(_mixer_sample(X), fit.kernel, "linear")
@@ -384,8 +384,8 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     def _store_spectrum(self, numerical_rank):
         profile = spectral.rank_profile(self.matrix_)
         self.singular_values_ = spectral.singular_values(self.matrix_)
-        self.effective_rank_ = float(profile["energy_effective_rank"])
-        self.rank_ = max(1, int(round(self.effective_rank_)))
+        self.energy_effective_rank_ = float(profile["energy_effective_rank"])
+        self.rank_ = max(1, int(round(self.energy_effective_rank_)))
         self.numerical_rank_ = numerical_rank
         self.participation_ratio_ = float(profile["participation_ratio"])
         self.entropy_effective_rank_ = float(profile["entropy_effective_rank"])

@@ -38,7 +38,7 @@ def fits_from_scratch(fit):
     """Decorate ``fit``: forget the previous fit first, and leave nothing on failure.
 
     A refit with other settings then keeps no attribute of the old ones (no
-    stale ``sweep_`` after ``set_params(ranks=None)``), and a fit that raises,
+    stale ``sweep_`` after ``set_params(rank_grid=None)``), and a fit that raises,
     a :class:`KeyboardInterrupt` included, leaves the estimator unfitted
     (``check_is_fitted`` raises), never with a half-finished result.
 

@@ -18,8 +18,30 @@ from skorch.callbacks import Callback
 
 from .._validation import check_device, check_int, check_random_state, check_real
 
-__all__ = ["Callbacks", "Device", "Integer", "NoCheck", "Options", "Real", "Rule", "Seed",
-           "validate_params"]
+__all__ = ["Boolean", "Callbacks", "Device", "Integer", "NoCheck", "Options", "Real", "Rule",
+           "Seed", "validate_params"]
+
+
+class Boolean:
+    """``True`` or ``False`` (numpy booleans too; ``0`` and ``1`` are not booleans here).
+
+    Examples
+    --------
+    >>> Boolean().check(True, "early_stopping", None)
+    True
+    >>> Boolean().check(3, "early_stopping", None)
+    Traceback (most recent call last):
+    ...
+    ValueError: early_stopping must be True or False; got 3
+    """
+
+    def check(self, value, name, estimator):
+        """Return ``value`` as ``bool``, or raise a ``ValueError`` naming ``name``."""
+        import numpy as np
+
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        raise ValueError(f"{name} must be True or False; got {value!r}")
 
 
 class Integer:

@@ -1,5 +1,5 @@
 """Rank selection: the smallest rank whose held-out excess risk reaches the floor, and the
-adaptive search (``ranks="auto"``) that finds it with fewer trained ranks."""
+adaptive search (``rank_grid="auto"``) that finds it with fewer trained ranks."""
 
 import numpy as np
 
@@ -48,11 +48,11 @@ def select_rank(ranks, heldout_risk, heldout_variance, tol, noise_floor=None):
 
 
 AUTO_REFINE_WIDTH = 3
-"""Ranks trained per refinement round of ``ranks="auto"`` (all of a smaller bracket)."""
+"""Ranks trained per refinement round of ``rank_grid="auto"`` (all of a smaller bracket)."""
 
 
 def coarse_rank_grid(limit):
-    """The coarse grid of ``ranks="auto"``: the powers of two below ``limit``, and ``limit``.
+    """The coarse grid of ``rank_grid="auto"``: the powers of two below ``limit``, and ``limit``.
 
     Parameters
     ----------
@@ -109,7 +109,7 @@ def refinement_ranks(lower, upper, width=AUTO_REFINE_WIDTH):
 
 def adaptive_rank_search(coarse, evaluate, heldout_variance, tol, noise_floor=None,
                          width=AUTO_REFINE_WIDTH):
-    """The search of ``ranks="auto"``: a coarse grid, then batched refinement of the bracket.
+    """The search of ``rank_grid="auto"``: a coarse grid, then batched refinement of the bracket.
 
     ``evaluate(ranks)`` trains one batch of ranks and returns their held-out
     risks. After each round the estimator's own rule (:func:`select_rank`) is

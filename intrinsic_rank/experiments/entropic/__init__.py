@@ -1,7 +1,7 @@
 """The Entropic Bound: the intrinsic rank r* of a task and what limits it.
 
-* the rank sweep ``sweep`` (``_sweep``), with a user's own data and saved
-  models (``_data``) and grids of sweeps or seeds run in parallel (``_grid``);
+* the rank sweep ``sweep`` (``_sweep``), on a user's own data (``_data``), data
+  files and saved models (``_files``) and grids of sweeps or seeds run in parallel (``_grid``);
 * the B0-B3 interpolation ladder ``ladder`` (``_ladder``);
 * the predictability frontier ``frontier`` (``_frontier``): how well r* can be
   read from data before training;
@@ -15,13 +15,13 @@ from ._sweep import (
     rank_sweep,
     EXPERIMENT as SWEEP,
 )
-from ._data import (
+from ._data import DEFAULT_MAX_RANK, sweep_data
+from ._files import (
     MODEL_FORMAT,
     ModelVersionWarning,
     load_model_file,
     load_xy,
     save_model_file,
-    sweep_data,
 )
 from ._grid import (
     SWEEP_GRID_KEYS,
@@ -55,6 +55,7 @@ __all__ = [
     "FRONTIER",
     "FRONTIER_TEACHERS",
     "LADDER",
+    "DEFAULT_MAX_RANK",
     "MODEL_FORMAT",
     "ModelVersionWarning",
     "PROFILE",

@@ -124,7 +124,7 @@ def predictability_frontier(
             "teacher": label,
             "r_star": r_star,
             "numerical_rank": int(est.numerical_rank_),
-            "energy_rank": float(est.effective_rank_),
+            "energy_rank": float(est.energy_effective_rank_),
             "mixer_energy_rank": (
                 float("nan") if est.mixer_energy_rank_ is None else float(est.mixer_energy_rank_)
             ),
@@ -137,7 +137,7 @@ def predictability_frontier(
                 student=AttentionRankEstimator(attention=kind, max_epochs=max_epochs,
                                                device=device),
             ).fit(X, Y)
-            record["recovery_energy_rank"] = float(student.effective_rank_)
+            record["recovery_energy_rank"] = float(student.energy_effective_rank_)
             record["recovery_numerical_rank"] = int(student.numerical_rank_)
         records.append(record)
     config = dict(

@@ -24,7 +24,7 @@ __all__ = ["SWEEP_GRID_KEYS", "fit_seeds", "sweep_grid"]
 #: Keyword arguments of :func:`rank_sweep` that a :func:`sweep_grid` setting may vary
 #: (the seed is given separately, through ``seeds``).
 SWEEP_GRID_KEYS = (
-    "teacher", "r_star", "d", "seq_len", "n_samples", "noise", "ranks", "attention",
+    "teacher", "r_star", "d", "seq_len", "n_samples", "noise", "rank_grid", "attention",
     "kernel_scale", "max_epochs",
 )
 
@@ -64,7 +64,7 @@ def _sweep_record(setting, seed, device="cpu"):
     seconds = time.perf_counter() - start
     config = result.config
     record = {key: config[key] for key in SWEEP_GRID_KEYS}
-    record["ranks"] = tuple(config["ranks"])  # hashable: pandas can group on it
+    record["rank_grid"] = tuple(config["rank_grid"])  # hashable: pandas can group on it
     record.update(
         seed=seed,
         estimated_r_star=int(result.rank_),
@@ -96,7 +96,7 @@ def sweep_grid(settings, seeds=(0,), n_jobs=None, threads_per_job=None, progress
         a keyword of :func:`rank_sweep` from :data:`SWEEP_GRID_KEYS`, each
         value the list of values to try; a list of such dicts is the union of
         their grids. A rank grid is one value, so it is given as a list of
-        lists: ``{"ranks": [[1, 2, 3, 4]]}``.
+        lists: ``{"rank_grid": [[1, 2, 3, 4]]}``.
     seeds : sequence of int, default=(0,)
         Seeds of each setting (the ``random_state`` of :func:`rank_sweep`).
     n_jobs : int or None, default=None
@@ -115,7 +115,7 @@ def sweep_grid(settings, seeds=(0,), n_jobs=None, threads_per_job=None, progress
     records : list of dict
         One per setting and seed, settings varying slowest: the resolved
         settings (``teacher``, ``r_star``, ``d``, ``seq_len``, ``n_samples``,
-        ``noise``, ``ranks`` as a tuple, ``attention``, ``kernel_scale``,
+        ``noise``, ``rank_grid`` as a tuple, ``attention``, ``kernel_scale``,
         ``max_epochs``), ``seed``, ``estimated_r_star``, ``correct``
         (estimate equals ``r_star``), ``noise_floor`` (true) and
         ``estimated_noise_floor``, ``seconds`` (of the task), ``threads`` (torch
@@ -202,7 +202,7 @@ def fit_seeds(estimator, X, Y=None, seeds=(0, 1, 2), n_jobs=None, threads_per_jo
     >>> from intrinsic_rank.datasets import make_attention_task
     >>> X, Y = make_attention_task("linear", n_samples=400, seq_len=4, d=6, rank=2,
     ...                            random_state=3)
-    >>> est = AttentionRankEstimator(attention="linear", ranks=[1, 2, 3], max_epochs=60)
+    >>> est = AttentionRankEstimator(attention="linear", rank_grid=[1, 2, 3], max_epochs=60)
     >>> result = fit_seeds(est, X, Y, seeds=[0, 1])
     >>> result.ranks, result.rank, result.agreement
     ([2, 2], 2, 1.0)

@@ -126,10 +126,11 @@ def plot_head_profile(profile, path=None):
 def plot_head_scores(profile, path=None):
     """Heat maps (layer x head) of the previous-token, duplicate-token and induction scores.
 
-    The scores of :func:`profile_heads` (see :func:`head_pattern_scores`), on a
-    common 0-1 colour scale with a labelled colour bar; each title gives the
-    uniform-attention baseline on the same inputs and how many queries define
-    the pattern, the figure's title the sink rate. Cells carry their value (two
+    The scores of :func:`profile_heads` in its ``score_measure`` (see
+    :func:`head_pattern_scores`), on a common colour scale (0 to 1, -1 to 1 for
+    ``"abs"``) with a labelled colour bar; each title gives the
+    uniform-attention and perfect-head scores on the same inputs and how many
+    queries define the pattern, the figure's title the sink rate. Cells carry their value (two
     decimals) up to 200 heads; a pattern no input defines is drawn as "–".
 
     Parameters
@@ -145,6 +146,7 @@ def plot_head_scores(profile, path=None):
 
     Examples
     --------
+    >>> from intrinsic_rank.inspection import profile_heads
     >>> profile = profile_heads("default", n_inputs=2, max_length=16)
     >>> len(plot_head_scores(profile).axes)  # three maps and their colour bars
     6
@@ -154,16 +156,22 @@ def plot_head_scores(profile, path=None):
     L, H = cfg["n_layers"], cfg["n_heads"]
     fig, axes = _heat_map_layout(plt, len(_SCORE_PANELS), L, H, wide_columns=1)
     annotate = L * H <= _ANNOTATE_MAX
-    excluded = [what for what, on in (("first token", cfg.get("exclude_first")),
-                                      ("diagonal", cfg.get("exclude_diagonal"))) if on]
+    excluded = [what for what, on in (("first key", cfg.get("exclude_bos")),
+                                      ("current token", cfg.get("exclude_current_token"))) if on]
+    measure = cfg.get("score_measure", "mul")
+    label = {"mul": "share of all attention on the pattern (TL mul)",
+             "abs": "1 - rounded mean |A - D| n (TL abs)",
+             "conditional": "share where the pattern applies"}[measure]
     for ax, (key, title, where) in zip(axes, _SCORE_PANELS):
         grid = np.array([r[key] for r in profile.records], dtype=float).reshape(L, H)
-        _heat_map(fig, ax, grid, cmap="magma", vmin=0.0, vmax=1.0,
-                  label="share of attention on the pattern", digits=2, annotate=annotate)
-        queries = cfg["pattern_queries"][key[:-len("_score")]]
+        _heat_map(fig, ax, grid, cmap="magma", vmin=-1.0 if measure == "abs" else 0.0,
+                  vmax=1.0, label=label, digits=2, annotate=annotate)
+        name = key[:-len("_score")]
+        perfect = profile.baselines.get(f"perfect_{name}_score", float("nan"))
         ax.set_title(f"{title}: {where}\n(uniform attention: "
-                     f"{number_text(profile.baselines[key], '{:.2f}')}; {queries} queries)",
-                     fontsize=9)
+                     f"{number_text(profile.baselines[key], '{:.2f}')}; perfect head "
+                     f"{number_text(perfect, '{:.2f}')}; "
+                     f"{cfg['pattern_queries'][name]} queries)", fontsize=9)
     note = f"; {' and '.join(excluded)} left out" if excluded else ""
     fig.suptitle(_profile_title(cfg, "Head scores") + f"\nsink rate "
                  f"{summary['sink_rate']:.2f} (share of heads with more than "

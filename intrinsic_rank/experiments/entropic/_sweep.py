@@ -15,7 +15,8 @@ from sklearn.utils import Bunch
 from ...datasets import make_attention_task, make_fixed_operator_task
 from ...estimators import AttentionRankEstimator
 from ..runner import parse_ranks
-from ._data import load_xy, save_model_file, sweep_data
+from ._data import sweep_data
+from ._files import load_xy, save_model_file
 from ..runner import jsonable, pyplot, save_figure, write_csv
 from ..runner import Experiment, Verdict, grade, is_finite, number_text, save_plot
 
@@ -31,7 +32,7 @@ def rank_sweep(
     seq_len=8,
     n_samples=2048,
     noise=0.1,
-    ranks=None,
+    rank_grid=None,
     attention=None,
     kernel_scale=2.0,
     max_epochs=200,
@@ -51,7 +52,7 @@ def rank_sweep(
         True rank of the teacher.
     d, seq_len, n_samples, noise : int, int, int, float
         Task sizes and noise standard deviation.
-    ranks : sequence of int or None, default=None
+    rank_grid : sequence of int or None, default=None
         Rank grid; ``None`` means ``1 .. min(limit, 2 r*)`` where the limit is
         ``d`` (``seq_len`` for the fixed teacher).
     attention : str or None, default=None
@@ -103,16 +104,16 @@ def rank_sweep(
             kernel_scale=kernel_scale, random_state=random_state, return_info=True,
         )
         limit = d
-    if ranks is None:
-        ranks = list(range(1, min(limit, 2 * r_star) + 1))
+    if rank_grid is None:
+        rank_grid = list(range(1, min(limit, 2 * r_star) + 1))
     attention = attention or teacher
     est = AttentionRankEstimator(
-        attention=attention, ranks=list(ranks), max_epochs=max_epochs,
+        attention=attention, rank_grid=list(rank_grid), max_epochs=max_epochs,
         noise_floor=noise_floor, random_state=random_state, device=device, verbose=verbose,
     ).fit(X, Y)
     config = dict(
         teacher=teacher, attention=attention, r_star=r_star, d=d, seq_len=seq_len,
-        n_samples=n_samples, noise=noise, ranks=[int(r) for r in ranks],
+        n_samples=n_samples, noise=noise, rank_grid=[int(r) for r in rank_grid],
         kernel_scale=kernel_scale, max_epochs=max_epochs, random_state=random_state,
     )
     if noise_floor is not None:  # only then: the configs of earlier runs stay as they were
@@ -234,7 +235,7 @@ def _run(settings, *, random_state, progress, device):
     if settings.get("data") is not None:
         X, Y = load_xy(settings["data"], settings.get("targets"))
         result = sweep_data(X, Y, attention=kwargs.get("attention") or "softmax",
-                            ranks=kwargs.get("ranks"), max_epochs=kwargs["max_epochs"],
+                            rank_grid=kwargs.get("rank_grid"), max_epochs=kwargs["max_epochs"],
                             noise_floor=kwargs.get("noise_floor"), random_state=random_state,
                             progress=progress, device=device, source=settings["data"])
         results = {"data": result}
@@ -341,7 +342,7 @@ def _add_arguments(parser):
     parser.add_argument("--n-samples", type=int, default=None,
                         help="number of sequences (default 2048, --quick 1536)")
     parser.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
-    parser.add_argument("--ranks", type=parse_ranks, default=None,
+    parser.add_argument("--rank-grid", dest="rank_grid", type=parse_ranks, default=None,
                         help="rank grid, e.g. 1-8 or 1,2,4,8 (default 1..2r*)")
     parser.add_argument("--epochs", type=int, default=None,
                         help="full-batch optimiser steps (default 200, --quick 150)")
@@ -388,12 +389,12 @@ def _settings(args):
     settings = dict(teachers=[args.teacher], attention=args.attention, r_star=args.r_star,
                     d=args.d, seq_len=args.seq_len,
                     n_samples=_sized(args, "n_samples", "n_samples"), noise=args.noise,
-                    ranks=args.ranks, max_epochs=_sized(args, "epochs", "max_epochs"))
+                    rank_grid=args.rank_grid, max_epochs=_sized(args, "epochs", "max_epochs"))
     if args.targets is not None and args.data is None:
         raise ValueError("--targets: give it with --data X.npy (the file of X)")
     if args.data is not None:
         settings = dict(data=args.data, targets=args.targets, attention=args.attention,
-                        ranks=args.ranks, max_epochs=settings["max_epochs"])
+                        rank_grid=args.rank_grid, max_epochs=settings["max_epochs"])
     if args.noise_floor is not None:
         settings["noise_floor"] = args.noise_floor
     if args.save_model is not None:
@@ -442,7 +443,7 @@ def _summary(result):
                 f"warning: the estimated floor {sweep['noise_floor_']:.4g} is probably not the "
                 f"floor: the largest ranks are still improving or a simpler fit does "
                 f"better{beaten}, so estimated r* = {sweep['rank_']} is probably too small; "
-                "widen --ranks, train longer (--epochs) or give --noise-floor")
+                "widen --rank-grid, train longer (--epochs) or give --noise-floor")
     tails[-1] += f"; {result['seconds']:.1f} s"
     return ["\n".join(heads), *tails]
 
@@ -471,7 +472,7 @@ def _extra_files(result, folder):
 
 
 EXPERIMENT = Experiment(
-    name="entropic",
+    name="sweep",
     command="sweep",
     title="The Entropic Bound: deficiency, achievability and recovery of r*",
     paper="The Entropic Bound",

@@ -338,7 +338,7 @@ def plot_min_ip_law(result, path=None, jitter=0.0):
                      f"{number_text(fit['slope'], '{:.2f}')} ± "
                      f"{number_text(fit['slope_se'], '{:.2f}')}")
             if fit["feature_map"] == "taylor":
-                label += "\n  (rank r holds 1 + d + d² ≤ r features)"
+                label += "\n  (rank r holds 1 + d + d(d+1)/2 ≤ r distinct features)"
         ok = [r for r in rows if r["r_needed"] is not None]
         total = [math.log2(r.get("total_rank") or r["r_needed"]) for r in ok]
         dx = 0.0

@@ -106,7 +106,7 @@ def _check_ranks(ranks, quick):
         return list(_QUICK_RANKS if quick else _FULL_RANKS)
     ranks = sorted(int(r) for r in ranks)
     if not ranks or ranks[0] < 1 or len(set(ranks)) != len(ranks):
-        raise ValueError(f"ranks must be distinct integers >= 1; got {ranks!r}")
+        raise ValueError(f"rank_grid must be distinct integers >= 1; got {ranks!r}")
     return ranks
 
 
@@ -114,7 +114,7 @@ def _fit(attention, X, y, ranks, seed, budget, device="cpu"):
     """One batched fit of every rank of ``ranks`` on ``(X, y)``; returns the estimator."""
     est = AttentionRankEstimator(
         attention=attention,
-        ranks=ranks,
+        rank_grid=ranks,
         validation_fraction=0.0,
         max_epochs=budget["max_epochs"],
         lr=budget["lr"],
@@ -203,7 +203,7 @@ def summarize_min_ip(records, keys, value="error"):
 
 
 def min_ip_phase_transition(
-    ranks=None,
+    rank_grid=None,
     n_seeds=None,
     n_bits=24,
     weight=None,
@@ -243,7 +243,7 @@ def min_ip_phase_transition(
 
     Parameters
     ----------
-    ranks : sequence of int or None, default=None
+    rank_grid : sequence of int or None, default=None
         Feature ranks; ``None`` means ``1, 2, 4, ..., 64`` (``1, 4, 16`` when
         ``quick``).
     n_seeds : int or None, default=None
@@ -261,7 +261,7 @@ def min_ip_phase_transition(
         The transition rank of a length is the smallest rank whose error,
         averaged over seeds, is at most ``threshold``.
     quick : bool, default=False
-        Smaller defaults for ``ranks`` and ``n_seeds`` (explicit values win).
+        Smaller defaults for ``rank_grid`` and ``n_seeds`` (explicit values win).
     random_state : int, default=0
         Base seed: seed ``s`` uses ``random_state + s`` for the family and the
         training.
@@ -289,7 +289,7 @@ def min_ip_phase_transition(
     Examples
     --------
     >>> result = min_ip_phase_transition(
-    ...     ranks=[1, 8], n_seeds=1, n_bits=12, n_codewords=8, lengths=(3,),
+    ...     rank_grid=[1, 8], n_seeds=1, n_bits=12, n_codewords=8, lengths=(3,),
     ...     dense=False, max_epochs=5)
     >>> sorted({rec["rank"] for rec in result.records})
     [1, 8]
@@ -297,7 +297,7 @@ def min_ip_phase_transition(
     True
     """
     start = time.perf_counter()
-    ranks = _check_ranks(ranks, quick)
+    ranks = _check_ranks(rank_grid, quick)
     n_seeds = (2 if quick else 3) if n_seeds is None else int(n_seeds)
     if n_seeds < 1:
         raise ValueError(f"n_seeds must be >= 1; got {n_seeds}")
@@ -350,7 +350,7 @@ def min_ip_phase_transition(
         for length in lengths
     }
     config = dict(
-        ranks=ranks, n_seeds=n_seeds, n_bits=n_bits, weight=weight, n_codewords=n_codewords,
+        rank_grid=ranks, n_seeds=n_seeds, n_bits=n_bits, weight=weight, n_codewords=n_codewords,
         min_gap=min_gap, lengths=lengths, dense=bool(dense), threshold=threshold,
         quick=bool(quick), random_state=int(random_state), **budget,
     )
@@ -362,7 +362,7 @@ def min_ip_phase_transition(
 
 def min_ip_ood_scaling(
     settings=None,
-    ranks=None,
+    rank_grid=None,
     n_seeds=None,
     min_gap=1,
     n_test_sequences=1000,
@@ -400,7 +400,7 @@ def min_ip_ood_scaling(
     settings : sequence of dict or None, default=None
         Each with ``n_bits``, ``pool`` and ``n_train_sequences``; ``None``
         means :data:`OOD_SETTINGS` (two smaller settings when ``quick``).
-    ranks : sequence of int or None, default=None
+    rank_grid : sequence of int or None, default=None
         Feature ranks; ``None`` means ``1, 2, 4, ..., 64`` (``1, 4, 16, 64``
         when ``quick``).
     n_seeds : int or None, default=None
@@ -416,7 +416,7 @@ def min_ip_ood_scaling(
     threshold : float, default=0.05
         Test error that defines the transition rank.
     quick : bool, default=False
-        Smaller defaults for ``settings``, ``ranks`` and ``n_seeds``.
+        Smaller defaults for ``settings``, ``rank_grid`` and ``n_seeds``.
     random_state : int, default=0
         Base seed (seed ``s`` uses ``random_state + s``).
     progress : bool, default=False
@@ -440,7 +440,7 @@ def min_ip_ood_scaling(
     --------
     >>> result = min_ip_ood_scaling(
     ...     settings=[{"n_bits": 8, "pool": 10, "n_train_sequences": 200}],
-    ...     ranks=[1, 4], n_seeds=1, n_test_sequences=100, dense=False,
+    ...     rank_grid=[1, 4], n_seeds=1, n_test_sequences=100, dense=False,
     ...     max_epochs=3)
     >>> [(rec["rank"], rec["n_test_sequences"]) for rec in result.records]
     [(1, 100), (4, 100)]
@@ -454,9 +454,9 @@ def min_ip_ood_scaling(
         if missing:
             raise ValueError(f"every setting needs n_bits, pool and n_train_sequences; "
                              f"{s!r} lacks {sorted(missing)}")
-    if ranks is None and quick:
-        ranks = _QUICK_OOD_RANKS
-    ranks = _check_ranks(ranks, quick)
+    if rank_grid is None and quick:
+        rank_grid = _QUICK_OOD_RANKS
+    ranks = _check_ranks(rank_grid, quick)
     n_seeds = (1 if quick else 3) if n_seeds is None else int(n_seeds)
     if n_seeds < 1:
         raise ValueError(f"n_seeds must be >= 1; got {n_seeds}")
@@ -512,7 +512,7 @@ def min_ip_ood_scaling(
             ),
         ))
     config = dict(
-        settings=settings, ranks=ranks, n_seeds=n_seeds, min_gap=min_gap,
+        settings=settings, rank_grid=ranks, n_seeds=n_seeds, min_gap=min_gap,
         n_test_sequences=int(n_test_sequences), dense=bool(dense), threshold=threshold,
         quick=bool(quick), random_state=int(random_state), **budget,
     )

@@ -86,7 +86,7 @@ def plot_min_ip(phase, ood=None, path=None):
             if dense_rows:
                 ax.axhline(dense_rows[0]["error_mean"], color=colour, ls="--", lw=1,
                            label=f"dense softmax, length {length}")
-        ticks(ax, cfg["ranks"], cfg["threshold"])
+        ticks(ax, cfg["rank_grid"], cfg["threshold"])
         ax.set_title(
             f"In-sample: {cfg['n_codewords']} codewords, {cfg['n_bits']} bits, gap >= "
             f"{cfg['min_gap']}, {cfg['n_seeds']} seeds", fontsize=9,
@@ -111,7 +111,7 @@ def plot_min_ip(phase, ood=None, path=None):
                 if row["model"] == "dense":
                     ax.axhline(row["test_error_mean"], color=colour, ls="--", lw=1,
                                label=f"dense, {label}")
-        ticks(ax, cfg["ranks"], cfg["threshold"])
+        ticks(ax, cfg["rank_grid"], cfg["threshold"])
         ax.set_title(f"Out of distribution: test on a disjoint pool, {cfg['n_seeds']} seed(s)",
                      fontsize=9)
         _legend_below(ax)
@@ -218,7 +218,7 @@ def _verdicts(result, paper_ranks=(8, 32), paper_error=0.8):
             "large enough rank solves the task",
             f"rank 1 errs on {number_text(one3['error_mean'])}; transition (mean error <= "
             f"{threshold:g}) at {'none of the grid' if transition is None else f'r = {transition}'}"
-            f" of ranks {phase['config']['ranks']}",
+            f" of ranks {phase['config']['rank_grid']}",
             grade(fails + (transition is not None), 2),
             f"rank 1 fails ({'yes' if fails else 'no'}) and some rank of the grid succeeds "
             f"({'yes' if transition is not None else 'no'})",
@@ -277,7 +277,7 @@ def _add_arguments(parser):
                         help="the quick version (fewer ranks, seeds and OOD settings)")
     parser.add_argument("--n-seeds", type=int, default=None,
                         help="seeds per setting (default 3, quick 2 in-sample / 1 OOD)")
-    parser.add_argument("--ranks", type=parse_ranks, default=None,
+    parser.add_argument("--rank-grid", dest="rank_grid", type=parse_ranks, default=None,
                         help="feature ranks, e.g. 1,2,4,8,16,32,64 (the default)")
     parser.add_argument("--epochs", type=int, default=None,
                         help="full-batch optimiser steps of every fit (default 400 "
@@ -292,9 +292,9 @@ def _add_arguments(parser):
 
 def _settings(args):
     epochs = {} if args.epochs is None else {"max_epochs": args.epochs}
-    phase = dict(ranks=args.ranks, n_seeds=args.n_seeds, n_bits=args.n_bits,
+    phase = dict(rank_grid=args.rank_grid, n_seeds=args.n_seeds, n_bits=args.n_bits,
                  n_codewords=args.n_codewords, quick=args.quick, **epochs)
-    ood = None if args.no_ood else dict(ranks=args.ranks, n_seeds=args.n_seeds,
+    ood = None if args.no_ood else dict(rank_grid=args.rank_grid, n_seeds=args.n_seeds,
                                         quick=args.quick, **epochs)
     return {"phase": phase, "ood": ood}
 
@@ -370,16 +370,16 @@ EXPERIMENT = Experiment(
     "test on a disjoint one as the bit width grows. Prints the tables and transition ranks, "
     "saves min_ip.png and min_ip.json.",
     quick=dict(
-        phase=dict(ranks=[1, 4, 16], n_seeds=2, quick=True),
+        phase=dict(rank_grid=[1, 4, 16], n_seeds=2, quick=True),
         # The first two full OOD settings: with the 1,000 training sequences of
         # min_ip_ood_scaling's own quick settings even dense attention does not
         # generalise (test error 0.14 and 0.33), which would misjudge the claim.
-        ood=dict(settings=jsonable(OOD_SETTINGS[:2]), ranks=[1, 4, 16, 64], n_seeds=1,
+        ood=dict(settings=jsonable(OOD_SETTINGS[:2]), rank_grid=[1, 4, 16, 64], n_seeds=1,
                  quick=True),
     ),
     full=dict(
-        phase=dict(ranks=[1, 2, 4, 8, 16, 32, 64], n_seeds=3),
-        ood=dict(settings=jsonable(OOD_SETTINGS), ranks=[1, 2, 4, 8, 16, 32, 64], n_seeds=3),
+        phase=dict(rank_grid=[1, 2, 4, 8, 16, 32, 64], n_seeds=3),
+        ood=dict(settings=jsonable(OOD_SETTINGS), rank_grid=[1, 2, 4, 8, 16, 32, 64], n_seeds=3),
     ),
     run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,
     add_arguments=_add_arguments, settings=_settings, summary=_summary,

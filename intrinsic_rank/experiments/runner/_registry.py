@@ -189,7 +189,7 @@ class Experiment:
     Examples
     --------
     >>> from intrinsic_rank.experiments import EXPERIMENTS
-    >>> EXPERIMENTS["entropic"].command, EXPERIMENTS["entropic"].file_stem
+    >>> EXPERIMENTS["sweep"].command, EXPERIMENTS["sweep"].file_stem
     ('sweep', 'sweep')
     """
 

@@ -54,7 +54,7 @@ Examples
 >>> EXPERIMENTS["copy"].quick["train_lengths"], EXPERIMENTS["copy"].full["train_lengths"]
 ([5, 20], [5, 50])
 >>> list(EXPERIMENTS)[:3]
-['entropic', 'ladder', 'frontier']
+['sweep', 'ladder', 'frontier']
 """
 
 import datetime
@@ -105,7 +105,7 @@ def _resolve_pieces(pieces):
     if not names:
         raise ValueError(f"no piece given; use 'all' or some of {list(EXPERIMENTS)}")
     by_command = {piece.command: name for name, piece in EXPERIMENTS.items()}
-    names = [n if n in EXPERIMENTS else by_command.get(n, n) for n in names]  # sweep -> entropic
+    names = [n if n in EXPERIMENTS else by_command.get(n, n) for n in names]  # a command -> its piece
     unknown = [n for n in names if n != "all" and n not in EXPERIMENTS]
     if unknown:
         raise ValueError(f"unknown piece(s) {unknown}; use 'all' or some of {list(EXPERIMENTS)}")
@@ -345,10 +345,10 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
     Parameters
     ----------
     pieces : "all", str or list of str, default="all"
-        Which pieces, by name (``"entropic"``, ``"ladder"``, ``"frontier"``,
+        Which pieces, by name (``"sweep"``, ``"ladder"``, ``"frontier"``,
         ``"min-ip"``, ``"reach"``, ``"copy"``, ``"profile"``: the keys of
-        :data:`EXPERIMENTS`), or by the command that runs it alone (``"sweep"``
-        for ``"entropic"``); they run in that order. ``"all"`` is every piece
+        :data:`EXPERIMENTS`), or by the command that runs it alone where the
+        two differ; they run in that order. ``"all"`` is every piece
         whose ``in_reproduce`` is true.
     quick : bool, default=True
         The quick settings of every piece (minutes in all on a 2-core CPU);
