@@ -99,6 +99,22 @@ def test_energy_rank_passes_callbacks_through_its_student():
     assert est.student_.net_.optimizer_.param_groups[0]["lr"] == pytest.approx(3e-3 * 1e-4)
 
 
+def test_energy_rank_adds_its_callbacks_after_the_students():
+    student = AttentionRankEstimator(attention="linear", max_epochs=4, callbacks=[
+        ("first", LRScheduler(policy="StepLR", step_size=1, gamma=0.1))])
+    est = _fit(EnergyEffectiveRank(student=student, random_state=0, callbacks=[
+        ("second", LRScheduler(policy="StepLR", step_size=2, gamma=0.5))]), X, Y)
+    names = [name for name, _ in est.student_.net_.callbacks_]
+    assert names.index("first") < names.index("second")
+    # both schedulers step the one optimiser: 0.1 per epoch (4 epochs), 0.5 every 2 epochs
+    assert est.student_.net_.optimizer_.param_groups[0]["lr"] == pytest.approx(
+        3e-3 * 1e-4 * 0.25, rel=1e-9)
+    assert student.callbacks[0][0] == "first" and len(student.callbacks) == 1  # not mutated
+    with pytest.raises(ValueError, match="EnergyEffectiveRank: callbacks are used by "
+                                         "method='recovery' only"):
+        EnergyEffectiveRank(method="data", callbacks=[LRScheduler()]).fit(X, Y)
+
+
 @pytest.mark.parametrize("callbacks", [LRScheduler(), [3], "checkpoint", [("lr", 3)]])
 def test_bad_callbacks_are_refused_by_name(callbacks):
     with pytest.raises(ValueError, match="AttentionRankEstimator: callbacks must be a list of "

@@ -12,7 +12,7 @@ from .. import operator_fit as fits
 from ._attention_rank import AttentionRankEstimator
 from ._fitted import fits_from_scratch
 from ._inputs import validate_sequences
-from ._params import Options, Real, Rule, Seed, validate_params
+from ._params import Callbacks, Options, Real, Rule, Seed, validate_params
 from ._scaling import scale_factor
 from ._scoring import SequenceRegressorMixin
 
@@ -62,6 +62,14 @@ def _check_student(estimator, student):
             "spectrum is the estimate"
         )
     return student
+
+
+def _check_callbacks(estimator, callbacks):
+    if estimator.method != "recovery":
+        raise ValueError(
+            "callbacks are used by method='recovery' only; method='data' trains no net"
+        )
+    return Callbacks().check(callbacks, "callbacks", estimator)
 
 
 def _mixer_sample(X):
@@ -142,12 +150,11 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     random_state : None, int or numpy.random.RandomState, default=None
         Seeds the recovery student: it replaces the student's own
         ``random_state`` unless it is None. The data fits are deterministic.
-
-    Notes
-    -----
-    There is no ``callbacks`` parameter here: the only net is the recovery
-    student's, so skorch callbacks go to the student,
-    ``student=AttentionRankEstimator(attention="linear", callbacks=[...])``.
+    callbacks : list of skorch callbacks, (name, callback) pairs, or None, default=None
+        Added to the recovery student's callbacks (after its own and after
+        those given to ``student``), as skorch's ``callbacks`` adds to a
+        net's defaults (``method="recovery"`` only: ``method="data"`` trains
+        no net).
 
     Attributes
     ----------
@@ -214,6 +221,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         ridge=1e-8,
         student=None,
         random_state=None,
+        callbacks=None,
     ):
         self.method = method
         self.attention = attention
@@ -221,6 +229,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         self.ridge = ridge
         self.student = student
         self.random_state = random_state
+        self.callbacks = callbacks
 
     _parameter_constraints = {
         "method": [Options(_METHODS, "unknown method {value!r}; use one of {options}")],
@@ -229,6 +238,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         "value_map": [None, Rule(_check_value_map)],
         "student": [None, Rule(_check_student)],
         "random_state": [Seed()],
+        "callbacks": [None, Rule(_check_callbacks)],
     }
     """The accepted form of every parameter, checked at the start of ``fit``
     (:func:`~intrinsic_rank.estimators._params.validate_params`)."""
@@ -241,6 +251,8 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
             student = clone(self.student)
         if self.student is None or self.random_state is not None:
             student.set_params(random_state=self.random_state)
+        if self.callbacks is not None:
+            student.set_params(callbacks=list(student.callbacks or []) + list(self.callbacks))
         return student
 
     def _checked_value_map(self):
