@@ -13,6 +13,11 @@ Input convention
 columns: the token dimension ``d`` for 3-D input, the number of scalar tokens
 ``L`` for 2-D input. The sequence length is always stored as ``seq_len_`` and
 the token dimension as ``token_dim_``.
+
+Refused before any conversion, in one line that never prints the array: a
+datetime, timedelta, complex, structured, string or bytes dtype (``X`` of
+dates would otherwise train on the dates as numbers), and ``X`` of fewer than
+two dimensions.
 """
 
 import numpy as np
@@ -21,9 +26,56 @@ from sklearn.utils.validation import check_array, validate_data
 
 from . import _scaling
 
-__all__ = ["validate_sequences"]
+__all__ = ["check_dtype", "validate_sequences"]
 
 _NO_TARGET = "no_validation"
+
+_REFUSED_KINDS = {"M": "datetime", "m": "timedelta", "c": "complex", "V": "structured",
+                  "U": "string", "S": "bytes"}
+
+
+def check_dtype(array, name):
+    """Refuse a datetime, timedelta, complex, structured, string or bytes ``array``.
+
+    Reads only ``array.dtype`` (and a pandas frame's ``dtypes``): nothing is
+    converted or printed. Lists and object arrays go on to scikit-learn's
+    conversion.
+
+    Parameters
+    ----------
+    array : array-like
+    name : str
+
+    Raises
+    ------
+    ValueError
+        ``"X must hold real numbers; got a datetime array (dtype datetime64[D])"``;
+        for complex input scikit-learn's ``"Complex data not supported"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_dtype(np.zeros(3), "X")
+    >>> check_dtype(np.zeros(3, dtype="datetime64[D]"), "X")
+    Traceback (most recent call last):
+    ...
+    ValueError: X must hold real numbers; got a datetime array (dtype datetime64[D])
+    """
+    dtypes = getattr(array, "dtypes", None)
+    if dtypes is not None and not hasattr(array, "dtype"):  # a pandas DataFrame
+        candidates = list(getattr(dtypes, "values", [dtypes]))
+    else:
+        candidates = [getattr(array, "dtype", None)]
+    for dtype in candidates:
+        if not isinstance(dtype, np.dtype):
+            continue
+        kind = "V" if dtype.fields is not None else dtype.kind
+        if kind == "c":  # scikit-learn's own wording, which its common checks expect
+            raise ValueError(f"{name}: Complex data not supported (dtype {dtype}); it must "
+                             "hold real numbers")
+        if kind in _REFUSED_KINDS:
+            raise ValueError(f"{name} must hold real numbers; got a {_REFUSED_KINDS[kind]} "
+                             f"array (dtype {dtype})")
 
 
 def _finite_float_array(array, name, ndims, keep_float32=False):
@@ -100,9 +152,19 @@ def validate_sequences(estimator, X, Y=_NO_TARGET, reset=True, keep_float32=Fals
             f"{type(estimator).__name__} requires y to be passed, but the target y is None"
         )
     with_target = not (isinstance(Y, str) and Y == _NO_TARGET)
+    check_dtype(X, "X")
+    if with_target and Y is not None:
+        check_dtype(Y, "Y")
     ndim = getattr(X, "ndim", None)
     if ndim is None:
         ndim = np.asarray(X).ndim
+    if ndim < 2:
+        shape = getattr(X, "shape", None)
+        shape = tuple(shape) if shape is not None else np.shape(X)
+        raise ValueError(
+            "X must be 2-D (n, L) or 3-D (n, L, d); "
+            f"got an array of shape {shape}"
+        )
     if ndim > 3:
         raise ValueError(
             "X must be 2-D (n, L) or 3-D (n, L, d); "

@@ -1,4 +1,4 @@
-"""The one home of saving results: JSON, CSV, text, the folder lock.
+"""The one home of saving results: JSON, CSV, text, the folder lock, the output stage.
 
 Every command, experiment and the reproduce runner write their files through
 these functions (tables are formatted in ``_tables``, figures saved in
@@ -13,21 +13,37 @@ these functions (tables are formatted in ``_tables``, figures saved in
   passes ``mark_nonfinite=True``: the places and values of the non-finite
   floats are then stored under the top-level key ``"nonfinite"``, and
   ``read_json(..., restore_nonfinite=True)`` puts them back.
+* Output paths are checked before any work (:func:`check_output_folder`,
+  :func:`check_output_file`): a real write probe (permission bits say nothing
+  for root), the free space, and for a file that it is no folder and not one
+  of the run's own output files.
+* A command's files are written through one :func:`output_stage`: every
+  :func:`atomic_file` inside it writes its temporary file beside its target
+  and the renames wait until the stage ends, so a folder always holds the
+  files of one run (see :func:`output_stage` for interrupts and failures).
 """
 
 import contextlib
+import contextvars
 import json
 import math
 import os
+import signal
+import stat
 import tempfile
+import threading
 
 import numpy as np
 
 __all__ = [
+    "MIN_FREE_BYTES",
+    "OutputStage",
     "atomic_file",
+    "check_output_file",
     "check_output_folder",
     "jsonable",
     "lock_folder",
+    "output_stage",
     "read_json",
     "save_records",
     "write_csv",
@@ -195,14 +211,15 @@ def _umask():
 
 
 @contextlib.contextmanager
-def atomic_file(path, suffix=".tmp"):
+def atomic_file(path, suffix=".tmp", *, companion=True):
     """Write a file atomically: yield a temporary path beside ``path``, then rename it.
 
     The block writes the temporary file (whatever writer it uses); when the
     block ends normally the file gets the usual permissions and replaces
     ``path`` in one rename; when it raises (an error, an interrupt) the
     temporary file is removed and ``path`` is left as it was. Missing folders
-    are created.
+    are created. Inside an :func:`output_stage` the rename waits for the end
+    of the stage, which renames all of its files together.
 
     Parameters
     ----------
@@ -210,6 +227,10 @@ def atomic_file(path, suffix=".tmp"):
     suffix : str, default=".tmp"
         The temporary file's ending (writers that infer the format from it,
         like matplotlib's ``savefig``, need the real one).
+    companion : bool, default=True
+        Inside a stage: whether the file is one of the command's own outputs,
+        recorded in the folder's list of them (a later run removes it when it
+        writes no such file). ``False`` for a file the user named (``--save-model``).
 
     Yields
     ------
@@ -224,20 +245,184 @@ def atomic_file(path, suffix=".tmp"):
     >>> open(target).read()
     'done'
     """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
+    path = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(path)
     os.makedirs(folder, exist_ok=True)
     handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
                                    suffix=suffix)
     os.close(handle)
+    stage = _STAGE.get()
     try:
         yield tmp
         os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
+        if stage is None:
+            os.replace(tmp, path)
+        else:
+            stage.add(path, tmp, companion=companion)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+# -- the output stage: one run's files renamed in together ---------------------------
+
+_STAGE = contextvars.ContextVar("intrinsic_rank_output_stage", default=None)
+
+
+def _companions_file(folder, name):
+    return os.path.join(folder, f".{name}.files.json")
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    """Hold SIGINT back in the block (main thread, POSIX); it arrives when the block ends."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = mask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        mask(signal.SIG_SETMASK, previous)
+
+
+class OutputStage:
+    """The files of one run, written beside their targets and renamed in together.
+
+    Made by :func:`output_stage`; :func:`atomic_file` adds to it. The folder
+    keeps the list of the files the last committed run of ``name`` wrote in
+    it (``FOLDER/.NAME.files.json``): committing renames the new files in and
+    removes those of the list that this run did not write, so no file of an
+    earlier run is left beside the new ones.
+
+    Attributes
+    ----------
+    folder : str
+    name : str
+    """
+
+    def __init__(self, folder, name):
+        self.folder = os.path.abspath(os.fspath(folder))
+        self.name = name
+        self._staged = {}  # target -> (temporary file, companion)
+        self._results_saved = False
+
+    def add(self, path, tmp, *, companion=True):
+        """Stage ``tmp`` to become ``path`` (a second write of ``path`` replaces the first)."""
+        path = os.path.abspath(path)
+        earlier = self._staged.get(path)
+        if earlier is not None and os.path.exists(earlier[0]):
+            os.remove(earlier[0])
+        self._staged[path] = (tmp, companion)
+
+    @property
+    def paths(self):
+        """The targets staged so far, in the order they were written."""
+        return list(self._staged)
+
+    def results_saved(self):
+        """Mark the results (JSON, tables, model) as written: a failure from here on
+        (plotting, a missing matplotlib) still renames in what was staged; an
+        interrupt still discards all."""
+        self._results_saved = True
+
+    def _previous(self):
+        listed = read_json(_companions_file(self.folder, self.name))
+        if not isinstance(listed, list):
+            return []
+        return [name for name in listed if isinstance(name, str) and name
+                and os.path.basename(name) == name and not name.startswith(".")]
+
+    def commit(self):
+        """Rename the staged files in, remove the earlier run's others, record the list."""
+        with _sigint_deferred():
+            names = []
+            for path, (tmp, companion) in self._staged.items():
+                os.replace(tmp, path)
+                if companion and os.path.dirname(path) == self.folder:
+                    names.append(os.path.basename(path))
+            for name in self._previous():
+                old = os.path.join(self.folder, name)
+                if name not in names and os.path.isfile(old) and not os.path.islink(old):
+                    with contextlib.suppress(OSError):
+                        os.remove(old)
+            self._staged = {}
+            if names or os.path.exists(_companions_file(self.folder, self.name)):
+                record = _companions_file(self.folder, self.name)
+                handle, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{self.name}.")
+                with os.fdopen(handle, "w") as stream:
+                    json.dump(names, stream)
+                os.replace(tmp, record)
+
+    def discard(self):
+        """Remove the staged temporary files: the folder stays as the earlier run left it."""
+        for tmp, _ in self._staged.values():
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        self._staged = {}
+
+
+@contextlib.contextmanager
+def output_stage(folder, name):
+    """Write one run's files so that the folder holds the files of one run only.
+
+    Inside the block every :func:`atomic_file` (and so :func:`write_json`,
+    :func:`write_csv`, ``write_figure`` and ``save_model_file``) writes its
+    temporary file beside its target and the renames wait:
+
+    * the block ends normally: all files are renamed in together, and the
+      files the last run of ``name`` wrote in ``folder`` that this run did not
+      write are removed;
+    * Ctrl-C (``KeyboardInterrupt``), at any point: nothing is renamed in; the
+      earlier run's files stay, all of them;
+    * another error after :meth:`OutputStage.results_saved` (plotting failed,
+      matplotlib is missing): what was staged (the JSON, the CSV, the model) is
+      renamed in and the earlier run's other files (its PNGs) are removed;
+      before it (the run itself failed): nothing is renamed in.
+
+    SIGINT is held back during the renames, so an interrupt cannot split them.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        The output folder (``--out``).
+    name : str
+        The command's file stem; names the folder's record of its files.
+
+    Yields
+    ------
+    stage : OutputStage
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> with output_stage(folder, "demo") as stage:
+    ...     write_json(os.path.join(folder, "demo.json"), {"a": 1})
+    ...     os.path.exists(os.path.join(folder, "demo.json"))
+    False
+    >>> read_json(os.path.join(folder, "demo.json"))
+    {'a': 1}
+    """
+    stage = OutputStage(folder, name)
+    token = _STAGE.set(stage)
+    try:
+        yield stage
+    except KeyboardInterrupt:
+        stage.discard()
+        raise
+    except BaseException:
+        if stage._results_saved:
+            stage.commit()
+        else:
+            stage.discard()
+        raise
+    else:
+        stage.commit()
+    finally:
+        _STAGE.reset(token)
 
 
 def write_text(path, text):
@@ -289,7 +474,8 @@ def read_json(path, *, restore_nonfinite=False):
     Returns
     -------
     payload : object or None
-        ``None`` also when ``path`` is a folder or not valid JSON.
+        ``None`` also when ``path`` is a folder, not a regular file (a FIFO is
+        never opened) or not valid JSON.
 
     Examples
     --------
@@ -297,6 +483,9 @@ def read_json(path, *, restore_nonfinite=False):
     True
     """
     try:
+        # a FIFO, a device or a socket would block or never end: only regular files
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         with open(path) as handle:
             payload = json.load(handle)
         return _restore(payload) if restore_nonfinite else payload
@@ -355,17 +544,70 @@ def lock_folder(folder, wait_message=None):
         lock.release()
 
 
-def check_output_folder(path, name="out"):
+MIN_FREE_BYTES = 1 << 20
+"""The free space (1 MiB) an output path's file system must have before a run starts."""
+
+
+def _nearest_existing(path):
+    probe = path
+    while not os.path.lexists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    return probe
+
+
+def _check_path_text(path, name, what):
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"{name} must be a {what} path; got {type(path).__name__}")
+    path = os.fspath(path)
+    if not isinstance(path, str):
+        raise ValueError(f"{name} must be a {what} path; got bytes")
+    if not path.strip():
+        raise ValueError(f"{name} must be a {what} path; got an empty string")
+    if "\0" in path:
+        raise ValueError(f"{name} must be a {what} path; got one with a NUL character")
+    return path
+
+
+def _check_writable_folder(folder, path, name, min_free):
+    """``folder`` (absolute) exists or can be created under a writable, non-full folder."""
+    probe = _nearest_existing(folder)
+    if not os.path.isdir(probe):
+        raise ValueError(f"{name} {path!r} cannot be written: {probe} is a file, not a folder")
+    try:  # a real write: permission bits say nothing for root or on a read-only mount
+        handle, tmp = tempfile.mkstemp(dir=probe, prefix=".intrinsic-rank-probe.")
+        os.close(handle)
+        os.remove(tmp)
+    except OSError as error:
+        raise ValueError(f"{name} {path!r} is not writable ({probe}: "
+                         f"{error.strerror or error})") from None
+    try:
+        info = os.statvfs(probe)
+        free = info.f_bavail * info.f_frsize
+    except (OSError, AttributeError):  # no statvfs (Windows): the write will tell
+        return
+    if free < min_free:
+        raise ValueError(f"{name} {path!r}: the disk is full ({free} bytes free in "
+                         f"{probe}; at least {min_free} needed)")
+
+
+def check_output_folder(path, name="out", *, min_free=MIN_FREE_BYTES):
     """Check that ``path`` can be an output folder, before any work is done.
 
     It must be a non-empty path that is a folder or does not exist yet, whose
-    nearest existing parent is a writable folder.
+    nearest existing parent is a folder where a file can really be created (a
+    probe file is made and removed), on a file system with ``min_free`` bytes
+    free.
 
     Parameters
     ----------
     path : str or path-like
     name : str, default="out"
         The argument's name, for the message.
+    min_free : int, default=MIN_FREE_BYTES
+        Free bytes the file system must have.
 
     Returns
     -------
@@ -388,24 +630,71 @@ def check_output_folder(path, name="out"):
     ...
     ValueError: out must be a folder path; got an empty string
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise ValueError(f"{name} must be a folder path; got {type(path).__name__}")
-    path = os.fspath(path)
-    if not path.strip():
-        raise ValueError(f"{name} must be a folder path; got an empty string")
-    if "\0" in path:
-        raise ValueError(f"{name} must be a folder path; got one with a NUL character")
-    probe = os.path.abspath(path)
-    while not os.path.lexists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
+    path = _check_path_text(path, name, "folder")
+    full = os.path.abspath(path)
+    probe = _nearest_existing(full)
     if not os.path.isdir(probe):
-        what = "" if probe == os.path.abspath(path) else f" ({probe} is a file)"
+        what = "" if probe == full else f" ({probe} is a file)"
         raise ValueError(f"{name} {path!r} is not a folder{what}")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ValueError(f"{name} {path!r} is not writable ({probe!r} does not let us write)")
+    _check_writable_folder(full, path, name, min_free)
+    return path
+
+
+def check_output_file(path, name, *, reserved=(), min_free=MIN_FREE_BYTES):
+    """Check that ``path`` can be written as an output file, before any work is done.
+
+    A non-empty path that is not a folder and not one of ``reserved`` (the
+    run's own output files: ``--save-model OUT/sweep.json`` would be
+    overwritten by the JSON), whose folder exists or can be created under a
+    folder where a file can really be created, with ``min_free`` bytes free.
+    An existing regular file is replaced; anything else in the way (a FIFO, a
+    device) is refused.
+
+    Parameters
+    ----------
+    path : str or path-like
+    name : str
+        The option, for the message (``"--save-model"``).
+    reserved : iterable of str or path-like, default=()
+        Paths the run writes itself.
+    min_free : int, default=MIN_FREE_BYTES
+
+    Returns
+    -------
+    path : str
+        As given.
+
+    Raises
+    ------
+    ValueError
+        One line naming ``name`` and what is wrong.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = tempfile.mkdtemp()
+    >>> os.path.basename(check_output_file(os.path.join(out, "models", "m.joblib"),
+    ...                                    "--save-model"))
+    'm.joblib'
+    >>> check_output_file(os.path.join(out, "sweep.json"), "--save-model",
+    ...                   reserved=[os.path.join(out, "sweep.json")])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --save-model ...sweep.json' is one of this run's own output files ...
+    """
+    path = _check_path_text(path, name, "file")
+    full = os.path.abspath(path)
+    if path.endswith((os.sep, "/")) or os.path.isdir(full):
+        raise ValueError(f"{name} {path!r} is a folder; give a file name such as "
+                         f"{os.path.join(path, 'model.joblib')!r}")
+    own = {os.path.realpath(os.fspath(p)) for p in reserved}
+    if os.path.realpath(full) in own:
+        names = ", ".join(sorted(os.path.basename(p) for p in own))
+        raise ValueError(f"{name} {path!r} is one of this run's own output files "
+                         f"({names}); give another file name")
+    if os.path.lexists(full) and not os.path.isfile(full):
+        raise ValueError(f"{name} {path!r} exists and is not a regular file")
+    _check_writable_folder(os.path.dirname(full), path, name, min_free)
     return path
 
 
