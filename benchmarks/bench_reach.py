@@ -24,12 +24,21 @@ measured in the same run:
    runs it; its time per target against one target fitted alone, and the share
    the cell estimate adds (the same point with ``n_cell_samples=0``).
 
+4. **The decoder cells of a real LM** (``--lm-cells smollm2-135m``): the same
+   ``2**17`` points through a 49,152 x 576 head three ways in one run: the
+   baseline (the whole ``chunk x |V|`` float32 logits of both rules per chunk,
+   the code before the vocabulary blocks), the blocked float32 head
+   (``reduced_precision=None``) and the bfloat16 head with its float32
+   re-check (the default); seconds, the ratios against the baseline, whether
+   the counts equal the float32 ones, and the empty cells (``c <= ln n``).
+
 Run on an otherwise idle machine::
 
     python benchmarks/bench_reach.py                 # 16 targets, length 8, m = 2
     python benchmarks/bench_reach.py --targets 32 --length 12 --memory 4
     python benchmarks/bench_reach.py --device cuda
     python benchmarks/bench_reach.py --skip-batching # sections 2 and 3 only
+    python benchmarks/bench_reach.py --threads 1 --lm-cells smollm2-135m  # section 4 only
 """
 
 import argparse
@@ -44,7 +53,7 @@ from intrinsic_rank.inspection import decoder_cell_proportions
 from intrinsic_rank.nn import as_causal_lm, random_prompt_hidden_states
 
 TARGET = 5.0  # issue [4/6]: at least 5x more targets per second at 16 targets
-N_CELL_SAMPLES = 2**17  # ReachabilityEstimator's default
+N_CELL_SAMPLES = 2**17  # reachability_geometry's default
 MAX_BYTES = 2**27  # the estimator's memory cap of one Monte Carlo chunk
 
 
@@ -153,6 +162,69 @@ def bench_point(lm, args):
     return t_point
 
 
+def _baseline_cells(W, b, half_norm, draw_blocks, n, cap):
+    """The baseline of section 4: each chunk's full float32 logits, both rules."""
+    V, d = W.shape
+    rows = max(1, cap // (4 * (3 * V + d)))
+    counts = torch.zeros(V, dtype=torch.int64)
+    nearest = torch.zeros(V, dtype=torch.int64)
+    with torch.no_grad():
+        for host in draw_blocks:
+            for lo in range(0, len(host), rows):
+                h = host[lo:lo + rows].to(torch.float32)
+                scores = h @ W.T
+                counts += torch.bincount((scores if b is None else scores + b).argmax(1),
+                                         minlength=V)
+                nearest += torch.bincount((scores - half_norm).argmax(1), minlength=V)
+    return counts.numpy(), nearest.numpy()
+
+
+def bench_lm_cells(args):
+    """Section 4: a real LM's cells, baseline against blocked float32 and bfloat16."""
+    from intrinsic_rank._validation import keyed_seed
+
+    tic = time.perf_counter()
+    lm = as_causal_lm(args.lm_cells, progress=False)
+    t_load = time.perf_counter() - tic
+    states = random_prompt_hidden_states(lm, 1, 8, n_prompts=256, random_state=args.seed)
+    flat = np.asarray(states, dtype=np.float64).reshape(-1, lm.width)
+    low, high = flat.min(axis=0), flat.max(axis=0)
+    n = args.lm_samples
+    W, b = lm.output_head()
+    W = W.detach().float()
+    b = None if b is None else b.detach().float()
+    half_norm = 0.5 * (W * W).sum(dim=1)
+    block = max(1, 2**22 // lm.width)  # the sampler's host blocks (same points)
+    blocks = (torch.from_numpy(bounds.sample_box(low, high, min(block, n - start),
+                                                 keyed_seed(args.seed, i)))
+              for i, start in enumerate(range(0, n, block)))
+    t_base, (base, base_near) = _timed(lambda: _baseline_cells(W, b, half_norm, blocks, n,
+                                                               MAX_BYTES))
+    run = dict(n_samples=n, random_state=args.seed, max_bytes=MAX_BYTES)
+    t_exact, exact = _timed(lambda: decoder_cell_proportions(lm, flat, **run,
+                                                             reduced_precision=None))
+    t_fast, fast = _timed(lambda: decoder_cell_proportions(lm, flat, **run))
+    same = [int(np.abs(c - base).sum() // 2) for c in (exact.counts, fast.counts)]
+    same_near = [int(np.abs(c - base_near).sum() // 2)
+                 for c in (exact.nearest.counts, fast.nearest.counts)]
+    print(f"\n4. decoder cells of {args.lm_cells} (d = {lm.width}, |V| = {lm.vocab_size}, "
+          f"box of {len(flat)} final hidden states, {n} points, both rules, "
+          f"{torch.get_num_threads()} thread(s); load {t_load:.1f} s)")
+    print(f"{'head':<40}{'seconds':>9}{'x baseline':>12}{'moved (argmax, nearest)':>26}")
+    print(f"{'baseline: full float32 logits':<40}{t_base:>9.1f}{1.0:>12.2f}{'-':>26}")
+    print(f"{'float32, 4096-row vocabulary blocks':<40}{t_exact:>9.1f}"
+          f"{t_base / t_exact:>12.2f}{f'{same[0]}, {same_near[0]}':>26}")
+    print(f"{'bfloat16 + float32 re-check (default)':<40}{t_fast:>9.1f}"
+          f"{t_base / t_fast:>12.2f}{f'{same[1]}, {same_near[1]}':>26}")
+    print(f"moved: points whose cell differs from the baseline's (half the L1 distance of the "
+          f"counts); the bfloat16 head re-scored {fast.check.rechecked / n:.2f} candidates "
+          f"per point in float32 and agreed with float32 on "
+          f"{fast.check.points - fast.check.mismatched} of {fast.check.points} checked points")
+    print(f"empty cells: {fast.n_empty} of {lm.vocab_size} with {n} points, so the decay "
+          f"c <= ln n = {np.log(n):.2f} (ln|V| = {np.log(lm.vocab_size):.2f})")
+    return t_base, t_exact, t_fast
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=16)
@@ -167,12 +239,23 @@ def main(argv=None):
                         help="points of the per-sample loop baseline of the cell estimate")
     parser.add_argument("--skip-batching", action="store_true",
                         help="skip section 1 (batched against one by one)")
+    parser.add_argument("--lm-cells", default=None, metavar="MODEL",
+                        help="run only section 4, the decoder cells of this model (e.g. "
+                        "smollm2-135m), on the CPU")
+    parser.add_argument("--lm-samples", type=int, default=N_CELL_SAMPLES,
+                        help="Monte Carlo points of section 4 (default 2**17)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (CI: 2 cores)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu",
                         help="torch device of every fit, e.g. cpu or cuda (default cpu)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.lm_cells is not None:
+        print(f"{args.threads} torch threads, device cpu")
+        t_base, t_exact, t_fast = bench_lm_cells(args)
+        print(f"\nreach_lm_cells_seconds: {t_fast:.1f} (baseline {t_base:.1f}, blocked "
+              f"float32 {t_exact:.1f}; {t_base / t_fast:.2f}x)")
+        return
     lm = as_causal_lm("default").to(args.device)  # loaded once, shared by every fit
     print(f"{args.threads} torch threads, device {args.device}\n")
     speedup = None if args.skip_batching else bench_batching(lm, args)

@@ -230,7 +230,8 @@ def test_a_model_without_a_head_skips_the_cells_with_a_warning(lm):
     X = make_random_targets(2, 3, 64, random_state=0)
     with pytest.warns(UserWarning, match="decoder-cell refinement was skipped"):
         est = ReachabilityEstimator(model=Headless(lm.model), max_epochs=2,
-                                    n_radius_prompts=4, random_state=0).fit(X)
+                                    n_radius_prompts=4, n_cell_samples=2**10,
+                                    random_state=0).fit(X)
     assert est.cell_decay_ is None and np.isfinite(est.cone_slope_bound_)
 
 
@@ -249,3 +250,62 @@ def test_ball_cell_region(lm):
     est = ReachabilityEstimator(max_epochs=2, n_radius_prompts=8, random_state=0,
                                 n_cell_samples=2**12, cell_region="ball").fit(X)
     assert est.cell_decay_.n_samples == 2**12 and np.isfinite(est.cell_slope_bound_)
+
+
+# -- the reduced-precision head and its float32 re-check ---------------------------------
+
+def test_bfloat16_cells_equal_the_float32_cells_point_for_point(lm, states):
+    exact = decoder_cell_proportions(lm, states, n_samples=20000, random_state=3,
+                                     reduced_precision=None)
+    fast = decoder_cell_proportions(lm, states, n_samples=20000, random_state=3)
+    assert exact.matmul_dtype == "float32" and fast.matmul_dtype == "bfloat16"
+    np.testing.assert_array_equal(fast.counts, exact.counts)
+    np.testing.assert_array_equal(fast.nearest.counts, exact.nearest.counts)
+    assert fast.disagreement == exact.disagreement
+    assert fast.check.points == 4096 and fast.check.mismatched == 0
+    # the re-check scores a few candidates per point and rule, never the whole head
+    assert 2 * 20000 <= fast.check.rechecked < 20000 * 64
+    assert exact.check.points == 0 and exact.check.rechecked == 0
+
+
+def test_the_float32_head_in_blocks_is_the_full_matmul(lm, states):
+    cells = decoder_cell_proportions(lm, states, n_samples=3000, random_state=1,
+                                     reduced_precision=None)
+    flat = np.asarray(states, dtype=np.float64).reshape(-1, lm.width)
+    pts = torch.as_tensor(bounds.sample_box(flat.min(0), flat.max(0), 3000,
+                                            keyed_seed(1, 0)), dtype=torch.float32)
+    W, _ = lm.output_head()
+    with torch.no_grad():
+        logits = pts @ W.detach().T
+    np.testing.assert_array_equal(cells.counts, np.bincount(logits.argmax(1).numpy(),
+                                                            minlength=64))
+
+
+def test_a_reduced_head_that_disagrees_falls_back_to_float32(lm, states, monkeypatch):
+    from intrinsic_rank.inspection import _decoder_cells
+
+    exact = decoder_cell_proportions(lm, states, n_samples=5000, random_state=2,
+                                     reduced_precision=None)
+    # a zero tolerance keeps only the reduced best: some checked point then disagrees
+    monkeypatch.setattr(_decoder_cells, "_RECHECK", 0.0)
+    with pytest.warns(UserWarning, match="counted in torch.float32 instead"):
+        cells = decoder_cell_proportions(lm, states, n_samples=5000, random_state=2)
+    assert cells.check.mismatched > 0 and cells.matmul_dtype == "float32"
+    np.testing.assert_array_equal(cells.counts, exact.counts)
+
+
+def test_the_sample_size_limits_the_decay(lm, states):
+    cells = decoder_cell_proportions(lm, states, n_samples=256, random_state=0)
+    decay = bounds.cell_decay(cells, random_state=0)
+    assert cells.max_decay == pytest.approx(math.log(256))
+    assert decay.closed_form <= cells.max_decay + 1e-12
+    assert cells.n_empty == int(np.sum(cells.counts == 0))
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(reduced_precision="int8"), "reduced_precision must be"),
+    (dict(check_points=-1), "check_points"),
+])
+def test_bad_reduced_precision_parameters(lm, states, params, match):
+    with pytest.raises(ValueError, match=match):
+        decoder_cell_proportions(lm, states, n_samples=16, **params)

@@ -254,3 +254,74 @@ def test_divergence_raises_training_diverged_error():
                                                     "or init_scale"):
         ReachabilityEstimator(max_epochs=3, init_scale=float("1e300"), n_radius_prompts=2,
                               random_state=0).fit(X)
+
+
+# -- the caller's model is shared, not copied, and left as it was ----------------------
+
+def _flags(model):
+    return ([p.requires_grad for p in model.parameters()],
+            [m.training for m in model.modules()])
+
+
+def _mixed_model():
+    """The default model with a mix of requires_grad and training flags."""
+    model = load_default_model()
+    for i, p in enumerate(model.parameters()):
+        p.requires_grad_(i % 2 == 0)
+    model.train()
+    next(iter(model.children())).eval()
+    return model
+
+
+def test_a_model_instance_is_shared_not_copied_and_left_as_it_was(monkeypatch):
+    from intrinsic_rank.nn import _loading
+
+    def no_copy(value, memo=None):
+        raise AssertionError("the model was deep-copied")
+
+    monkeypatch.setattr(_loading.copy, "deepcopy", no_copy)
+    model = _mixed_model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    flags = _flags(model)
+    X = make_random_targets(3, 4, 64, random_state=0)
+    fits = [ReachabilityEstimator(model=model, max_epochs=20, n_radius_prompts=4,
+                                  random_state=seed).fit(X) for seed in (0, 1)]
+    for est in fits:  # both fits read the caller's model itself: no copy grows memory
+        assert est.net_.module_.lm.model is model
+    new = make_random_targets(2, 4, 64, random_state=9)
+    fits[0].predict(new)  # crams new targets through the shared model
+    assert _flags(model) == flags
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    shared = fits[1].net_.module_.lm.model.parameters()
+    assert [id(p) for p in model.parameters()] == [id(p) for p in shared]
+
+
+def test_a_failed_fit_restores_the_callers_model():
+    model = _mixed_model()
+    flags = _flags(model)
+    X = make_random_targets(2, 4, 64, random_state=0)
+    with pytest.raises(ValueError, match="outside the model's vocabulary"):
+        ReachabilityEstimator(model=model, max_epochs=2).fit(X + 64)
+    assert _flags(model) == flags
+
+    class Boom(RuntimeError):
+        pass
+
+    def explode(*args, **kwargs):
+        raise Boom("mid-fit")
+
+    est = ReachabilityEstimator(model=model, max_epochs=2, n_radius_prompts=4)
+    est._measure_geometry = explode  # fails after cramming, inside the frozen block
+    with pytest.raises(Boom):
+        est.fit(X)
+    assert _flags(model) == flags and not hasattr(est, "net_")
+
+
+def test_the_cells_are_off_by_default():
+    est = ReachabilityEstimator()
+    assert est.n_cell_samples == 0
+    X = make_random_targets(2, 4, 64, random_state=0)
+    est.set_params(max_epochs=2, n_radius_prompts=4).fit(X)
+    assert est.cell_proportions_ is None and math.isnan(est.cell_slope_bound_)
+    assert np.isfinite(est.box_slope_bound_)

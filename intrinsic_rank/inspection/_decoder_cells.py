@@ -10,6 +10,11 @@ rules on numpy arrays, the decay ``c`` and the refined bound) are in
 :mod:`intrinsic_rank.bounds`.
 """
 
+import contextlib
+import sys
+import time
+import warnings
+
 import numpy as np
 import torch
 from sklearn.utils import Bunch
@@ -22,7 +27,15 @@ __all__ = ["decoder_cell_proportions", "check_decoder"]
 
 REGIONS = ("box", "ball")
 RULES = ("argmax", "nearest")
+REDUCED_PRECISIONS = ("bfloat16", "float16")
 _BLOCK_ELEMENTS = 2**22  # host floats per sampling block (32 MiB of float64)
+_VOCAB_BLOCK = 4096  # head rows per matmul: a chunk's scores stay in the cache
+_ROWS = 256  # points per chunk
+_RECHECK = 1.0
+# The reduced matmul's tolerance is _RECHECK * u * max_t |w_t| * |h| (u the reduced
+# dtype's unit roundoff): on SmolLM2-135M the largest gap between the reduced score
+# of the exact argmax and the reduced best was 0.24 of this (0.12 for the nearest-row
+# rule) over 4096 box points, so candidates within it always hold the exact token.
 
 
 def _adapter_device(adapter):
@@ -146,7 +159,8 @@ def _rule_cells(counts, n):
 
 def decoder_cell_proportions(adapter, hidden_states=None, *, low=None, high=None,
                              center=None, radius=None, region="box", n_samples=2**17,
-                             rule="argmax", random_state=0, max_bytes=2**27, device=None):
+                             rule="argmax", random_state=0, max_bytes=2**27, device=None,
+                             reduced_precision="bfloat16", check_points=4096, verbose=False):
     """Share ``p_t`` of a hidden-state region that a model's head sends to each token.
 
     Monte Carlo: ``n_samples`` points uniform in the region, each assigned its
@@ -158,11 +172,30 @@ def decoder_cell_proportions(adapter, hidden_states=None, *, low=None, high=None
 
     The points are drawn on the host with numpy in blocks whose seeds depend
     only on ``random_state`` and the block's index (so the numbers do not depend
-    on ``device`` or ``max_bytes``), then both rules run on ``device`` in chunks
-    whose logits take at most about ``max_bytes``, in float32 (float64 for a
-    float64 head). The region is the one ``final_hidden`` states live in:
-    after the model's final norm, which is what the head reads
-    (:func:`check_decoder` verifies it on the model first).
+    on ``device`` or ``max_bytes``). Both rules then run on ``device`` in chunks
+    of points and blocks of 4096 head rows, so no chunk's logits exceed about
+    ``max_bytes`` (never all ``n_samples x |V|`` at once). The region is the one
+    ``final_hidden`` states live in: after the model's final norm, which is what
+    the head reads (:func:`check_decoder` verifies it on the model first).
+
+    The matmul runs in ``reduced_precision`` (bfloat16 by default, about twice
+    as fast as float32 on a CPU with bfloat16 instructions and far more on a
+    GPU), and the answer is float32's: every token whose reduced score is within
+    ``u max_t |w_t| |h|`` of the reduced best (``u`` the reduced dtype's unit
+    roundoff, ``|.|`` Euclidean) is scored again in the head's own dtype
+    (float32, or float64 for a float64 head) and the best of those is the
+    point's token. On SmolLM2-135M the reduced score of the exact winner was
+    never more than 0.24 of that tolerance below the reduced best. The first
+    ``check_points`` points are also sent through the exact head; if any of
+    them gets another token, a warning says so and every point is counted
+    again in the exact dtype. ``reduced_precision=None`` computes every logit
+    in the exact dtype.
+
+    With ``n`` points a non-empty cell has ``p_t >= 1/n``, so the decay
+    ``c = -mean ln p_t`` over the non-empty cells is at most ``ln n``
+    (``max_decay``) and ``n_empty`` cells are not resolved at all: the cell
+    refinement is limited by the sample size when ``n_empty`` is a large part
+    of ``vocab_size``.
 
     Parameters
     ----------
@@ -197,6 +230,14 @@ def decoder_cell_proportions(adapter, hidden_states=None, *, low=None, high=None
     device : None, str or torch.device, default=None
         Where the rules run; None: where the adapter's parameters are. Only
         the head's weights are copied there.
+    reduced_precision : {"bfloat16", "float16"} or None, default="bfloat16"
+        The matmul's dtype, with the exact re-check above; None: the head's dtype.
+        (float16 matmuls are slow on most CPUs; it is for GPUs.)
+    check_points : int, default=4096
+        Points also counted through the exact head, ``>= 0``; a disagreement on
+        any of them switches the whole count to the exact dtype.
+    verbose : bool, default=False
+        A progress line on stderr (points counted, seconds) per host block.
 
     Returns
     -------
@@ -205,15 +246,26 @@ def decoder_cell_proportions(adapter, hidden_states=None, *, low=None, high=None
         ``nearest`` (each a Bunch of ``proportions``, ``counts``, ``n_empty``,
         ``n_samples``, ``vocab_size``), ``disagreement`` (share of points the
         two rules send to different tokens), ``n_samples``, ``vocab_size``,
-        ``region``, ``rule`` and the region's parameters (``low``/``high`` or
-        ``center``/``radius``).
+        ``region``, ``rule``, ``max_decay`` (``ln n_samples``, the largest decay
+        the sample can show), ``matmul_dtype`` (the dtype the matmul ran in),
+        ``check`` (a Bunch: ``points`` checked exactly, ``mismatched`` among
+        them, ``rechecked`` candidate scores recomputed exactly,
+        ``reduced_precision`` asked for), ``seconds`` (of the count) and the
+        region's parameters (``low``/``high`` or ``center``/``radius``).
 
     Raises
     ------
     ValueError
         A model without a next-token head, a degenerate region (zero width or
         radius), non-finite hidden states, an unknown ``region`` or ``rule``,
-        or a region given twice or not at all.
+        or a region given twice or not at all, an unknown
+        ``reduced_precision``, a negative ``check_points``.
+
+    Warns
+    -----
+    UserWarning
+        When the reduced matmul disagrees with the exact one on a checked point
+        (the count is then exact).
 
     Examples
     --------
@@ -234,6 +286,8 @@ def decoder_cell_proportions(adapter, hidden_states=None, *, low=None, high=None
         raise ValueError(f"rule must be 'argmax' or 'nearest'; got {rule!r}")
     n = check_int(n_samples, "n_samples", 1)
     cap = check_int(max_bytes, "max_bytes", 1)
+    reduced = _check_reduced(reduced_precision)
+    check = check_int(check_points, "check_points", 0)
     seed = check_seed(random_state)
     given = [v for v in (low, high, center, radius) if v is not None]
     if hidden_states is not None:
@@ -278,7 +332,6 @@ def decoder_cell_proportions(adapter, hidden_states=None, *, low=None, high=None
     if hidden_states is not None and dim != d:
         raise ValueError(f"hidden_states must have d = {d} columns; got {dim}")
     check_decoder(adapter)
-
     dev = _adapter_device(adapter) if device is None else check_device(device)
     dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
     with torch.no_grad():
@@ -295,35 +348,197 @@ def decoder_cell_proportions(adapter, hidden_states=None, *, low=None, high=None
             f"the region reaches coordinates of {reach:.3g}, beyond {dtype}'s range "
             f"({torch.finfo(dtype).max:.3g}); rescale it"
         )
-    itemsize = torch.finfo(dtype).bits // 8
-    rows = max(1, cap // (itemsize * (3 * V + d)))
-    block = max(1, _BLOCK_ELEMENTS // d)
-    counts = torch.zeros(V, dtype=torch.int64, device=dev)
-    nearest = torch.zeros(V, dtype=torch.int64, device=dev)
-    differ = torch.zeros((), dtype=torch.int64, device=dev)
-    for index, start in enumerate(range(0, n, block)):
-        size = min(block, n - start)
-        block_seed = keyed_seed(seed, index)
-        if region == "box":
-            points = bounds.sample_box(params["low"], params["high"], size, block_seed)
-        else:
-            points = bounds.sample_ball(params["center"], params["radius"], d, size,
-                                        block_seed)
-        host = torch.from_numpy(points)
-        with torch.no_grad():
-            for lo in range(0, size, rows):
-                h = host[lo:lo + rows].to(dev, dtype)
-                scores = h @ W.T
-                real = (scores if b is None else scores + b).argmax(dim=1)
-                near = (scores - half_norm).argmax(dim=1)
-                counts += torch.bincount(real, minlength=V)
-                nearest += torch.bincount(near, minlength=V)
-                differ += (real != near).sum()
+    draw = _Sampler(params, region, d, seed)
+    head = _Head(W, b, half_norm, reduced, cap)
+    tic = time.perf_counter()
+    counts, nearest, differ, checked, mismatched = _count(head, draw, n, check, verbose)
+    if mismatched:
+        warnings.warn(
+            f"the {reduced} head's argmax differed from the {dtype} one on {mismatched} of "
+            f"{checked} checked points (either rule); every point is counted in {dtype} "
+            "instead", UserWarning, stacklevel=2)
+        head = _Head(W, b, half_norm, None, cap)
+        counts, nearest, differ, _, _ = _count(head, draw, n, 0, verbose)
+    seconds = time.perf_counter() - tic
     real_cells = _rule_cells(counts.cpu().numpy(), n)
     near_cells = _rule_cells(nearest.cpu().numpy(), n)
     chosen = real_cells if rule == "argmax" else near_cells
     return Bunch(
         proportions=chosen.proportions, counts=chosen.counts, n_empty=chosen.n_empty,
         argmax=real_cells, nearest=near_cells, disagreement=float(int(differ) / n),
-        n_samples=n, vocab_size=int(V), region=region, rule=rule, **params,
+        n_samples=n, vocab_size=int(V), region=region, rule=rule,
+        max_decay=float(np.log(n)), matmul_dtype=str(head.reduced or dtype).replace("torch.", ""),
+        check=Bunch(points=int(checked), mismatched=int(mismatched),
+                    rechecked=int(head.rechecked), reduced_precision=reduced),
+        seconds=float(seconds), **params,
     )
+
+
+class _Sampler:
+    """The region's points, in host blocks seeded by ``random_state`` and the block index."""
+
+    def __init__(self, params, region, d, seed):
+        self.params, self.region, self.d, self.seed = params, region, d, seed
+        self.block = max(1, _BLOCK_ELEMENTS // d)
+
+    def blocks(self, n):
+        for index, start in enumerate(range(0, n, self.block)):
+            size = min(self.block, n - start)
+            block_seed = keyed_seed(self.seed, index)
+            if self.region == "box":
+                points = bounds.sample_box(self.params["low"], self.params["high"], size,
+                                           block_seed)
+            else:
+                points = bounds.sample_ball(self.params["center"], self.params["radius"],
+                                            self.d, size, block_seed)
+            yield torch.from_numpy(points)
+
+
+class _Head:
+    """Both rules' next tokens of a chunk of points, through vocabulary blocks of the head.
+
+    With ``reduced`` None every logit is computed in the head's dtype. With a
+    reduced dtype (``"bfloat16"``, ``"float16"``) the matmul runs in it, and every
+    token whose reduced score lies within ``tolerance(h)`` of the reduced best
+    is scored again in the head's dtype; the best of those is the answer, so a
+    point's token differs from the exact one only when the reduced error of a
+    logit exceeds the tolerance (which the first ``check_points`` points test).
+    """
+
+    def __init__(self, W, b, half_norm, reduced, cap):
+        self.W, self.b, self.half_norm, self.reduced = W, b, half_norm, reduced
+        V, d = W.shape
+        self.vblock = min(V, _VOCAB_BLOCK)
+        itemsize = torch.finfo(W.dtype).bits // 8
+        # one vocabulary block's scores of both rules and the chunk's points under the cap
+        self.rows = max(1, min(_ROWS, cap // (itemsize * (3 * self.vblock + d))))
+        self.rechecked = 0
+        if reduced is not None:
+            self.Wr = W.to(getattr(torch, reduced))
+            unit = torch.finfo(self.Wr.dtype).eps / 2
+            self.scale = _RECHECK * unit * float(W.norm(dim=1).max())
+
+    def exact_tokens(self, h):
+        real_best, near_best = _Best(len(h), h), _Best(len(h), h)
+        for lo in range(0, self.W.shape[0], self.vblock):
+            hi = lo + self.vblock
+            scores = h @ self.W[lo:hi].T
+            real_best.update(scores if self.b is None else scores + self.b[lo:hi], lo)
+            near_best.update(scores.sub_(self.half_norm[lo:hi]), lo)
+        return real_best.index, near_best.index
+
+    def tokens(self, h):
+        if self.reduced is None:
+            return self.exact_tokens(h)
+        hr = h.to(self.Wr.dtype)
+        tolerance = self.scale * h.float().norm(dim=1).to(h.dtype)
+        real_best, near_best = _Best(len(h), h), _Best(len(h), h)
+        for lo in range(0, self.W.shape[0], self.vblock):
+            hi = lo + self.vblock
+            scores = (hr @ self.Wr[lo:hi].T).to(h.dtype)
+            real_best.collect(scores if self.b is None else scores + self.b[lo:hi], lo,
+                              tolerance)
+            near_best.collect(scores.sub_(self.half_norm[lo:hi]), lo, tolerance)
+        real = real_best.rescore(h, self.W, self.b, None, tolerance)
+        near = near_best.rescore(h, self.W, None, self.half_norm, tolerance)
+        self.rechecked += real_best.n_candidates + near_best.n_candidates
+        return real, near
+
+
+class _Best:
+    """Running best score and token of each row over vocabulary blocks."""
+
+    def __init__(self, rows, like):
+        self.value = torch.full((rows,), -torch.inf, dtype=like.dtype, device=like.device)
+        self.index = torch.zeros(rows, dtype=torch.int64, device=like.device)
+        self.rows, self.tokens, self.scores = [], [], []
+        self.n_candidates = 0
+
+    def update(self, scores, offset):
+        value, index = scores.max(dim=1)
+        better = value > self.value  # ties keep the earlier block: the first index wins
+        self.value = torch.where(better, value, self.value)
+        self.index = torch.where(better, index + offset, self.index)
+
+    def collect(self, scores, offset, tolerance):
+        # a token is a candidate if it is within the tolerance of the best so far; one
+        # dropped here stays dropped, since the best only grows over later blocks
+        self.value = torch.maximum(self.value, scores.max(dim=1).values)
+        row, col = torch.nonzero(scores >= (self.value - tolerance)[:, None], as_tuple=True)
+        self.rows.append(row)
+        self.tokens.append(col + offset)
+        self.scores.append(scores[row, col])
+
+    def rescore(self, h, W, b, minus, tolerance):
+        row, token = torch.cat(self.rows), torch.cat(self.tokens)
+        keep = torch.cat(self.scores) >= (self.value - tolerance)[row]
+        row, token = row[keep], token[keep]
+        self.n_candidates = int(row.numel())
+        exact = (h[row] * W[token]).sum(dim=1)
+        if b is not None:
+            exact = exact + b[token]
+        if minus is not None:
+            exact = exact - minus[token]
+        best = torch.full((len(h),), -torch.inf, dtype=h.dtype, device=h.device)
+        best = best.scatter_reduce(0, row, exact, "amax")
+        # among the candidates at the best exact score, the lowest token (argmax's rule)
+        at_best = exact == best[row]
+        first = torch.full((len(h),), W.shape[0], dtype=torch.int64, device=h.device)
+        return first.scatter_reduce(0, row[at_best], token[at_best], "amin")
+
+
+def _count(head, draw, n, check, verbose):
+    """Both rules' cell counts over ``n`` points, and the exact check of the first ones."""
+    V = head.W.shape[0]
+    dev = head.W.device
+    counts = torch.zeros(V, dtype=torch.int64, device=dev)
+    nearest = torch.zeros(V, dtype=torch.int64, device=dev)
+    differ = torch.zeros((), dtype=torch.int64, device=dev)
+    checked = mismatched = done = 0
+    with _progress(verbose, n) as advance, torch.no_grad():
+        for host in draw.blocks(n):
+            for lo in range(0, len(host), head.rows):
+                h = host[lo:lo + head.rows].to(dev, head.W.dtype)
+                real, near = head.tokens(h)
+                if head.reduced is not None and checked < check:
+                    take = min(len(h), check - checked)
+                    exact_real, exact_near = head.exact_tokens(h[:take])
+                    mismatched += int((exact_real != real[:take]).sum()
+                                      + (exact_near != near[:take]).sum())
+                    checked += take
+                    if mismatched:
+                        return counts, nearest, differ, checked, mismatched
+                counts += torch.bincount(real, minlength=V)
+                nearest += torch.bincount(near, minlength=V)
+                differ += (real != near).sum()
+            done += len(host)
+            advance(done)
+    return counts, nearest, differ, checked, mismatched
+
+
+@contextlib.contextmanager
+def _progress(verbose, n):
+    """A line per block on stderr when ``verbose``: points counted so far."""
+    if not verbose:
+        yield lambda done: None
+        return
+    tic = time.perf_counter()
+
+    def advance(done):
+        elapsed = time.perf_counter() - tic
+        print(f"\rdecoder cells: {done}/{n} points, {elapsed:.0f} s", end="",
+              file=sys.stderr, flush=True)
+
+    try:
+        yield advance
+    finally:
+        print(file=sys.stderr, flush=True)
+
+
+def _check_reduced(value):
+    if value is None:
+        return None
+    if value not in REDUCED_PRECISIONS:
+        raise ValueError(
+            f"reduced_precision must be 'bfloat16', 'float16' or None; got {value!r}")
+    return value
