@@ -107,6 +107,7 @@ REPORT_ORDER = (
     min_ip.MIN_IP_LAW,
     reachability.REACH,
     reachability.COPY,
+    reachability.LM_GEOMETRY,
     entropic.PROFILE,
 )
 """Every experiment of the three papers, in report order (the order of ``--help`` too)."""

@@ -2,6 +2,7 @@
 
 * accessibility curves and the reachable-length slope ``reach`` (``_reach``);
 * the copy-length cliff ``copy`` (``_copy``);
+* a pretrained LM's geometry and decoder cells ``lm-geometry`` (``_lm_geometry``);
 * the curve fits both use (``_curves``): n50, slopes, cliffs, tail decay.
 """
 
@@ -27,6 +28,13 @@ from ._copy import (
     score_copies,
     EXPERIMENT as COPY,
 )
+from ._lm_geometry import (
+    LM_GEOMETRY_TOKEN_COLUMNS,
+    cell_share_facts,
+    lm_reachability_geometry,
+    plot_cell_shares,
+    EXPERIMENT as LM_GEOMETRY,
+)
 from ._curves import (
     fit_cliff,
     fit_logistic_midpoint,
@@ -44,11 +52,14 @@ __all__ = [
     "COPY",
     "COPY_COLUMNS",
     "COPY_SETTINGS",
+    "LM_GEOMETRY",
+    "LM_GEOMETRY_TOKEN_COLUMNS",
     "N50_COLUMNS",
     "REACH",
     "REACH_COLUMNS",
     "TAIL_COLUMNS",
     "accessibility_curves",
+    "cell_share_facts",
     "copy_length_cliff",
     "default_copy_lengths",
     "fit_cliff",
@@ -58,7 +69,9 @@ __all__ = [
     "fit_tail_decay",
     "fit_tail_decays",
     "greedy_copy",
+    "lm_reachability_geometry",
     "plot_accessibility",
+    "plot_cell_shares",
     "plot_copy_cliff",
     "score_copies",
 ]
