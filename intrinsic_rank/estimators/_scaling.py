@@ -9,8 +9,8 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["CHUNK_ELEMENTS", "SCALE_WINDOW", "as_tensor", "chunk_rows", "rows_as_tensor",
-           "scale_factor"]
+__all__ = ["CHUNK_ELEMENTS", "MAX_UNIT_FACTOR", "SCALE_WINDOW", "as_tensor", "check_units",
+           "chunk_rows", "in_user_units", "rows_as_tensor", "scale_factor"]
 
 SCALE_WINDOW = (1e-2, 1e2)
 """Root-mean-square sizes of ``X`` or ``Y`` outside this window are standardised."""
@@ -22,6 +22,63 @@ At and below it the code takes the unchunked path, so those numbers are
 bit-identical to unchunked evaluation; above it, memory stays bounded: about
 ``CHUNK_ELEMENTS`` float64 entries (32 MiB) per temporary instead of the whole
 data set's."""
+
+
+MAX_UNIT_FACTOR = 2.0**900
+"""The largest factor between the data's units and the students' (``x_scale_**2`` for a
+kernel) that :func:`check_units` accepts: a unit-size result times it stays far inside
+float64 (``2^900`` is about ``1e271``; float64 ends near ``1.8e308``)."""
+
+
+def check_units(factor, name):
+    """Refuse, before training, data so far from unit size that results overflow float64.
+
+    Parameters
+    ----------
+    factor : float
+        The factor that takes a unit-size result back to the data's units
+        (``x_scale**2`` for a query-key kernel, ``1 / y_scale`` for a risk).
+    name : str
+        The input it comes from, named in the error.
+
+    Raises
+    ------
+    ValueError
+        When ``factor`` or its inverse exceeds :data:`MAX_UNIT_FACTOR`.
+
+    Examples
+    --------
+    >>> check_units(2.0**132, "X")
+    >>> check_units(2.0**1000, "X")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: X is too far from unit size: ...
+    """
+    if not (1.0 / MAX_UNIT_FACTOR <= factor <= MAX_UNIT_FACTOR):
+        raise ValueError(f"{name} is too far from unit size: its results (kernels, risks) "
+                         f"would need a factor of 2^{math.log2(factor):.0f} to be stated in "
+                         f"its units, beyond float64; rescale {name} nearer to 1")
+
+
+def in_user_units(values, factor):
+    """``values`` (float32, the students' units) times ``factor``, in the data's units.
+
+    Float64 whenever ``factor`` is not 1: a float32 kernel times ``x_scale**2``
+    overflows float32 for data below about ``1e-19`` (``X * 1e-20`` gave
+    infinite kernels after a full training). At ``factor == 1`` the values are
+    returned unchanged (bit-identical to an unscaled fit).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> in_user_units(np.ones(2, np.float32), 2.0**132).dtype
+    dtype('float64')
+    >>> bool(np.isfinite(in_user_units(np.ones(2, np.float32), 2.0**132)).all())
+    True
+    """
+    if factor == 1.0:
+        return values
+    return np.asarray(values, dtype=np.float64) * float(factor)
 
 
 def chunk_rows(array, per_row=None):

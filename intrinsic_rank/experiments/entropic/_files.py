@@ -50,11 +50,14 @@ import zlib
 import numpy as np
 
 from ... import __version__
-from ..._validation import check_allocation, format_bytes
+from ..._validation import check_allocation, check_output_file, format_bytes
 from ..runner import atomic_file
 
-__all__ = ["MODEL_FORMAT", "ModelVersionWarning", "load_model_file", "load_xy",
-           "save_model_file"]
+__all__ = ["MODEL_FORMAT", "ModelVersionWarning", "check_model_path", "load_model_file",
+           "load_xy", "save_model_file"]
+
+SWEEP_FILES = ("sweep.json", "sweep.png", "sweep.csv")
+"""The files ``intrinsic-rank sweep`` writes in ``--out`` (``--save-model`` may not be one)."""
 
 MODEL_FORMAT = "intrinsic-rank fitted estimator"
 """The ``format`` entry of a file written by :func:`save_model_file`."""
@@ -230,6 +233,43 @@ def load_xy(data, targets=None):
 
 
 # -- model files --------------------------------------------------------------------
+
+
+def check_model_path(path, out, own_files=SWEEP_FILES):
+    """``--save-model``: a file that can be written, checked before any work.
+
+    Not empty, not a folder, not one of the command's own files in ``out``
+    (``OUT/sweep.json`` would be overwritten by the JSON), in a folder that
+    exists or can be created where a file can really be written, with free
+    space (:func:`~intrinsic_rank._validation.check_output_file`).
+
+    Parameters
+    ----------
+    path : str
+    out : str
+        ``--out``.
+    own_files : sequence of str, default=SWEEP_FILES
+
+    Returns
+    -------
+    path : str
+
+    Raises
+    ------
+    ValueError
+        One line starting with ``--save-model``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = tempfile.mkdtemp()
+    >>> check_model_path(os.path.join(out, "sweep.csv"), out)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --save-model '...sweep.csv' is one of this run's own output files ...
+    """
+    return check_output_file(path, "--save-model",
+                             reserved=[os.path.join(out, name) for name in own_files])
 
 
 def _class_name(obj):

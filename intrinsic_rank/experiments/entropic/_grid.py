@@ -5,9 +5,11 @@ backend or on ``n_jobs`` (only on the torch thread count, which
 ``threads_per_job`` fixes). See ``docs/scale_out.md``.
 """
 
+import numbers
 import os
 import socket
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -55,6 +57,41 @@ def _check_seeds(seeds):
     if repeated:
         raise ValueError(f"seeds must be distinct; {repeated} repeated")
     return seeds
+
+
+def _check_jobs(n_jobs, threads_per_job):
+    """``n_jobs`` None or a non-zero integer, ``threads_per_job`` None or an integer >= 1."""
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral)
+                               or n_jobs == 0):
+        raise ValueError(f"n_jobs must be None or a non-zero integer (-1: every core); "
+                         f"got {n_jobs!r}")
+    if threads_per_job is not None and (isinstance(threads_per_job, bool) or not isinstance(
+            threads_per_job, numbers.Integral) or threads_per_job < 1):
+        raise ValueError(f"threads_per_job must be None or an integer >= 1; "
+                         f"got {threads_per_job!r}")
+
+
+def _recorded(function, **kwargs):
+    """``function(**kwargs)`` and the warnings it raised, for the caller to raise again.
+
+    A worker's warnings (another process, or a thread with its own filters)
+    never reach the caller's ``warnings`` filters or ``pytest.warns``; the
+    task records them and :func:`_warn_again` raises them in the caller.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = function(**kwargs)
+    return value, [(w.category, str(w.message)) for w in caught]
+
+
+def _warn_again(outcomes):
+    """The tasks' values; their recorded warnings raised here, in the caller, in task order."""
+    values = []
+    for value, caught in outcomes:
+        for category, message in caught:
+            warnings.warn(message, category, stacklevel=3)
+        values.append(value)
+    return values
 
 
 def _sweep_record(setting, seed, device="cpu"):
@@ -132,12 +169,13 @@ def sweep_grid(settings, seeds=(0,), n_jobs=None, threads_per_job=None, progress
     """
     grid = _check_grid(settings)
     seeds = _check_seeds(seeds)
-    tasks = [dict(setting=setting, seed=seed, device=device)
+    _check_jobs(n_jobs, threads_per_job)
+    tasks = [dict(function=_sweep_record, setting=setting, seed=seed, device=device)
              for setting in grid for seed in seeds]
-    return run_parallel(
-        _sweep_record, tasks, n_jobs=n_jobs, threads_per_job=threads_per_job,
+    return _warn_again(run_parallel(
+        _recorded, tasks, n_jobs=n_jobs, threads_per_job=threads_per_job,
         progress=progress,
-    )
+    ))
 
 
 # -- one estimator, many seeds ----------------------------------------------------
@@ -193,8 +231,14 @@ def fit_seeds(estimator, X, Y=None, seeds=(0, 1, 2), n_jobs=None, threads_per_jo
     Raises
     ------
     ValueError
-        If ``seeds`` is empty or holds a negative or non-integer value, or
-        ``estimator`` has no ``random_state`` parameter.
+        If ``seeds`` is empty, repeats a seed or holds a negative or
+        non-integer value, ``n_jobs`` is not ``None`` or a non-zero integer,
+        or ``estimator`` has no ``random_state`` parameter.
+
+    Warns
+    -----
+    Every warning a fit raised (``ConvergenceWarning``, ...), raised again in
+    the caller's process and thread, so its filters and ``pytest.warns`` see it.
 
     Examples
     --------
@@ -213,10 +257,11 @@ def fit_seeds(estimator, X, Y=None, seeds=(0, 1, 2), n_jobs=None, threads_per_jo
             "fit_seeds varies the seed"
         )
     seeds = _check_seeds(seeds)
-    calls = [dict(estimator=clone(estimator).set_params(random_state=seed), X=X, Y=Y)
-             for seed in seeds]
-    fitted = run_parallel(_fit_one, calls, n_jobs=n_jobs, threads_per_job=threads_per_job,
-                          progress=progress)
+    _check_jobs(n_jobs, threads_per_job)
+    calls = [dict(function=_fit_one, estimator=clone(estimator).set_params(random_state=seed),
+                  X=X, Y=Y) for seed in seeds]
+    fitted = _warn_again(run_parallel(_recorded, calls, n_jobs=n_jobs,
+                                      threads_per_job=threads_per_job, progress=progress))
     result = Bunch(seeds=seeds, estimators=fitted)
     if all(hasattr(est, "rank_") for est in fitted):
         ranks = [int(est.rank_) for est in fitted]

@@ -10,13 +10,14 @@ import numpy as np
 import torch
 from sklearn.utils import Bunch
 
+from ..._validation import check_distinct as distinct
 from ..._validation import check_int
 from ...bounds import witness_feature_rank_bound
-from ...datasets import min_ip_exhaustive_triples
+from ...datasets import exhaustive_triples_bytes, min_ip_exhaustive_triples
 from ...nn import FEATURE_MAPS, TripleAttentionHead, fit_triple_heads
 from ..runner import jsonable, pyplot, save_figure
 from ..runner import progress_steps
-from ..runner import Experiment, Verdict, grade, number_text, one_plot
+from ..runner import Experiment, Verdict, bounded_int, grade, number_text, one_plot
 
 __all__ = ["min_ip_rank_law", "plot_min_ip_law", "fit_rank_law"]
 
@@ -459,33 +460,69 @@ def is_num(value):
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
+MAX_SEEDS = 64
+"""The most seeds per m (``--n-seeds``)."""
+
+
 def _add_arguments(parser):
     parser.add_argument("--quick", action="store_true", help="m = 2..4, fewer steps")
-    parser.add_argument("--bits", type=int, nargs="+", default=None,
-                        help="values of m (default 2 3 4 5, --quick 2 3 4)")
-    parser.add_argument("--n-seeds", type=int, default=4, help="seeds per m")
+    parser.add_argument("--bits", type=bounded_int(1, 8), nargs="+", default=None,
+                        help="values of m, distinct integers in [1, 8] (the exhaustive set "
+                        "of m = 8 takes 0.5 GiB) (default 2 3 4 5, --quick 2 3 4)")
+    parser.add_argument("--n-seeds", type=bounded_int(1, MAX_SEEDS), default=4,
+                        help=f"seeds per m, an integer in [1, {MAX_SEEDS}]")
     parser.add_argument("--feature-maps", nargs="+", default=["exp"],
-                        choices=sorted(FEATURE_MAPS), help="feature maps of the Min-IP head")
-    parser.add_argument("--heads", type=int, nargs="+", default=[1],
-                        help="head counts of the Min-IP model; several compare h heads of "
-                        "rank r with one head of rank h r (default 1)")
-    parser.add_argument("--map-bits", type=int, nargs="+", default=None,
-                        help="values of m for the maps and head counts after the first "
-                        "(default: all of --bits)")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="full-batch optimiser steps of every fit (default 3000, "
-                        "--quick 1500)")
+                        choices=sorted(FEATURE_MAPS), help="feature maps of the Min-IP head "
+                        "(distinct)")
+    parser.add_argument("--heads", type=bounded_int(1), nargs="+", default=[1],
+                        help="head counts of the Min-IP model, distinct, each at most 2^m for "
+                        "every m it runs at; several compare h heads of rank r with one head "
+                        "of rank h r (default 1)")
+    parser.add_argument("--map-bits", type=bounded_int(1, 8), nargs="+", default=None,
+                        help="values of m, among --bits, for the maps and head counts after "
+                        "the first (default: all of --bits)")
+    parser.add_argument("--epochs", type=bounded_int(1, 10**6), default=None,
+                        help="full-batch optimiser steps of every fit, an integer in "
+                        "[1, 1000000] (default 3000, --quick 1500)")
 
 
 def _settings(args):
     base = dict(EXPERIMENT.quick if args.quick else EXPERIMENT.full)
     if args.bits:
-        base["n_bits"] = list(args.bits)
-    if args.epochs:
+        base["n_bits"] = list(distinct(args.bits, "--bits"))
+    if args.epochs is not None:
         base["max_steps"] = args.epochs
-    base.update(n_seeds=args.n_seeds, feature_maps=list(args.feature_maps),
-                n_heads=list(args.heads), map_bits=args.map_bits)
+    base.update(n_seeds=args.n_seeds,
+                feature_maps=list(distinct(args.feature_maps, "--feature-maps")),
+                n_heads=list(distinct(args.heads, "--heads")),
+                map_bits=distinct(args.map_bits, "--map-bits"))
     return base
+
+
+def _check(settings):
+    """Every option of a run, before any training: the values of m, seeds, heads, maps."""
+    n_bits = list(settings["n_bits"])
+    seq_len = settings.get("seq_len", 3)
+    for m in n_bits:
+        needed = exhaustive_triples_bytes(m, seq_len)
+        if needed > 2**30:
+            raise ValueError(f"--bits: the exhaustive set of m = {m} at length {seq_len} needs "
+                             f"{needed / 2**30:.3g} GiB, more than 1 GiB; use smaller m")
+    map_bits = settings.get("map_bits")
+    if map_bits is not None:
+        outside = [m for m in map_bits if m not in n_bits]
+        if outside:
+            raise ValueError(f"--map-bits: {outside[0]} is not among --bits "
+                             f"({' '.join(map(str, n_bits))}); every m of --map-bits must be "
+                             "one of them")
+    heads = list(settings.get("n_heads", [1]))
+    for j, h in enumerate(heads):
+        runs_at = n_bits if j == 0 or map_bits is None else [m for m in n_bits if m in map_bits]
+        for m in runs_at:
+            if h > 2**m:
+                raise ValueError(f"--heads: {h} heads need at least {h} features, more than "
+                                 f"the 2^{m} = {2**m} tokens of m = {m}; give at most {2**m} "
+                                 "heads or larger m")
 
 
 def _summary(result):
@@ -512,5 +549,6 @@ EXPERIMENT = Experiment(
     full=dict(n_bits=[2, 3, 4, 5], n_seeds=4, max_steps=3000),
     run=_run, tables=_tables, plot=one_plot(plot_min_ip_law, "min_ip_law.png"),
     verdicts=_verdicts, add_arguments=_add_arguments, settings=_settings, summary=_summary,
+    check=_check,
 )
 """The Min-IP rank law as a registered experiment."""

@@ -9,7 +9,7 @@ the option, with exit status 2, before any work.
 
 import argparse
 
-__all__ = ["MAX_GRID_SIZE", "add_refused_data", "bounded_int",
+__all__ = ["MAX_GRID_SIZE", "add_refused_data", "bounded_float", "bounded_int",
            "parse_lengths", "parse_precision", "parse_ranks", "refuse_data"]
 
 MAX_GRID_SIZE = 4096
@@ -152,6 +152,57 @@ def bounded_int(minimum=None, maximum=None):
         return value
 
     parse.__name__ = "integer"
+    return parse
+
+
+def bounded_float(minimum=None, maximum=None):
+    """An argparse ``type`` reading one finite number in ``[minimum, maximum]``.
+
+    ``nan``, ``inf`` and numbers beyond float64 (``1e400``) are refused like
+    any number outside the range.
+
+    Parameters
+    ----------
+    minimum, maximum : float or None, default=None
+        Closed bounds; ``None`` leaves that side open.
+
+    Returns
+    -------
+    parse : callable
+        ``parse(text)`` -> float, raising ``argparse.ArgumentTypeError``.
+
+    Examples
+    --------
+    >>> bounded_float(0, 1e6)("0.1")
+    0.1
+    >>> bounded_float(0, 1e6)("1e200")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be a finite number in [0, 1000000.0]; got 1e+200
+    """
+    import math
+
+    if minimum is None and maximum is None:
+        bounds = ""
+    elif maximum is None:
+        bounds = f" >= {minimum}"
+    elif minimum is None:
+        bounds = f" <= {maximum}"
+    else:
+        bounds = f" in [{minimum}, {maximum}]"
+
+    def parse(text):
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number{bounds}; got {text!r}") from None
+        if (not math.isfinite(value) or (minimum is not None and value < minimum)
+                or (maximum is not None and value > maximum)):
+            raise argparse.ArgumentTypeError(f"must be a finite number{bounds}; got {value:g}")
+        return value
+
+    parse.__name__ = "number"
     return parse
 
 

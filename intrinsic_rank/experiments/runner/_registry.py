@@ -17,6 +17,16 @@ raised as ``KeyboardInterrupt``, so an interrupt that some library swallows
 truncated fit) still ends the run with ``KeyboardInterrupt`` when ``run``
 returns or fails: a result computed while an interrupt arrived is never handed
 on, written or cached.
+
+Writing a command's files
+-------------------------
+The CLI writes a command's files inside :meth:`Experiment.output_stage` (see
+:func:`~intrinsic_rank.experiments.runner._output.output_stage`): the run
+(``--save-model`` writes there), then :meth:`Experiment.save_results` (the
+JSON, then the other files such as the CSV, before any plotting), then the
+printing and the plots. The folder gets all of a run's files together: after
+Ctrl-C none of them (the earlier run's files stay, all of them); after a
+plotting failure the results and no PNG of an earlier run.
 """
 
 import signal
@@ -234,6 +244,52 @@ class Experiment:
         """
         if self.check is not None:
             self.check(settings)
+
+    def output_stage(self, folder):
+        """The :func:`output_stage` of this command's files in ``folder``.
+
+        Parameters
+        ----------
+        folder : str
+            ``--out``.
+
+        Returns
+        -------
+        stage : context manager yielding an ``OutputStage``
+        """
+        from ._output import output_stage
+
+        return output_stage(folder, self.file_stem)
+
+    def save_results(self, result, folder):
+        """Write the results, before any plotting: the JSON, then ``extra_files`` (the CSV).
+
+        Inside :meth:`output_stage` the stage is then marked: a later failure
+        (plotting, a missing matplotlib) still keeps these files.
+
+        Parameters
+        ----------
+        result : dict
+            What :meth:`execute` returned.
+        folder : str
+
+        Returns
+        -------
+        json_path : str
+        files : list of str
+            The names of the other files written in ``folder``.
+        """
+        import os
+
+        from ._output import _STAGE, write_json
+
+        json_path = os.path.join(folder, f"{self.file_stem}.json")
+        write_json(json_path, result if self.saved is None else self.saved(result))
+        files = [] if self.extra_files is None else list(self.extra_files(result, folder))
+        stage = _STAGE.get()
+        if stage is not None:
+            stage.results_saved()
+        return json_path, files
 
     def execute(self, settings, *, random_state, progress, device):
         """``run(settings, ...)`` under an ``InterruptGuard``, with the progress convention.

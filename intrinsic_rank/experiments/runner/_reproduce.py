@@ -231,6 +231,8 @@ def _run_piece(name, piece, folder, key, settings, random_state, force, progress
         why = "--force" if os.path.lexists(path) else "no cache"
     elif not os.path.lexists(path):
         why = "no cache"
+    elif not (os.path.isdir(path) or os.path.isfile(path)):
+        why = "damaged cache (result.json is not a regular file)"  # a FIFO is never opened
     else:
         cached = read_json(path, restore_nonfinite=True)
         why = ("damaged cache (unreadable or not JSON)" if cached is None
