@@ -19,6 +19,7 @@ from .. import spectral
 from .._validation import check_int, draw_seed
 from ..nn import KERNEL_STUDENT_MAPS, STUDENTS
 from . import _scaling
+from ._attention_class import AUTO_ATTENTION, MIN_HELDOUT_R2, choose_attention, class_risk_text
 from ._batching import RankwiseMSELoss, TensorBatchIterator, forward_chunks, rankwise_risks
 from ._callbacks import (
     DIVERGENCE_FACTOR,
@@ -107,6 +108,13 @@ def _check_rank_grid(estimator, value):
 
 def _check_student_options(estimator, value):
     options = dict(value)
+    if estimator.attention == "auto":
+        if options:
+            raise ValueError(
+                f"student_options applies to an explicit attention; got attention='auto' "
+                f"with student_options={value!r} (the classes compared take their defaults)"
+            )
+        return options
     reserved = {"d", "d_out", "ranks", "seq_len", "init_scale", "random_state", "final_only",
                 "feature_map"}
     clash = sorted(reserved & set(options))
@@ -139,12 +147,23 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    attention : {"fixed", "linear", "softmax", "block", "kernel", "dense"}, default="softmax"
+    attention : {"fixed", "linear", "softmax", "block", "kernel", "dense", "auto"}, default="softmax"
         The student: rung B0, B1, B2 or B3 of the ladder, or for Min-IP
         normalised nonnegative kernel attention of feature rank ``rank``
         (``"kernel"``, ranks up to ``min(2^d, 4096)``) or dense softmax attention
         with ``rank``-dimensional scores and a fixed temperature (``"dense"``);
-        see :mod:`intrinsic_rank.nn`.
+        see :mod:`intrinsic_rank.nn`. ``r*`` is defined inside the class.
+        ``"auto"`` (a sweep only) chooses the class from the data: a full-rank
+        student of each of ``"fixed"``, ``"linear"`` and ``"softmax"``
+        (:data:`~intrinsic_rank.estimators._attention_class.AUTO_ATTENTION`)
+        trains with the sweep's seed, split, ``max_epochs`` and stopping rule, one
+        after the other, and the simplest class whose held-out risk is within
+        ``tol`` times the held-out variance of the lowest is kept
+        (``attention_``, ``class_risks_``); ``r*`` is then estimated inside it,
+        exactly as an explicit ``attention=attention_`` with the same seed would
+        (a grid rank above the chosen class's limit is left out). The three extra
+        full-rank runs cost about three single-rank fits.
+        ``student_options`` and ``feature_map`` need an explicit class.
     rank : int or None, default=None
         Rank of a single student: the query-key kernel rank (``1 <= rank <= d``),
         or the operator rank for ``"fixed"`` (``1 <= rank <= L``). ``None``
@@ -258,9 +277,34 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         Energy effective rank of ``kernel_`` (:func:`intrinsic_rank.spectral.energy_effective_rank`).
     numerical_rank_ : int
         Numerical rank of ``kernel_`` (NumPy's ``matrix_rank`` threshold).
+    attention_ : str
+        The class trained: ``attention``, or the class ``"auto"`` chose.
+    class_risks_ : dict or None
+        After ``attention="auto"``: ``{class: held-out risk}`` of the full-rank
+        student of each class compared (``inf`` for one whose training
+        diverged); ``None`` for an explicit class.
     noise_floor_ : float or None
         The noise floor used: ``noise_floor`` if given, else estimated after a
         sweep, else ``None``.
+    estimated_noise_floor_ : float
+        After a sweep: the smallest held-out risk over the grid (the estimate,
+        computed also when ``noise_floor`` is given).
+    heldout_r2_ : float
+        After a sweep: held-out R² of the selected rank, ``1 - risk / variance``
+        with the held-out variance of the targets (in-sample for
+        ``validation_fraction=0``; ``nan`` for constant targets).
+    estimate_supported_ : bool
+        After a sweep: ``False`` (with a warning) when the selected student
+        explains less than 10% of the held-out variance
+        (``heldout_r2_``), or when an attention class (not ``"fixed"``, itself
+        affine in ``X``) has a smallest held-out risk not lower than the affine
+        reference ``reference_risk_`` by ``tol`` times the variance: the data
+        then give no evidence for ``r*`` of the class.
+    warnings_ : list of str
+        After a sweep: the text of every warning about the estimate (a floor
+        not reached, a rising risk, the top of the grid, a selected student that
+        explains less than 10% of the held-out variance or no more than the
+        affine reference); empty when the estimate carries none.
     excess_tol_ : float
         After a sweep, the excess risk below which a rank counts as reaching
         the floor: ``tol`` times the held-out variance of the targets.
@@ -418,7 +462,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.callbacks = callbacks
 
     _parameter_constraints = {
-        "attention": [Options(sorted(STUDENTS), "unknown attention {value!r}; use one of {options}")],
+        "attention": [Options([*sorted(STUDENTS), "auto"], "unknown attention {value!r}; use one of {options}")],
         "max_epochs": [Integer(1)],
         "batch_size": [Options(["auto"]), Integer(1)],
         "lr": [Real(0.0, low_open=True)],
@@ -450,14 +494,14 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         return isinstance(self.rank_grid, str)
 
     def _max_rank(self):
-        return STUDENTS[self.attention].rank_limit(self.token_dim_, self.seq_len_)
+        return STUDENTS[self.attention_].rank_limit(self.token_dim_, self.seq_len_)
 
     def _rank_grid(self, ranks):
         """The ranks to train: ``rank_grid`` as checked, or the single rank, against the data's limit."""
         limit = self._max_rank()
-        if self.attention == "fixed":
+        if self.attention_ == "fixed":
             what = f"the sequence length L = {limit} (the operator is L x L)"
-        elif self.attention == "kernel":
+        elif self.attention_ == "kernel":
             what = (
                 f"the feature-rank limit {limit} (2^m features realise any kernel on "
                 f"m = {self.token_dim_} bits; capped at 4096)"
@@ -492,7 +536,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             callbacks.append(("progress", FitProgress(postfix={"summed_loss": "train_loss"})))
         callbacks.extend(self.callbacks or [])
         return RankSweepNet(
-            module=STUDENTS[self.attention],
+            module=STUDENTS[self.attention_],
             module__d=self.token_dim_,
             module__d_out=self.d_out_,
             module__ranks=ranks,
@@ -537,7 +581,15 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         params = validate_params(self)
         device = params["device"]
         X, Y = validate_sequences(self, X, Y, reset=True, keep_float32=True)
-        ranks = self._rank_grid(params["rank_grid"])
+        auto_class = self.attention == "auto"
+        if auto_class and self.rank_grid is None:
+            raise ValueError(
+                "AttentionRankEstimator: attention='auto' chooses the class by held-out "
+                "risk, which needs a sweep; give rank_grid, or an explicit attention for "
+                "one rank"
+            )
+        self.attention_ = None if auto_class else self.attention
+        ranks = None if auto_class else self._rank_grid(params["rank_grid"])
         seed = draw_seed(self.random_state)
         sweep = self.rank_grid is not None
         if sweep:
@@ -566,6 +618,11 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             # a fall smaller than a hundredth of the selection tolerance is no progress
             min_delta = EARLY_STOPPING_DELTA * self.tol * variance * y_scale**2
         held = (X_held, Y_held, patience, min_delta)
+        self.class_risks_ = None
+        if auto_class:
+            self.class_risks_ = self._class_risks(seed, device, (X_train, Y_train), held, limit)
+            self.attention_ = choose_attention(self.class_risks_, variance, self.tol)
+            ranks = self._auto_class_grid(params["rank_grid"])
         if self._auto():
             nets, rounds = self._adaptive_search(
                 ranks, seed, device, (X_train, Y_train), held, variance, limit)
@@ -613,8 +670,37 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             self.rank_ = ranks[0]
             self.noise_floor_ = self.noise_floor
             self.train_risk_ = float(train_risk[0])
+            self.warnings_ = []
         self._store_selected()
         return self
+
+    def _class_risks(self, seed, device, data, held, limit):
+        """``attention="auto"``: held-out risk of a full-rank student of each class.
+
+        Every class of :data:`AUTO_ATTENTION` trains one full-rank slot with the
+        sweep's seed, split, budget and stopping rule (one run after the other); a
+        class whose training diverges gets ``inf``.
+        """
+        X_held, Y_held = held[0], held[1]
+        risks = {}
+        for name in AUTO_ATTENTION:
+            self.attention_ = name
+            try:
+                net = self._train([self._max_rank()], seed, device, data, held, limit)
+            except TrainingDivergedError:
+                risks[name] = float("inf")
+                continue
+            value = float(rankwise_risks(net, X_held, Y_held)[0][0]) / self.y_scale_**2
+            risks[name] = value if np.isfinite(value) else float("inf")
+        self.attention_ = None
+        return risks
+
+    def _auto_class_grid(self, rank_grid):
+        """The rank grid inside the chosen class: ``rank_grid`` without the ranks above its limit."""
+        if isinstance(rank_grid, str):
+            return self._rank_grid(rank_grid)
+        limit = self._max_rank()
+        return [r for r in rank_grid if r <= limit] or [limit]
 
     def _train(self, ranks, seed, device, data, held, limit):
         """Train one batched net over ``ranks`` (one round of a search)."""
@@ -743,9 +829,9 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     def _store_kernels(self, X_t):
         module = self.net_.module_
         with torch.no_grad():
-            if self.attention == "fixed":
+            if self.attention_ == "fixed":
                 kernels = module.operator()
-            elif self.attention == "kernel":
+            elif self.attention_ == "kernel":
                 # no static d x d kernel: the kernel between the data's distinct
                 # tokens (at most 512), of rank <= the feature rank
                 tokens = torch.unique(X_t.reshape(-1, X_t.shape[-1]), dim=0)
@@ -756,10 +842,15 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         # Kept in the training precision (float32): the numerical rank's
         # threshold then uses float32's epsilon, not float64's.
         kernels = kernels.detach().cpu().numpy()
-        if self.attention in ("linear", "softmax") and self.x_scale_ != 1.0:
+        if self.attention_ in ("linear", "softmax") and self.x_scale_ != 1.0:
             # scores x K x^T of standardised tokens: K in the units of X is s^2 K
             kernels = kernels * np.float32(self.x_scale_**2)
         self.kernels_ = kernels
+
+    def _warn(self, message, category):
+        """Warn about the estimate, and keep the text in ``warnings_``."""
+        self.warnings_.append(message)
+        warnings.warn(message, category)
 
     def _select_rank(self, train_risk, heldout_risk, heldout_variance, reference=None):
         selection = select_rank(
@@ -767,27 +858,31 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             noise_floor=self.noise_floor,
         )
         floor, excess, reached = selection["floor"], selection["excess"], selection["reached"]
+        given = self.noise_floor is not None
+        self.warnings_ = []
         self.noise_floor_ = floor
+        self.estimated_noise_floor_ = float(np.min(heldout_risk))
         self.excess_tol_ = selection["threshold"]
         self.rank_index_ = selection["index"]
         if not selection["any_reached"]:
-            warnings.warn(
-                f"no rank in {self.ranks_.tolist()} reached the noise floor "
-                f"{floor:.4g} within tol={self.tol} (smallest excess risk "
-                f"{excess.min():.4g}); rank_ is the rank with the lowest held-out "
-                "risk. Train longer, widen the grid or check noise_floor.",
+            self._warn(
+                f"no rank in {self.ranks_.tolist()} reached the noise floor {floor:.4g} "
+                f"(given as noise_floor) within tol={self.tol} (smallest excess risk {excess.min():.4g}); rank_ is "
+                f"the rank with the lowest held-out risk. The {self.attention_} class may not "
+                "fit these data (try attention='auto' or another class), training may be too "
+                "short (max_epochs), or the data's floor lies above the one given.",
                 ConvergenceWarning,
             )
         self.rank_ = int(self.ranks_[self.rank_index_])
         self._warn_if_not_monotone(heldout_risk)
         top = len(self.ranks_) > 1 and self.rank_index_ == len(self.ranks_) - 1
         below_limit = self.rank_ < self._max_rank()
-        not_flat = top and below_limit and self.noise_floor is None and selection["any_reached"]
+        not_flat = top and below_limit and not given and selection["any_reached"]
         if not_flat:
             # With an estimated floor the largest rank always "reaches" it: that
             # it is the only one means r* may lie beyond the grid (unless the grid
             # already ends at the largest possible rank).
-            warnings.warn(
+            self._warn(
                 f"rank_ = {self.rank_} is the largest rank of the grid; with the noise "
                 f"floor estimated from the grid itself ({floor:.4g}) this only says "
                 "that no smaller rank matched it, and r* may be larger. Extend rank_grid "
@@ -797,19 +892,23 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.reference_risk_ = reference
         beaten = reference is not None and floor > reference + self.excess_tol_
         if beaten:
-            warnings.warn(
-                f"the estimated noise floor {floor:.4g} is not the floor: a least-squares "
+            what = ("the given noise floor" if given else "the estimated noise floor")
+            advice = ("Check the class (attention='auto'), extend rank_grid or train longer "
+                      "(max_epochs)." if given else
+                      "Extend rank_grid, train longer (max_epochs) or pass noise_floor.")
+            self._warn(
+                f"{what} {floor:.4g} is not the floor: a least-squares "
                 f"affine map of the whole sequence reaches a held-out risk of "
                 f"{reference:.4g}, lower by more than tol * variance = "
                 f"{self.excess_tol_:.4g}, so the grid has not reached the floor the data allow "
-                f"and rank_ = {self.rank_} may be too small. Extend rank_grid, train longer "
-                "(max_epochs) or pass noise_floor.",
+                f"and rank_ = {self.rank_} may be too small. {advice}",
                 ConvergenceWarning,
             )
-        if self.noise_floor is None:
+        if not given:
             self.floor_reached_ = not (not_flat or beaten)
         else:
             self.floor_reached_ = selection["any_reached"] and not beaten
+        self._check_evidence(heldout_risk[self.rank_index_], heldout_variance, reference)
         self.sweep_ = []
         for i, r in enumerate(self.ranks_):
             profile = spectral.rank_profile(self.kernels_[i])
@@ -825,6 +924,44 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
                 for k, v in profile.items()
             })
             self.sweep_.append(record)
+
+    def _check_evidence(self, risk, heldout_variance, reference):
+        """``heldout_r2_``, and a warning when the selected student explains little of ``Y``.
+
+        Two checks: the held-out R² of the selected rank is below
+        :data:`MIN_HELDOUT_R2`, or an attention class (not ``"fixed"``, itself an
+        affine map of ``X``) does no better than the least-squares affine reference
+        by more than ``tol * variance``.
+        """
+        r2 = 1.0 - float(risk) / heldout_variance if heldout_variance > 0 else float("nan")
+        self.heldout_r2_ = r2
+        classes = (f"no class of {list(self.class_risks_)} does better (held-out risks of "
+                   f"full-rank students: {class_risk_text(self.class_risks_)})"
+                   if self.class_risks_ else
+                   "try attention='auto', which compares the classes")
+        little = r2 < MIN_HELDOUT_R2
+        no_better = (reference is not None and self.attention_ != "fixed"
+                     and self.estimated_noise_floor_ >= reference - self.excess_tol_)
+        self.estimate_supported_ = not (little or no_better)
+        if little:
+            self._warn(
+                f"the selected {self.attention_} student of rank {self.rank_} explains "
+                f"{max(r2, 0.0):.1%} of the held-out variance of Y (held-out R² {r2:.3g}, "
+                f"below {MIN_HELDOUT_R2}): Y depends little on X through this class, or "
+                f"not at all, so r* = {self.rank_} is not supported by the data; "
+                f"{classes}. Check that X and Y are paired, or give more data.",
+                UserWarning,
+            )
+        elif no_better:
+            self._warn(
+                f"the {self.attention_} students do no better than a least-squares affine "
+                f"map of the whole sequence (best held-out risk "
+                f"{self.estimated_noise_floor_:.4g} against {reference:.4g}, not lower by "
+                f"tol * variance = {self.excess_tol_:.4g}): their attention explains nothing "
+                f"a linear map does not, so r* = {self.rank_} of this class is not supported "
+                f"by the data; {classes}.",
+                UserWarning,
+            )
 
     def _warn_if_not_monotone(self, heldout_risk):
         # A larger rank can represent every smaller-rank solution, so its held-out
@@ -842,7 +979,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             detail = "; ".join(
                 f"rank {r}: {risk:.4g} against {below:.4g} below it" for r, risk, below in stalled
             )
-            warnings.warn(
+            self._warn(
                 f"held-out risk rises with rank ({detail}): training of those ranks "
                 "stalled, so rank_ and the estimated floor may be wrong. Train longer "
                 "(max_epochs), change random_state or pass noise_floor.",
@@ -851,7 +988,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
 
     def _store_selected(self):
         kernel = self.kernels_[self.rank_index_]
-        if self.attention == "fixed":
+        if self.attention_ == "fixed":
             self.operator_ = kernel
         else:
             self.kernel_ = kernel

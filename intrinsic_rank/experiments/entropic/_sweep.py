@@ -15,12 +15,12 @@ from sklearn.utils import Bunch
 from ...datasets import make_attention_task, make_fixed_operator_task
 from ...estimators import AttentionRankEstimator
 from ..runner import parse_ranks
-from ._data import sweep_data
+from ._data import evidence, sweep_data
 from ._files import load_xy, save_model_file
 from ..runner import jsonable, pyplot, save_figure, write_csv
 from ..runner import Experiment, Verdict, grade, is_finite, number_text, save_plot
 
-__all__ = ["rank_sweep", "plot_sweep"]
+__all__ = ["rank_sweep", "plot_sweep", "sweep_warnings"]
 
 TEACHERS = ("linear", "softmax", "fixed")
 
@@ -57,7 +57,8 @@ def rank_sweep(
         ``d`` (``seq_len`` for the fixed teacher).
     attention : str or None, default=None
         Student rung; ``None`` matches the teacher (``"fixed"`` for the fixed
-        operator).
+        operator); ``"auto"`` chooses the class by held-out risk (the
+        estimator's ``attention="auto"``).
     kernel_scale : float, default=2.0
         Scale of the attention teacher's kernel.
     max_epochs : int, default=200
@@ -76,11 +77,16 @@ def rank_sweep(
     -------
     result : Bunch
         ``records`` (one dict per rank), ``rank_`` (estimated ``r*``),
-        ``r_star``, ``noise_floor`` (true), ``noise_floor_`` (estimated, or
-        the one given), ``excess_tol`` (the excess risk that counts as
-        reaching the floor), ``floor_reached`` and ``reference_risk`` (the
-        estimator's ``floor_reached_`` and ``reference_risk_``), ``config``
-        and the fitted ``estimator``.
+        ``r_star``, ``noise_floor`` (true), ``noise_floor_`` (the floor the
+        ranks were judged against: estimated, or the one given),
+        ``noise_floor_given`` (``None`` unless given) and
+        ``noise_floor_estimated`` (the smallest held-out risk of the grid),
+        ``excess_tol`` (the excess risk that counts as reaching the floor),
+        ``floor_reached``, ``reference_risk``, ``estimate_supported`` and
+        ``heldout_r2`` (the estimator's ``floor_reached_``,
+        ``reference_risk_``, ``estimate_supported_`` and ``heldout_r2_``),
+        ``attention`` (the class trained) and ``class_risks`` (after
+        ``"auto"``, else ``None``), ``config`` and the fitted ``estimator``.
 
     Examples
     --------
@@ -127,9 +133,11 @@ def rank_sweep(
         excess_tol=est.excess_tol_,
         floor_reached=est.floor_reached_,
         reference_risk=est.reference_risk_,
+        **evidence(est, noise_floor),
         config=config,
         estimator=est,
     )
+
 
 
 def plot_sweep(result, path=None):
@@ -165,23 +173,26 @@ def plot_sweep(result, path=None):
     fig, (ax_risk, ax_rank) = plt.subplots(1, 2, figsize=(11, 5.2))
 
     known = result.r_star is not None  # a teacher; None for your own data (--data)
+    attention = result.get("attention") or cfg["attention"]
     if known:
         ax_risk.axvspan(result.r_star - 0.12, result.r_star + 0.12, color="C2", alpha=0.25,
                         lw=0, label=f"true $r^*$ = {result.r_star}")
     ax_risk.semilogy(ranks, risk, "o-", color="C0", label="held-out risk of the rank-r student")
     if result.noise_floor is not None:
+        what = "true noise floor $\\sigma^2$" if known else "given noise floor"
         ax_risk.axhline(result.noise_floor, color="grey", ls=":",
-                        label=f"true noise floor $\\sigma^2$ = {result.noise_floor:.3g}")
+                        label=f"{what} = {result.noise_floor:.3g}")
     threshold = result.noise_floor_ + result.excess_tol
+    which = "given" if result.get("noise_floor_given") is not None else "estimated"
     ax_risk.axhline(threshold, color="C1", ls="--", lw=1,
-                    label=f"reach threshold {threshold:.3g} (estimated floor "
+                    label=f"reach threshold {threshold:.3g} ({which} floor "
                           f"{result.noise_floor_:.3g} + tolerance {result.excess_tol:.3g})")
     if result.rank_ is not None:
         at = risk[list(ranks).index(result.rank_)]
         ax_risk.plot([result.rank_], [at], "*", color="C3", ms=16, mec="k", zorder=5,
                      label=f"estimated $r^*$ = {result.rank_} (smallest rank below the "
                            "threshold)")
-    ax_risk.set_xlabel(f"student rank r ({cfg['attention']} students)")
+    ax_risk.set_xlabel(f"student rank r ({attention} students)")
     ax_risk.set_ylabel("held-out risk (MSE, log scale)")
     ax_risk.set_title("Deficiency below $r^*$, achievability from $r^*$")
     ax_risk.set_xticks(ranks)
@@ -234,7 +245,7 @@ def _run(settings, *, random_state, progress, device):
     tic = time.perf_counter()
     if settings.get("data") is not None:
         X, Y = load_xy(settings["data"], settings.get("targets"))
-        result = sweep_data(X, Y, attention=kwargs.get("attention") or "softmax",
+        result = sweep_data(X, Y, attention=kwargs.get("attention") or "auto",
                             rank_grid=kwargs.get("rank_grid"), max_epochs=kwargs["max_epochs"],
                             noise_floor=kwargs.get("noise_floor"), random_state=random_state,
                             progress=progress, device=device, source=settings["data"])
@@ -248,6 +259,7 @@ def _run(settings, *, random_state, progress, device):
         if save_model is not None:  # the command runs one sweep: its fitted estimator
             save_model_file(estimator, save_model)
         sweeps[name] = dict(result)
+        sweeps[name]["warnings"] = sweep_warnings(sweeps[name])
     payload = {"sweeps": sweeps, "seconds": time.perf_counter() - tic}
     if save_model is not None:
         payload["model_file"] = save_model
@@ -264,12 +276,95 @@ def _plot(result, folder):
 
 
 def _tables(result):
-    return [((f"{teacher} teacher, r* = {sweep['r_star']} (noise floor "
-              f"{number_text(sweep['noise_floor'])}" if sweep.get("r_star") is not None else
-              f"your data (estimated noise floor {number_text(sweep['noise_floor_'])}")
-             + f"; a rank reaches it when its excess risk is below "
-             f"{number_text(sweep['excess_tol'])})", sweep["records"], SWEEP_COLUMNS)
-            for teacher, sweep in result["sweeps"].items()]
+    tables = []
+    for teacher, sweep in result["sweeps"].items():
+        if sweep.get("r_star") is not None:
+            what = (f"{teacher} teacher, r* = {sweep['r_star']} (noise floor "
+                    f"{number_text(sweep['noise_floor'])}")
+        else:
+            which = "given" if sweep.get("noise_floor_given") is not None else "estimated"
+            what = f"your data ({which} noise floor {number_text(sweep['noise_floor_'])}"
+        tables.append((what + f"; a rank reaches it when its excess risk is below "
+                       f"{number_text(sweep['excess_tol'])})", sweep["records"], SWEEP_COLUMNS))
+        if sweep.get("class_risks"):
+            rows = [dict(attention=name, heldout_risk=risk,
+                         chosen="yes" if name == sweep["attention"] else "no")
+                    for name, risk in sweep["class_risks"].items()]
+            tables.append(("attention classes: held-out risk of a full-rank student of each "
+                           "(the simplest within the tolerance of the lowest is chosen)",
+                           rows, ["attention", "heldout_risk", "chosen"]))
+    return tables
+
+
+def _class_text(sweep):
+    """``"linear (full-rank held-out risks: fixed 0.6, linear 0.0025, softmax 0.46)"``."""
+    risks = sweep.get("class_risks")
+    if not risks:
+        return sweep.get("attention") or sweep["config"]["attention"]
+    listed = ", ".join(f"{name} {number_text(risk)}" for name, risk in risks.items())
+    return f"{sweep['attention']} (full-rank held-out risks: {listed})"
+
+
+def sweep_warnings(sweep):
+    """The ``warning:`` texts of one sweep record: the floor, and the evidence for ``r*``.
+
+    Parameters
+    ----------
+    sweep : dict
+        A record of :func:`rank_sweep` or :func:`sweep_data`.
+
+    Returns
+    -------
+    warnings : list of str
+        Empty when the estimate carries none. A floor given by ``--noise-floor``
+        is never asked for again.
+    """
+    lines = []
+    config = sweep["config"]
+    given = sweep.get("noise_floor_given", config.get("noise_floor"))
+    floor, rank, tol = sweep["noise_floor_"], sweep["rank_"], sweep["excess_tol"]
+    reference = sweep.get("reference_risk")
+    beaten = is_finite(reference) and floor > reference + tol
+    attention = sweep.get("attention") or config["attention"]
+    if sweep.get("floor_reached") is False and given is None:
+        ls_map = (f" (a least-squares map of the whole sequence reaches a held-out risk of "
+                  f"{reference:.4g})" if is_finite(reference) else "")
+        lines.append(
+            f"the estimated floor {floor:.4g} is probably not the "
+            f"floor: the largest ranks are still improving or a simpler fit does "
+            f"better{ls_map}, so estimated r* = {rank} is probably too small; "
+            "widen --rank-grid, train longer (--epochs) or give --noise-floor")
+    elif sweep.get("floor_reached") is False and beaten:
+        lines.append(
+            f"the given noise floor {floor:.4g} lies above the held-out risk {reference:.4g} "
+            f"of a least-squares map of the whole sequence: the data allow a lower floor, so "
+            f"r* = {rank} may be too small; check the value of --noise-floor")
+    elif sweep.get("floor_reached") is False:
+        best = sweep.get("noise_floor_estimated")
+        lowest = f" (lowest held-out risk {best:.4g})" if is_finite(best) else ""
+        lines.append(
+            f"no rank reaches the given noise floor {floor:.4g} within {tol:.4g}{lowest}, so "
+            f"r* = {rank} is only the rank of lowest risk: the {attention} students may not "
+            "fit these data (--attention auto compares the classes), training may be too "
+            "short (--epochs), or the data's floor lies above the one given")
+    if sweep.get("estimate_supported") is False:
+        r2 = sweep.get("heldout_r2")
+        best = sweep.get("noise_floor_estimated")
+        classes = (f"no class does better ({_class_text(sweep)})" if sweep.get("class_risks")
+                   else "--attention auto compares the classes")
+        if is_finite(reference) and attention != "fixed" and best >= reference - tol:
+            lines.append(
+                f"the {attention} students do no better than a least-squares map of the "
+                f"whole sequence (best held-out risk {best:.4g} against {reference:.4g}): "
+                f"the attention explains nothing a linear map does not, so r* = {rank} is "
+                f"not supported by the data; {classes}")
+        else:
+            lines.append(
+                f"the rank-{rank} {attention} student explains {max(r2, 0.0):.1%} of the "
+                f"held-out variance of Y (held-out R² {r2:.3g}): Y depends little on X through "
+                f"this class, or not at all, so r* = {rank} is not supported by the data; "
+                f"{classes}; check that X and Y are paired, or give more data")
+    return lines
 
 
 def _verdicts(result, recovery_tol=0.5):
@@ -334,8 +429,10 @@ def _add_arguments(parser):
                         help="the reproduce report's quick size: 1536 samples, 150 epochs")
     parser.add_argument("--teacher", choices=["linear", "softmax", "fixed"], default="softmax",
                         help="the teacher task")
-    parser.add_argument("--attention", choices=["fixed", "linear", "softmax", "block"],
-                        default=None, help="student rung (default: match the teacher)")
+    parser.add_argument("--attention", choices=["auto", "fixed", "linear", "softmax", "block"],
+                        default=None, help="student class; auto chooses fixed, linear or "
+                        "softmax by the held-out risk of a full-rank student of each "
+                        "(default: match the teacher; with --data: auto)")
     parser.add_argument("--r-star", type=int, default=4, help="true rank of the teacher")
     parser.add_argument("--d", type=int, default=16, help="token dimension")
     parser.add_argument("--seq-len", type=int, default=8, help="sequence length L")
@@ -357,7 +454,7 @@ def _add_arguments(parser):
     data.add_argument("--data", default=None, metavar="FILE",
                       help="an .npz file with arrays X and Y (numpy.savez(FILE, X=X, Y=Y)), "
                       "or an .npy file of X with --targets (default: a teacher task); the "
-                      "rank grid then defaults to 1..min(d, 16), the students to softmax")
+                      "rank grid then defaults to 1..min(d, 16), --attention to auto")
     data.add_argument("--targets", default=None, metavar="Y.npy",
                       help="the .npy file of Y when --data is an .npy file of X (default: none)")
     data.add_argument("--save-model", default=None, metavar="PATH",
@@ -417,34 +514,34 @@ def _summary(result):
     heads, tails = [], []
     for sweep in result["sweeps"].values():
         cfg = sweep["config"]
-        given = cfg.get("noise_floor")
-        floor = (f"noise floor = {given:.4g} (given)" if given is not None else
+        given = sweep.get("noise_floor_given", cfg.get("noise_floor"))
+        estimated = sweep.get("noise_floor_estimated")
+        own = (f"; the sweep's own estimate {estimated:.4g}" if is_finite(estimated) else "")
+        floor = (f"noise floor = {given:.4g} (given{own})" if given is not None else
                  f"estimated noise floor = {sweep['noise_floor_']:.4g}")
+        attention = sweep.get("attention") or cfg["attention"]
+        r2 = sweep.get("heldout_r2")
+        fit = f"; held-out R² {r2:.4g}" if is_finite(r2) else ""
+        if sweep.get("class_risks"):
+            tails.append(f"attention class: {_class_text(sweep)}")
         if sweep.get("r_star") is None:  # your own data
             heads.append(
-                f"Rank sweep: {cfg['attention']} students on {cfg['data']} "
+                f"Rank sweep: {attention} students on {cfg['data']} "
                 f"(d = {cfg['d']}, L = {cfg['seq_len']}, n = {cfg['n_samples']}), "
                 f"{cfg['max_epochs']} epochs, seed {cfg['random_state']}")
-            tails.append(f"estimated r* = {sweep['rank_']}; {floor}")
+            tails.append(f"estimated r* = {sweep['rank_']}; {floor}{fit}")
         else:
             heads.append(
-                f"Rank sweep: {cfg['attention']} students on a {cfg['teacher']} teacher "
+                f"Rank sweep: {attention} students on a {cfg['teacher']} teacher "
                 f"(r* = {cfg['r_star']}, d = {cfg['d']}, L = {cfg['seq_len']}, "
                 f"n = {cfg['n_samples']}, noise floor = {sweep['noise_floor']:.4g}), "
                 f"{cfg['max_epochs']} epochs, seed {cfg['random_state']}"
             )
             tails.append(f"estimated r* = {sweep['rank_']} (true r* = {sweep['r_star']}); "
-                         + floor.replace(" (given)", " (given by --noise-floor)"))
-        if sweep.get("floor_reached") is False:
-            reference = sweep.get("reference_risk")
-            beaten = (f" (a least-squares map of the whole sequence reaches a held-out risk of "
-                      f"{reference:.4g})" if is_finite(reference) else "")
-            tails.append(
-                f"warning: the estimated floor {sweep['noise_floor_']:.4g} is probably not the "
-                f"floor: the largest ranks are still improving or a simpler fit does "
-                f"better{beaten}, so estimated r* = {sweep['rank_']} is probably too small; "
-                "widen --rank-grid, train longer (--epochs) or give --noise-floor")
-    tails[-1] += f"; {result['seconds']:.1f} s"
+                         + floor.replace("(given", "(given by --noise-floor") + fit)
+        estimate_line = len(tails) - 1
+        tails.extend(f"warning: {text}" for text in sweep_warnings(sweep))
+    tails[estimate_line] += f"; {result['seconds']:.1f} s"
     return ["\n".join(heads), *tails]
 
 
@@ -455,8 +552,15 @@ def _saved(result):
     (sweep,) = result["sweeps"].values()
     saved = dict(records=sweep["records"], config=sweep["config"], rank_=sweep["rank_"],
                  noise_floor=sweep["noise_floor"], noise_floor_=sweep["noise_floor_"],
+                 noise_floor_given=sweep.get("noise_floor_given"),
+                 noise_floor_estimated=sweep.get("noise_floor_estimated"),
                  floor_reached=sweep.get("floor_reached"),
-                 reference_risk=sweep.get("reference_risk"), seconds=result["seconds"])
+                 reference_risk=sweep.get("reference_risk"),
+                 attention=sweep.get("attention"), class_risks=sweep.get("class_risks"),
+                 heldout_r2=sweep.get("heldout_r2"),
+                 estimate_supported=sweep.get("estimate_supported"),
+                 warnings=sweep.get("warnings", sweep_warnings(sweep)),
+                 seconds=result["seconds"])
     if "model_file" in result:
         saved["model_file"] = result["model_file"]
     return saved
