@@ -461,18 +461,25 @@ def test_constructed_maps_score_their_pattern_one_and_uniform_the_closed_form():
     for i in range(n):
         duplicate[i, i - n // 2 if i >= n // 2 else 0] = 1.0
     maps = np.stack([previous, duplicate, induction])  # three "heads"
-    scores = head_pattern_scores(maps, tokens)
+    # conditional: the share over the queries where the pattern names a position
+    scores = head_pattern_scores(maps, tokens, measure="conditional")
     np.testing.assert_allclose(scores["previous_token"], [1.0, 1 / 7, 1 / 7])
     np.testing.assert_allclose(scores["duplicate_token"], [0.0, 1.0, 0.0])
     np.testing.assert_allclose(scores["induction"], [0.0, 0.0, 1.0])
+    # TransformerLens's mul: the share of all 8 rows' attention
+    scores = head_pattern_scores(maps, tokens)
+    np.testing.assert_allclose(scores["previous_token"], [7 / 8, 1 / 8, 1 / 8])
+    np.testing.assert_allclose(scores["duplicate_token"], [0.0, 4 / 8, 0.0])
+    np.testing.assert_allclose(scores["induction"], [0.0, 0.0, 4 / 8])
     # uniform causal attention: query i gives 1 / (i + 1) to each of its i + 1 keys
     uniform = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
-    scores = head_pattern_scores(uniform, tokens)
+    scores = head_pattern_scores(uniform, tokens, measure="conditional")
     harmonic = sum(1 / (i + 1) for i in range(1, n))
     assert scores["previous_token"] == pytest.approx(harmonic / (n - 1))
     assert scores["duplicate_token"] == pytest.approx(sum(1 / (i + 1) for i in range(4, 8)) / 4)
-    # uniform bidirectional attention scores 1 / n on every pattern
-    flat = head_pattern_scores(np.full((n, n), 1 / n), tokens)
+    assert head_pattern_scores(uniform, tokens)["previous_token"] == pytest.approx(harmonic / n)
+    # uniform bidirectional attention scores 1 / n on every pattern where it applies
+    flat = head_pattern_scores(np.full((n, n), 1 / n), tokens, measure="conditional")
     assert all(value == pytest.approx(1 / n) for value in flat.values())
 
 
@@ -484,21 +491,26 @@ def test_exclusions_remove_the_first_key_and_the_diagonal():
     A[:, 0] = 0.5
     A[np.arange(1, n), np.arange(n - 1)] += 0.5
     A[0, 0] = 1.0
-    assert head_pattern_scores(A, tokens)["previous_token"] == pytest.approx(
+    conditional = dict(measure="conditional")
+    assert head_pattern_scores(A, tokens, **conditional)["previous_token"] == pytest.approx(
         (0.5 * 4 + 1.0) / 5)  # query 1's previous token is the first token
     # without the sink the head is a pure previous-token head (query 1 drops out)
-    assert head_pattern_scores(A, tokens, exclude_first=True)["previous_token"] == 1.0
+    assert head_pattern_scores(A, tokens, exclude_bos=True, **conditional)[
+        "previous_token"] == 1.0
     # a head on itself scores 0 on duplicates; with the diagonal out, a uniform rest
     self_and_rest = np.tril(np.ones((n, n))) * 0.1 + np.eye(n)
     self_and_rest /= self_and_rest.sum(1, keepdims=True)
-    assert head_pattern_scores(self_and_rest, tokens)["duplicate_token"] < 0.1
+    assert head_pattern_scores(self_and_rest, tokens, **conditional)["duplicate_token"] < 0.1
     # queries 3-5 keep i keys of weight w_i each; one of them is the earlier copy, and the
     # score pools the mass over queries: sum(w_i) / sum(i w_i)
     w = {i: 0.1 / (0.1 * (i + 1) + 1.0) for i in (3, 4, 5)}
-    assert head_pattern_scores(self_and_rest, tokens, exclude_diagonal=True)[
-        "duplicate_token"] == pytest.approx(sum(w.values()) / sum(i * w[i] for i in w))
-    # a pattern that names nothing (no repeated token) is NaN, not 0
-    assert math.isnan(head_pattern_scores(A, np.arange(n))["induction"])
+    assert head_pattern_scores(self_and_rest, tokens, exclude_current_token=True,
+                               **conditional)["duplicate_token"] == pytest.approx(
+        sum(w.values()) / sum(i * w[i] for i in w))
+    # a pattern that names nothing (no repeated token) is NaN in the conditional share,
+    # 0 in TransformerLens's mul
+    assert math.isnan(head_pattern_scores(A, np.arange(n), **conditional)["induction"])
+    assert head_pattern_scores(A, np.arange(n))["induction"] == 0.0
 
 
 def test_head_pattern_scores_errors():
@@ -544,7 +556,8 @@ def test_default_model_has_no_induction_head():
     p = profile_heads("default")  # 32 induction sequences of 64 tokens, seed 0
     s = p.summary
     assert s["induction_heads"] == 0 and s["max_induction_score"] < 0.1
-    assert p.baselines["induction_score"] == pytest.approx(0.0546, abs=1e-3)
+    assert max(r["induction_conditional_score"] for r in p.records) < 0.1
+    assert p.baselines["induction_conditional_score"] == pytest.approx(0.0546, abs=1e-3)
     layer1 = [r for r in p.records if r["layer"] == 1]
     assert min(r["previous_token_score"] for r in layer1[1:]) > 3 * p.baselines[
         "previous_token_score"]
@@ -555,7 +568,9 @@ def test_minilm_head_scores(minilm_profile):
     p = minilm_profile
     # layer 0, head 2 attends to the previous token (not to itself): a previous-token head
     assert p.summary["best_previous_token_head"] == [0, 2]
-    assert p.records[2]["previous_token_score"] > 0.99
+    assert p.records[2]["previous_token_conditional_score"] > 0.99
+    # TransformerLens's mul counts each input's first row too, which has no previous token
+    assert p.records[2]["previous_token_score"] == pytest.approx(0.955, abs=1e-3)
     assert p.summary["previous_token_heads"] == 1 and p.summary["induction_heads"] == 0
     # the [CLS] sink: most heads put more than 0.3 of their attention on the first token
     assert p.summary["sink_rate"] == pytest.approx(53 / 72)
@@ -570,11 +585,11 @@ def test_head_scores_reach_the_csv_table_summary_and_plot(tmp_path, capsys):
     assert len(fig.axes) == 6 and all(ax.get_title() for ax in fig.axes[::2] if ax.images)
     assert all(bar.get_ylabel() for bar in fig.axes if not bar.images)  # labelled bars
     assert main(["profile", "default", "--n-inputs", "3", "--max-length", "16",
-                 "--exclude-first", "--no-geometry", "--out", str(tmp_path / "o")]) == 0
+                 "--exclude-bos", "--no-geometry", "--out", str(tmp_path / "o")]) == 0
     text = capsys.readouterr().out
-    assert "induction_score" in text and "sink rate" in text and "first token left out" in text
+    assert "induction_score" in text and "sink rate" in text and "first key left out" in text
     saved = json.load(open(tmp_path / "o" / "profile.json"))
-    assert saved["config"]["exclude_first"] and "sink_rate" in saved["summary"]
+    assert saved["config"]["exclude_bos"] and "sink_rate" in saved["summary"]
     assert "profile_scores.png" in os.listdir(tmp_path / "o")
 
 
@@ -608,3 +623,104 @@ def test_encoder_geometry_rows_have_counts_but_no_slopes(minilm_path):
     cone = [r for r in g.bounds if r["bound"] == "cone" and r["precision_convention"] == "paper"]
     assert cone[0]["log_count_bound"] <= ball[0]["log_count_bound"]
     assert "decoder cells" in g.not_applicable[0]
+
+
+# ---------------------------------------------------------------- the induction test
+
+
+class _InductionOracle(TinyCausalLM):
+    """Predicts the token that followed the current token's earlier copy, else itself."""
+
+    def forward(self, ids):
+        logits = torch.zeros(*ids.shape, self.config["vocab_size"])
+        for b, row in enumerate(ids.tolist()):
+            for p, token in enumerate(row):
+                earlier = [q for q in range(p) if row[q] == token]
+                logits[b, p, row[earlier[-1] + 1] if earlier else token] = 1.0
+        return logits
+
+
+class _Tokenizer:
+    """The tokenizer attributes the repeated-random inputs read."""
+
+    bos_token_id = 5
+    all_special_ids = [5, 6]
+    added_tokens_decoder = {7: "<extra>"}
+
+    def __len__(self):
+        return 60
+
+
+def test_repeated_random_inputs_have_bos_distinct_ordinary_tokens_and_a_copy():
+    from intrinsic_rank.inspection._repeated_tokens import _repeated_random_inputs
+
+    ids, offset, k = _repeated_random_inputs(_Tokenizer(), 64, 50, 10, 64, random_state=0)
+    assert (offset, k, ids.shape) == (1, 10, (50, 21))
+    assert (ids[:, 0] == 5).all() and np.array_equal(ids[:, 1:11], ids[:, 11:])
+    body = ids[:, 1:11]
+    assert all(len(set(row)) == 10 for row in body.tolist())
+    assert body.max() < 60 and not np.isin(body, [5, 6, 7]).any()
+    again, _, _ = _repeated_random_inputs(_Tokenizer(), 64, 50, 10, 64, random_state=0)
+    assert np.array_equal(ids, again)
+    # without a tokenizer: no BOS, as many tokens per copy as fit
+    ids, offset, k = _repeated_random_inputs(None, 64, 3, None, 33, random_state=1)
+    assert (offset, k, ids.shape) == (0, 16, (3, 32))
+    with pytest.raises(ValueError, match="half_length=40 does not fit"):
+        _repeated_random_inputs(None, 64, 3, 40, 64, random_state=1)
+    with pytest.raises(ValueError, match="exceeds the 64 ordinary tokens"):
+        _repeated_random_inputs(None, 64, 3, 65, 200, random_state=1)
+
+
+def test_induction_test_scores_and_copy_accuracy():
+    torch.manual_seed(0)
+    oracle = _InductionOracle(vocab_size=64, d_model=16, n_layers=1, n_heads=2, max_length=64)
+    p = profile_heads(oracle, "repeated_random", tokenizer=_Tokenizer(), n_inputs=4,
+                      half_length=12)
+    # the oracle continues every second copy and never the first
+    assert (p.summary["copy_accuracy_first"], p.summary["copy_accuracy_second"]) == (0.0, 1.0)
+    assert p.config["inputs"] == "repeated random tokens" and p.config["half_length"] == 12
+    # BOS + 12 + 12: 24 previous-token and 12 duplicate/induction queries per input
+    assert p.config["pattern_queries"] == dict(previous_token=96, duplicate_token=48,
+                                               induction=48)
+    # a perfect induction head would score 12 / 25 (mul), uniform causal attention less
+    assert p.baselines["perfect_induction_score"] == pytest.approx(12 / 25)
+    assert p.baselines["perfect_previous_token_score"] == pytest.approx(24 / 25)
+    top = p.summary["top_induction_heads"]
+    assert len(top) == 2 and top[0][2] >= top[1][2]
+    assert top[0][2] == p.summary["max_induction_score"]
+
+
+def test_cli_induction_test_and_score_options(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["profile", "default", "--inputs", "repeated-random", "--n-inputs", "2",
+                 "--half-length", "6", "--score-measure", "conditional",
+                 "--exclude-current-token", "--no-geometry", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "12-12 tokens" in text and "top 5 induction heads: L" in text
+    assert "next-token accuracy on repeated random tokens (6 per copy)" in text
+    assert "over the queries where it names one" in text and "current token left out" in text
+    saved = json.load(open(out / "profile.json"))
+    assert saved["config"]["score_measure"] == "conditional"
+    assert saved["config"]["exclude_current_token"] and not saved["config"]["exclude_bos"]
+    assert len(saved["summary"]["top_previous_token_heads"]) == 5
+    assert {"copy_accuracy_first", "copy_accuracy_second"} <= set(saved["summary"])
+    texts = tmp_path / "t.txt"
+    texts.write_text("words\n")
+    assert main(["profile", "default", "--texts", str(texts), "--inputs", "repeated-random",
+                 "--out", str(out)]) == 2
+    assert "--texts and --inputs repeated-random" in capsys.readouterr().err
+    assert main(["profile", "default", "--score-measure", "max", "--out", str(out)]) == 2
+    assert "--score-measure" in capsys.readouterr().err
+
+
+def test_help_states_the_new_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["profile", "--help"])
+    import re
+
+    # one entry per option: from a line that starts with "--" to the next such line
+    entries = re.split(r"\n\s{2}(?=--)", capsys.readouterr().out)
+    for option in ("--inputs", "--half-length", "--score-measure", "--exclude-bos",
+                   "--exclude-current-token", "--n-inputs"):
+        (entry,) = [e for e in entries if e.split()[0] == option]
+        assert "(default: " in " ".join(entry.split()), option

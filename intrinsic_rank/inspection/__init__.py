@@ -7,7 +7,9 @@ loading it measures) and the estimators and experiments that use its numbers:
   every head's static query-key kernel and realised attention, sinks and
   locality on a batch of inputs;
 * head-pattern scores (``_head_scores``): previous-token, duplicate-token and
-  induction scores of attention maps;
+  induction scores of attention maps, as TransformerLens's head detector
+  defines them, and this package's conditional share; the field's induction
+  test (``_repeated_tokens``): BOS, random tokens and the same tokens again;
 * hidden-state geometry (``_geometry``): :func:`reachability_geometry`, the
   radius, box and cone of a model's final hidden states and the reachability
   bounds they give at each precision convention;
@@ -32,7 +34,8 @@ from ._geometry import (
     slope_ratio,
 )
 from ._head_profiles import PROFILE_COLUMNS, profile_heads, save_profile_csv
-from ._head_scores import HEAD_PATTERNS, head_pattern_masks, head_pattern_scores
+from ._head_scores import HEAD_PATTERNS, SCORE_MEASURES, head_pattern_masks, head_pattern_scores
+from ._repeated_tokens import ordinary_token_ids
 
 __all__ = [
     "BOUND_NAMES",
@@ -40,6 +43,7 @@ __all__ = [
     "GEOMETRY_BOUND_COLUMNS",
     "HEAD_PATTERNS",
     "PROFILE_COLUMNS",
+    "SCORE_MEASURES",
     "bound_rows",
     "bound_table_row",
     "cell_facts",
@@ -50,6 +54,7 @@ __all__ = [
     "decoder_cell_proportions",
     "head_pattern_masks",
     "head_pattern_scores",
+    "ordinary_token_ids",
     "profile_heads",
     "reachability_geometry",
     "refinement_rows",

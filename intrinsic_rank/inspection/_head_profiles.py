@@ -30,7 +30,13 @@ from ..nn import (
     query_key_weights,
     unwrap_model,
 )
-from ._head_scores import HEAD_PATTERNS, _pattern_sums, _ratio
+from ._head_scores import HEAD_PATTERNS, SCORE_MEASURES, _PatternScores, head_pattern_masks
+from ._repeated_tokens import (
+    REPEATED_RANDOM,
+    _copy_accuracy,
+    _has_next_token_head,
+    _repeated_random_inputs,
+)
 
 __all__ = ["PROFILE_COLUMNS", "profile_heads", "save_profile_csv"]
 
@@ -76,6 +82,17 @@ def _default_inputs(module, tokenizer, vocab, n_inputs, max_length, random_state
         return ids, "induction sequences"
     rng = np.random.default_rng(random_state)
     return rng.integers(0, vocab, size=(n_inputs, max_length)), "uniform random tokens"
+
+
+def _perfect_maps(tokens):
+    """Per pattern, a perfect head's map: even on the pattern's positions, else the first key."""
+    maps = {}
+    for name, mask in head_pattern_masks(tokens).items():
+        P = mask.astype(np.float64)
+        empty = P.sum(1) == 0
+        P[empty, 0] = 1.0
+        maps[name] = P / P.sum(1, keepdims=True)
+    return maps
 
 
 def _encode(inputs, tokenizer, max_length, vocab, context):
@@ -160,7 +177,8 @@ def _kernel_cores(heads):
 
 
 def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, max_length=64,
-                  band=1, q=0.99, threshold=0.5, exclude_first=False, exclude_diagonal=False,
+                  half_length=None, band=1, q=0.99, threshold=0.5, score_measure="mul",
+                  exclude_bos=False, exclude_current_token=False, n_top=5,
                   sink_rate_threshold=0.3, batch_size=8, random_state=0, device="cpu"):
     """Per-layer, per-head rank profile of a (pretrained) attention model.
 
@@ -178,13 +196,16 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
       single key that receives the most, wherever it is, e.g. ``[SEP]``),
       ``band_mass`` (mass on keys within ``band`` positions of the query) and
       ``entropy`` (of each query's attention row, in nats);
-    * the head scores of the interpretability literature, pooled over the
-      inputs (:func:`head_pattern_scores`): ``previous_token_score``,
-      ``duplicate_token_score`` and ``induction_score``, the share of the
-      head's attention on the positions the pattern names, over the queries
-      where it names one (NaN where no input repeats a token). On induction
-      sequences (the default inputs of the project's models) every repeated
-      segment defines them; on texts, the tokens that recur in the text do.
+    * the head scores of the interpretability literature
+      (:func:`head_pattern_scores`): ``previous_token_score``,
+      ``duplicate_token_score`` and ``induction_score`` in ``score_measure``
+      (TransformerLens's ``"mul"`` by default: the share of all the head's
+      attention on the positions the pattern names, averaged over inputs),
+      and always ``<pattern>_conditional_score``, the share over only the
+      queries where the pattern names a position, pooled over inputs (NaN
+      where no input repeats a token). On repeated random tokens
+      (``inputs="repeated_random"``, the field's induction test) every token of
+      the second copy defines them; on texts, the tokens that recur do.
 
     Parameters
     ----------
@@ -194,33 +215,52 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
         ``"all-MiniLM-L6-v2"``), a Hugging Face model folder (loaded offline),
         a ``.pt`` file of :func:`~intrinsic_rank.nn.save_tiny_lm`, or an
         instance (``TinyCausalLM``, a ``transformers`` model, an adapter).
-    inputs : None, list of str, dict or array-like of int, default=None
+    inputs : None, "repeated_random", list of str, dict or array-like of int, default=None
         Texts (tokenized with the model's tokenizer, padded, truncated to
         ``max_length``), a tokenizer output (``input_ids`` and
         ``attention_mask``), or token ids ``(n_inputs, length)``. ``None``: the
         package's :func:`~intrinsic_rank.datasets.load_sample_texts` for models
         with a tokenizer, induction sequences for the project's own models,
-        uniform random tokens otherwise.
+        uniform random tokens otherwise. ``"repeated_random"``: the field's
+        induction test, ``n_inputs`` sequences of the tokenizer's BOS token
+        (``bos_token_id``, where there is one), ``half_length`` distinct random
+        tokens of the ordinary vocabulary (special and added tokens left out)
+        and the same tokens again; a model with a next-token head then also
+        gets its greedy accuracy on each copy in the summary. (A single text
+        that reads ``"repeated_random"`` is passed as a one-element list.)
     tokenizer : transformers tokenizer or None, default=None
         Overrides the tokenizer found in the model folder.
     n_inputs : int, default=32
-        Number of default inputs (ignored when ``inputs`` is given).
+        Number of default or repeated-random inputs (ignored when ``inputs``
+        holds texts or ids).
     max_length : int, default=64
         Truncation length of texts and length of default token inputs, capped
         at the model's context. Token ids given directly are never cut: longer
         than the context is an error.
+    half_length : int or None, default=None
+        The ``k`` random tokens of each copy for ``inputs="repeated_random"``;
+        ``None``: as many as fit in ``max_length`` (``(max_length - 1) // 2``
+        with a BOS token, ``max_length // 2`` without).
     band : int, default=1
         Half-width of the diagonal band for ``band_mass`` (``0``: the diagonal).
     q : float, default=0.99
         Energy fraction of ``kernel_energy_threshold_rank``.
     threshold : float, default=0.5
-        A head counts as a sink head (``sink_mass``), a local head
-        (``band_mass``) or a previous-token, duplicate-token or induction head
-        in the summary when that mass or score exceeds ``threshold``.
-    exclude_first, exclude_diagonal : bool, default=False
+        A head counts as a sink head (``sink_mass``) or a local head
+        (``band_mass``) in the summary when that mass exceeds ``threshold``,
+        and as a previous-token, duplicate-token or induction head when its
+        score exceeds ``threshold`` times the score of a perfect head on the
+        same inputs (``baselines["perfect_<pattern>_score"]``: all attention on
+        the pattern's positions where it names one, on the first key
+        elsewhere), so that the count means the same under every measure.
+    score_measure : {"mul", "abs", "conditional"}, default="mul"
+        The measure of the ``<pattern>_score`` columns (see
+        :func:`head_pattern_scores`).
+    exclude_bos, exclude_current_token : bool, default=False
         Leave the first key, or each query's own position, out of the head
-        scores (attention and pattern alike), as TransformerLens's
-        ``exclude_bos`` and ``exclude_current_token`` do.
+        scores, as TransformerLens's options of the same names do.
+    n_top : int, default=5
+        Heads listed per pattern in ``summary["top_<pattern>_heads"]``.
     sink_rate_threshold : float, default=0.3
         The summary's ``sink_rate`` is the share of heads whose mean attention
         to the first token (``sink_mass``) exceeds it (0.3 in the attention-sink
@@ -241,13 +281,16 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
         :data:`PROFILE_COLUMNS` and the other rank measures and spreads),
         ``kernel_spectra`` (``(n_layers, n_heads, d_head)``), ``baselines``
         (the same diagnostics for uniform attention over the visible keys on
-        the same inputs, head scores included), ``summary`` (sink, local,
-        previous-token, duplicate-token and induction head counts, the best
-        score of each pattern and its head, the sink rate, the Spearman
-        correlation of static-kernel and realised-attention energy ranks across
-        heads), ``config`` (model, family, sizes, whether it is causal or
-        rotary, the inputs, the score options and ``pattern_queries``: how many
-        queries define each pattern) and ``seconds``.
+        the same inputs, head scores included, and the perfect heads' scores),
+        ``summary`` (sink, local, previous-token, duplicate-token and induction
+        head counts, the best score of each pattern and its head, the
+        ``top_<pattern>_heads`` as ``[layer, head, score]``, the sink rate, the
+        Spearman correlation of static-kernel and realised-attention energy
+        ranks across heads; on repeated random tokens with a next-token head,
+        ``copy_accuracy_first`` and ``copy_accuracy_second``), ``config``
+        (model, family, sizes, whether it is causal or rotary, the inputs, the
+        score options and ``pattern_queries``: how many queries define each
+        pattern) and ``seconds``.
 
     Examples
     --------
@@ -259,9 +302,15 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     >>> record = profile.records[5]  # layer 1, head 1
     >>> uniform = profile.baselines["previous_token_score"]
     >>> round(record["previous_token_score"], 2), round(uniform, 2)
-    (0.24, 0.16)
+    (0.23, 0.15)
     >>> profile.summary["sink_rate"], profile.summary["induction_heads"]
     (0.5, 0)
+
+    The field's induction test, random tokens and the same tokens again:
+
+    >>> test = profile_heads("default", "repeated_random", n_inputs=4, half_length=8)
+    >>> test.config["inputs"], test.config["max_length"]
+    ('repeated random tokens', 16)
     """
     start = time.perf_counter()
     n_inputs = check_int(n_inputs, "n_inputs")
@@ -275,7 +324,12 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     if not 0 < float(sink_rate_threshold) < 1:
         raise ValueError(f"sink_rate_threshold must lie in (0, 1); got "
                          f"{sink_rate_threshold!r}")
-    exclude_first, exclude_diagonal = bool(exclude_first), bool(exclude_diagonal)
+    n_top = check_int(n_top, "n_top")
+    if score_measure not in SCORE_MEASURES:
+        raise ValueError(f"score_measure must be one of "
+                         f"{', '.join(map(repr, SCORE_MEASURES))}; got {score_measure!r}")
+    exclusions = dict(exclude_bos=bool(exclude_bos),
+                      exclude_current_token=bool(exclude_current_token))
     device = check_device(device)
     module, folder_tokenizer, label = load_model(model)
     unwrap_model(module)[0].to(device)
@@ -283,7 +337,12 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     vocab, context, family, dtype = _model_facts(module)
     if context is not None:  # default inputs and truncated texts fit the context
         max_length = min(max_length, context)
-    if inputs is None:
+    repeated = None
+    if isinstance(inputs, str) and inputs == REPEATED_RANDOM:
+        inputs, offset, half_length = _repeated_random_inputs(
+            tokenizer, vocab, n_inputs, half_length, max_length, random_state)
+        repeated, source = (offset, half_length), "repeated random tokens"
+    elif inputs is None:
         inputs, source = _default_inputs(module, tokenizer, vocab, n_inputs, max_length,
                                          random_state)
     else:
@@ -304,7 +363,8 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
               for measure, column in _KERNEL_MEASURES.items()}
 
     per_input = {key: [] for key in _DIAGNOSTICS}
-    pattern_sums = {name: [0.0, 0.0, 0] for name in HEAD_PATTERNS}
+    selected = _PatternScores(score_measure, **exclusions)
+    conditional = _PatternScores("conditional", **exclusions)
     causal, lengths, sequences = True, [], []
     # a batch's maps take n_layers * n_heads * T^2 floats per input: keep them
     # under _MAP_BUDGET bytes so long inputs on big models do not exhaust memory
@@ -321,8 +381,8 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
             sequences.append(tokens)
             for key, value in _map_diagnostics(A, band).items():
                 per_input[key].append(value)
-            _add_pattern_sums(pattern_sums, _pattern_sums(A, tokens, exclude_first,
-                                                          exclude_diagonal))
+            selected.add(A, tokens)
+            conditional.add(A, tokens)
     if max(lengths) < 2:
         raise ValueError("every input has a single token: attention maps of one token say "
                          "nothing; give inputs of at least two tokens")
@@ -333,12 +393,17 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
             at_length[n] = _map_diagnostics(_uniform_maps(n, causal), band)
         for key, value in at_length[n].items():
             uniform[key].append(value)
-    uniform_sums = {name: [0.0, 0.0, 0] for name in HEAD_PATTERNS}
-    for tokens in sequences:  # the head scores of uniform attention on the same tokens
-        _add_pattern_sums(uniform_sums, _pattern_sums(
-            _uniform_maps(len(tokens), causal), tokens, exclude_first, exclude_diagonal))
-    scores = {name: _ratio(np.asarray(on), np.asarray(total))
-              for name, (on, total, _) in pattern_sums.items()}
+    # the head scores of uniform attention and of perfect heads on the same tokens
+    uniform_scores = {measure: _PatternScores(measure, **exclusions)
+                      for measure in {score_measure, "conditional"}}
+    perfect = {name: _PatternScores(score_measure, **exclusions) for name in HEAD_PATTERNS}
+    for tokens in sequences:
+        for accumulator in uniform_scores.values():
+            accumulator.add(_uniform_maps(len(tokens), causal)[0, 0], tokens)
+        for name, P in _perfect_maps(tokens).items():
+            perfect[name].add(P, tokens)
+    scores = selected.scores()
+    conditional_scores = conditional.scores()
     stacked = {key: np.stack(values) for key, values in per_input.items()}  # (n, L, H)
     means = {key: value.mean(0) for key, value in stacked.items()}
 
@@ -355,15 +420,21 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
                 rec[key] = float(means[key][layer, head])
             rec["attn_energy_rank_std"] = float(stacked["attn_energy_rank"][:, layer, head].std())
             for name in HEAD_PATTERNS:
-                rec[f"{name}_score"] = float(np.broadcast_to(scores[name],
-                                                             (n_layers, n_heads))[layer, head])
+                for column, values in ((f"{name}_score", scores[name]),
+                                       (f"{name}_conditional_score", conditional_scores[name])):
+                    rec[column] = float(np.broadcast_to(values, (n_layers, n_heads))[layer, head])
             records.append(rec)
 
     baselines = {key: float(np.mean(values)) for key, values in uniform.items()}
-    for name, (on, total, _) in uniform_sums.items():
-        baselines[f"{name}_score"] = float(_ratio(np.asarray(on).ravel()[:1],
-                                                  np.asarray(total).ravel()[:1])[0])
-    summary = _summarize(records, threshold, baselines, sink_rate_threshold)
+    for name in HEAD_PATTERNS:
+        baselines[f"{name}_score"] = float(uniform_scores[score_measure].scores()[name])
+        baselines[f"{name}_conditional_score"] = float(
+            uniform_scores["conditional"].scores()[name])
+        baselines[f"perfect_{name}_score"] = float(perfect[name].scores()[name])
+    summary = _summarize(records, threshold, baselines, sink_rate_threshold, n_top)
+    if repeated is not None and causal and _has_next_token_head(module):
+        summary["copy_accuracy_first"], summary["copy_accuracy_second"] = _copy_accuracy(
+            module, ids, *repeated, batch_size, device)
     rotary = any(getattr(layer, "rotary", False) for layer in heads)
     qk_norm = any(getattr(layer, "qk_norm", False) for layer in heads)
     config = dict(model=label, family=family, n_layers=int(n_layers), n_heads=int(n_heads),
@@ -372,25 +443,17 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
                   dtype=str(dtype).replace("torch.", ""), inputs=source,
                   n_inputs=int(len(ids)), mean_length=float(np.mean(lengths)),
                   min_length=int(min(lengths)), max_length=int(max(lengths)), band=band,
-                  q=float(q), threshold=float(threshold), exclude_first=exclude_first,
-                  exclude_diagonal=exclude_diagonal,
+                  q=float(q), threshold=float(threshold), score_measure=score_measure,
+                  **exclusions, half_length=None if repeated is None else repeated[1],
+                  bos=None if repeated is None else bool(repeated[0]),
                   sink_rate_threshold=float(sink_rate_threshold),
-                  pattern_queries={name: int(count) for name, (_, _, count)
-                                   in pattern_sums.items()},
-                  random_state=random_state)
+                  pattern_queries=dict(selected.queries), random_state=random_state)
     return Bunch(records=records, kernel_spectra=spectra, baselines=baselines,
                  summary=summary, config=config, texts=texts,
                  seconds=time.perf_counter() - start)
 
 
-def _add_pattern_sums(totals, sums):
-    for name, (on_pattern, total, count) in sums.items():
-        totals[name][0] = totals[name][0] + on_pattern
-        totals[name][1] = totals[name][1] + total
-        totals[name][2] += count
-
-
-def _summarize(records, threshold, baselines, sink_rate_threshold=0.3):
+def _summarize(records, threshold, baselines, sink_rate_threshold=0.3, n_top=5):
     kernel = np.array([r["kernel_energy_rank"] for r in records])
     realised = np.array([r["attn_energy_rank"] for r in records])
     if len(records) > 2 and np.ptp(kernel) > 0 and np.ptp(realised) > 0:
@@ -409,21 +472,26 @@ def _summarize(records, threshold, baselines, sink_rate_threshold=0.3):
         uniform_attn_energy_rank=baselines["attn_energy_rank"],
         spearman_kernel_vs_attn=rho,
         sink_rate=float(np.mean([r["sink_mass"] > sink_rate_threshold for r in records])),
-        **_score_summary(records, threshold),
+        **_score_summary(records, threshold, baselines, n_top),
     )
 
 
-def _score_summary(records, threshold):
-    """Per pattern: heads above ``threshold``, the best score and its (layer, head)."""
+def _score_summary(records, threshold, baselines, n_top):
+    """Per pattern: heads above ``threshold`` of a perfect head, the best and the top heads."""
     summary = {}
     for name in HEAD_PATTERNS:
         values = np.array([r[f"{name}_score"] for r in records], dtype=float)
-        summary[f"{name}_heads"] = int(np.sum(values > threshold))
-        if np.all(np.isnan(values)):
+        perfect = baselines[f"perfect_{name}_score"]
+        with np.errstate(invalid="ignore"):
+            summary[f"{name}_heads"] = int(np.sum(values > threshold * perfect))
+        order = [i for i in np.argsort(-values, kind="stable") if np.isfinite(values[i])]
+        summary[f"top_{name}_heads"] = [
+            [records[i]["layer"], records[i]["head"], float(values[i])] for i in order[:n_top]]
+        if not order:
             summary[f"max_{name}_score"], summary[f"best_{name}_head"] = float("nan"), None
         else:
-            best = records[int(np.nanargmax(values))]
-            summary[f"max_{name}_score"] = float(np.nanmax(values))
+            best = records[order[0]]
+            summary[f"max_{name}_score"] = float(values[order[0]])
             summary[f"best_{name}_head"] = [best["layer"], best["head"]]
     return summary
 

@@ -71,11 +71,15 @@ def _run_one(settings, *, random_state, progress, device):
     """The command: one model's profile and, unless switched off, its geometry."""
     del progress  # one profile: the status line of the command is enough
     loaded = load_model(settings["model"])
-    result = profile_heads(loaded.module, settings["texts"], tokenizer=loaded.tokenizer,
+    inputs = settings["texts"]
+    if settings.get("inputs", "default") == "repeated-random":
+        inputs = "repeated_random"
+    result = profile_heads(loaded.module, inputs, tokenizer=loaded.tokenizer,
                            n_inputs=settings["n_inputs"], max_length=settings["max_length"],
-                           band=settings["band"],
-                           exclude_first=settings.get("exclude_first", False),
-                           exclude_diagonal=settings.get("exclude_diagonal", False),
+                           half_length=settings.get("half_length"), band=settings["band"],
+                           score_measure=settings.get("score_measure", "mul"),
+                           exclude_bos=settings.get("exclude_bos", False),
+                           exclude_current_token=settings.get("exclude_current_token", False),
                            random_state=random_state, device=device)
     result.config["model"] = loaded.label
     geometry = None
@@ -286,10 +290,20 @@ def _add_arguments(parser):
                         help="'default' (embedded model), a packaged model "
                         "(all-MiniLM-L6-v2), a Hugging Face model folder or a .pt file")
     parser.add_argument("--texts", default=None,
-                        help="a text file, one input per line (default: the package's "
-                        "32 sample passages, or induction sequences for the default model)")
+                        help="a text file, one input per line (default: none, the inputs "
+                        "of --inputs)")
+    parser.add_argument("--inputs", choices=["default", "repeated-random"], default="default",
+                        help="'default': the package's 32 sample passages for a model with a "
+                        "tokenizer, induction sequences for the embedded model; "
+                        "'repeated-random': the field's induction test, the tokenizer's BOS "
+                        "token, --half-length random tokens and the same tokens again, with "
+                        "the model's next-token accuracy on each copy (default: default)")
     parser.add_argument("--n-inputs", type=int, default=32,
-                        help="number of default inputs")
+                        help="number of generated inputs (--inputs; not --texts) "
+                        "(default: 32)")
+    parser.add_argument("--half-length", type=int, default=None,
+                        help="random tokens per copy for --inputs repeated-random (default: "
+                        "as many as fit in --max-length)")
     parser.add_argument("--max-length", type=int, default=64,
                         help="truncation length in tokens")
     parser.add_argument("--band", type=int, default=1,
@@ -309,44 +323,79 @@ def _add_arguments(parser):
                         "ratio column reads –)")
     parser.add_argument("--no-geometry", action="store_true",
                         help="skip the reachability geometry")
-    parser.add_argument("--exclude-first", action="store_true",
-                        help="leave the first token out of the head scores (previous-token, "
-                        "duplicate-token, induction)")
-    parser.add_argument("--exclude-diagonal", action="store_true",
-                        help="leave each query's own position out of the head scores")
+    parser.add_argument("--score-measure", choices=["mul", "abs", "conditional"],
+                        default="mul",
+                        help="the head scores' measure: TransformerLens's 'mul' (share of all "
+                        "attention on the pattern) or 'abs' (1 - rounded mean |A - D| n), or "
+                        "'conditional' (share over the queries where the pattern names a "
+                        "position, pooled over inputs) (default: mul)")
+    parser.add_argument("--exclude-bos", action="store_true",
+                        help="leave the first key out of the head scores (previous-token, "
+                        "duplicate-token, induction), as TransformerLens's exclude_bos "
+                        "(default: off)")
+    parser.add_argument("--exclude-current-token", action="store_true",
+                        help="leave each query's own position out of the head scores, as "
+                        "TransformerLens's exclude_current_token (default: off)")
 
 
 def _settings(args):
+    if args.texts and args.inputs != "default":
+        raise ValueError(f"--texts and --inputs {args.inputs} both name the inputs: give one")
     return dict(model=args.model, texts=_read_texts(args.texts) if args.texts else None,
-                n_inputs=args.n_inputs, max_length=args.max_length, band=args.band,
+                inputs=args.inputs, n_inputs=args.n_inputs, half_length=args.half_length,
+                max_length=args.max_length, band=args.band,
                 memory=args.memory, tokens=args.tokens, precision=args.precision,
-                slope=args.slope, geometry=not args.no_geometry, exclude_first=args.exclude_first,
-                exclude_diagonal=args.exclude_diagonal)
+                slope=args.slope, geometry=not args.no_geometry,
+                score_measure=args.score_measure, exclude_bos=args.exclude_bos,
+                exclude_current_token=args.exclude_current_token)
+
+
+_MEASURE_TEXT = {
+    "mul": "TransformerLens's mul: the share of all the head's attention on the pattern's "
+           "positions, averaged over inputs",
+    "abs": "TransformerLens's abs: 1 - round(mean |A - D| n, 3), averaged over inputs",
+    "conditional": "the share of attention on the pattern's positions over the queries "
+                   "where it names one, pooled over inputs",
+}
+
+
+def _head_text(head):
+    return f"L{head[0]}H{head[1]} {number_text(head[2], '{:.3f}')}"
 
 
 def _score_lines(cfg, base, summ):
-    """The summary's head-score lines (none for results saved before the scores)."""
-    if "sink_rate" not in summ:
-        return []
+    """The summary's head-score lines: best and top heads per pattern, the copy accuracy."""
     parts = []
     for name in HEAD_PATTERNS:
         best, head = summ[f"max_{name}_score"], summ[f"best_{name}_head"]
         where = f" (layer {head[0]}, head {head[1]})" if head is not None else ""
         parts.append(f"{name.replace('_', '-')} {number_text(best, '{:.3g}')}{where}, "
-                     f"uniform {number_text(base[f'{name}_score'], '{:.3g}')}, "
-                     f"{summ[f'{name}_heads']} above {cfg['threshold']:g}")
+                     f"uniform {number_text(base[f'{name}_score'], '{:.3g}')}, perfect head "
+                     f"{number_text(base[f'perfect_{name}_score'], '{:.3g}')}, "
+                     f"{summ[f'{name}_heads']} above {cfg['threshold']:g} of perfect")
     queries = cfg["pattern_queries"]
-    excluded = [what for what, on in (("the first token", cfg["exclude_first"]),
-                                      ("the diagonal", cfg["exclude_diagonal"])) if on]
-    return [
-        "head scores (best head's share of attention on the pattern's positions, over the "
+    excluded = [what for what, on in (("the first key", cfg["exclude_bos"]),
+                                      ("the current token", cfg["exclude_current_token"]))
+                if on]
+    lines = [
+        f"head scores ({_MEASURE_TEXT[cfg['score_measure']]}; "
         f"{queries['previous_token']} / {queries['duplicate_token']} / "
         f"{queries['induction']} queries where previous-token / duplicate-token / induction "
         "positions exist" + (f"; {' and '.join(excluded)} left out" if excluded else "")
         + "): " + "; ".join(parts),
-        f"sink rate {summ['sink_rate']:.3g}: the share of heads whose mean attention to the "
-        f"first token exceeds {cfg['sink_rate_threshold']:g}",
     ]
+    for name in HEAD_PATTERNS:
+        top = summ[f"top_{name}_heads"]
+        lines.append(f"  top {len(top)} {name.replace('_', '-')} heads: "
+                     + (", ".join(_head_text(head) for head in top) or "–"))
+    if "copy_accuracy_second" in summ:
+        lines.append(
+            f"next-token accuracy on repeated random tokens ({cfg['half_length']} per copy): "
+            f"first copy {summ['copy_accuracy_first']:.3f}, second copy "
+            f"{summ['copy_accuracy_second']:.3f} (greedy, each copy's first token left out)")
+    lines.append(f"sink rate {summ['sink_rate']:.3g}: the share of heads whose mean attention "
+                 f"to the first token exceeds {cfg['sink_rate_threshold']:g}")
+    return lines
 
 
 def _summary_models(result):
