@@ -17,7 +17,7 @@ def _fit(X_, Y_, **params):
 @pytest.mark.parametrize(
     "X_, Y_, match",
     [
-        (X[0, 0], Y, "Expected 2D array"),  # 1-D X
+        (X[0, 0], Y, r"X must be 2-D .* got an array of shape \(5,\)$"),  # 1-D X, not printed
         (X[..., None], Y, "X must be 2-D .* or 3-D .*; got an array with 4 dimensions"),
         (X, Y[:50], "different numbers of samples: 60 and 50"),
         (X, Y[:, :3], "different sequence lengths: 4 and 3"),
@@ -39,11 +39,11 @@ def test_bad_arrays(X_, Y_, match):
         (dict(rank=0), "rank must be an integer >= 1; got 0"),
         (dict(rank=6), r"rank=6 exceeds the token dimension d = 5"),
         (dict(attention="fixed", rank=5), r"rank=5 exceeds the sequence length L = 4"),
-        (dict(rank_grid=[1, 2, 9]), r"rank 9 in ranks exceeds the token dimension d = 5"),
-        (dict(rank_grid=[0, 1]), "every entry of ranks must be an integer >= 1"),
-        (dict(rank_grid=[]), "ranks must be a non-empty"),
+        (dict(rank_grid=[1, 2, 9]), r"rank 9 in rank_grid exceeds the token dimension d = 5"),
+        (dict(rank_grid=[0, 1]), "every entry of rank_grid must be an integer >= 1"),
+        (dict(rank_grid=[]), "rank_grid must be a non-empty"),
         (dict(rank_grid=[1, 1]), "duplicates"),
-        (dict(rank_grid=[1, 2], rank=2), "either rank .* or ranks"),
+        (dict(rank_grid=[1, 2], rank=2), "either rank .* or rank_grid"),
         (dict(rank=2.5), "rank must be an integer"),
         (dict(attention="cosine"), "unknown attention 'cosine'"),
         (dict(optimizer="lion"), "unknown optimizer 'lion'"),

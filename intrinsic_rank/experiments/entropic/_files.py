@@ -30,8 +30,8 @@ A model file is a small text header (the format, the package version, the
 estimator's class, the size and the SHA-256 of the body) and a joblib pickle of
 the estimator. Loading checks the header, the size and the hash **before**
 unpickling, then the payload's shape (a fitted scikit-learn estimator of the
-class the header names). The hash detects a damaged file (truncation, a flipped
-bit); it cannot detect a malicious author, who can write a matching hash:
+class the header names). The hash (of the header's other fields and the body) detects a
+damaged file (truncation, a flipped bit); it cannot detect a malicious author, who can write a matching hash:
 unpickling runs code stored in the file, so **load only model files that you or
 someone you trust wrote**. The estimators hold skorch nets with torch modules
 and optimisers, which ``skops``' code-free format cannot load without trusting
@@ -333,8 +333,8 @@ def save_model_file(estimator, path):
                 body)
     body = body.getvalue()
     header = {"format": MODEL_FORMAT, "version": __version__,
-              "estimator": _class_name(estimator), "size": len(body),
-              "sha256": hashlib.sha256(body).hexdigest()}
+              "estimator": _class_name(estimator), "size": len(body)}
+    header["sha256"] = _digest(header, body)
     with atomic_file(path, companion=False) as tmp:
         with open(tmp, "wb") as stream:
             stream.write(_MAGIC)
@@ -343,6 +343,13 @@ def save_model_file(estimator, path):
             stream.flush()
             os.fsync(stream.fileno())
     return path
+
+
+def _digest(header, body):
+    """SHA-256 of the header's other fields and the body: a flip in either is caught."""
+    fields = {key: value for key, value in header.items() if key != "sha256"}
+    text = json.dumps(fields, sort_keys=True).encode()
+    return hashlib.sha256(text + b"\n" + body).hexdigest()
 
 
 def _read_model_header(stream, where):
@@ -426,7 +433,7 @@ def load_model_file(path, *, strict=False):
         raise ValueError(f"path: no such model file {path!r}") from None
     except OSError as error:
         raise ValueError(f"path: cannot read {path!r} ({error.strerror})") from None
-    if len(body) != size or hashlib.sha256(body).hexdigest() != header["sha256"]:
+    if len(body) != size or _digest(header, body) != header["sha256"]:
         raise ValueError(f"{where} is damaged: its content does not match the size and "
                          "SHA-256 in its header (truncated or altered); save the model again")
     try:
