@@ -123,7 +123,7 @@ def worker(spec):
 
         from intrinsic_rank.estimators._selection import select_rank
 
-        grid = list(range(1, spec["d"] + 1)) if spec["ranks"] == "full" else spec["ranks"]
+        grid = list(range(1, spec["d"] + 1)) if spec["rank_grid"] == "full" else spec["rank_grid"]
         search = GridSearchCV(AttentionRankEstimator(**params), {"rank": grid},
                               scoring="neg_mean_squared_error" if Y.ndim < 3 else _flat_mse(),
                               refit=False, error_score="raise")
@@ -141,7 +141,7 @@ def worker(spec):
         epochs = spec["epochs"]
         extra = dict(best_rank=best, folds=folds)
     else:
-        ranks = spec["ranks"]
+        ranks = spec["rank_grid"]
         if ranks == "full":
             ranks = list(range(1, spec["d"] + 1))
         est = AttentionRankEstimator(rank_grid=ranks, **params).fit(X, Y)

@@ -114,8 +114,8 @@ def sequence_instances():
         settings = CHEAP_SETTINGS[cls.__name__] + SEQUENCE_ONLY_SETTINGS.get(cls.__name__, [])
         for params in settings:
             params = dict(params)
-            if params.get("ranks") == [1, 2] or params.get("ranks") == [1]:
-                params["ranks"] = [1, 3]
+            if params.get("rank_grid") == [1, 2] or params.get("rank_grid") == [1]:
+                params["rank_grid"] = [1, 3]
             yield cls(**params)
 
 

@@ -116,12 +116,11 @@ def test_cuda_without_a_gpu_is_a_clear_error(name, monkeypatch):
         fit("tpu")
 
 
-def test_data_method_also_rejects_an_unknown_device():
+def test_the_recovery_student_rejects_an_unknown_device():
     from intrinsic_rank import EnergyEffectiveRank
     from intrinsic_rank.datasets import make_attention_task
 
     X, Y = make_attention_task("linear", n_samples=64, seq_len=4, d=3, rank=1, random_state=0)
     # the device is the student's; EnergyEffectiveRank takes none of its own
     with pytest.raises(ValueError, match="unknown device"):
-        EnergyEffectiveRank(method="data",
-                            student=AttentionRankEstimator(device="tpu9")).fit(X, Y)
+        EnergyEffectiveRank(student=AttentionRankEstimator(device="tpu9")).fit(X, Y)

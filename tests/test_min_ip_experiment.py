@@ -168,7 +168,7 @@ def test_phase_transition_records_summary_and_plot(tmp_path):
         lr=3e-3, hidden=8,
     )
     cfg = result.config
-    assert cfg["ranks"] == [1, 8] and cfg["lengths"] == [3, 2] and cfg["min_gap"] == 3
+    assert cfg["rank_grid"] == [1, 8] and cfg["lengths"] == [3, 2] and cfg["min_gap"] == 3
     # 2 seeds x 2 lengths x (2 kernel ranks + dense)
     assert len(result.records) == 12
     keys = {"length", "seed", "model", "rank", "error", "witness_error", "anchor_error",
@@ -233,7 +233,7 @@ def test_min_ip_command_prints_tables_and_saves_png_and_json(tmp_path, capsys, m
     saved = json.loads((out / "min_ip.json").read_text())
     kinds = {rec["experiment"] for rec in saved["records"]}
     assert kinds == {"in_sample", "ood"}
-    assert saved["config"]["in_sample"]["ranks"] == [1, 2]
+    assert saved["config"]["in_sample"]["rank_grid"] == [1, 2]
     assert saved["config"]["in_sample"]["max_epochs"] == 2
     assert set(saved["transition"]["in_sample"]) == {"3", "2"}
 

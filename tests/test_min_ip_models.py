@@ -124,7 +124,7 @@ def test_kernel_rank_limit_and_options_errors():
         AttentionRankEstimator(attention="kernel", rank=17, max_epochs=1).fit(X, y)
     with pytest.raises(ValueError, match="student_options cannot set \\['ranks'\\]"):
         AttentionRankEstimator(
-            attention="kernel", rank=2, max_epochs=1, student_options={"rank_grid": [3]}
+            attention="kernel", rank=2, max_epochs=1, student_options={"ranks": [3]}
         ).fit(X, y)
     with pytest.raises(ValueError, match="temperature must be > 0"):
         AttentionRankEstimator(

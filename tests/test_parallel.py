@@ -46,7 +46,7 @@ def test_sequential_grid_records(sequential):
     assert [(rec["r_star"], rec["seed"]) for rec in sequential] == [
         (1, 1), (1, 2), (2, 1), (2, 2)]  # settings vary slowest
     assert all(rec["correct"] for rec in sequential)
-    assert [rec["ranks"] for rec in sequential] == [(1, 2)] * 2 + [(1, 2, 3, 4)] * 2
+    assert [rec["rank_grid"] for rec in sequential] == [(1, 2)] * 2 + [(1, 2, 3, 4)] * 2
     assert {rec["threads"] for rec in sequential} == {TWO_TASK_THREADS}
     assert worker_pids(sequential) == {os.getpid()}
     floors = [rec["estimated_noise_floor"] for rec in sequential]

@@ -73,8 +73,8 @@ def test_auto_matches_the_full_grid_on_held_out_teachers(kind, d, L, r_star, see
     X, Y = make_attention_task(kind, n_samples=512, seq_len=L, d=d, rank=r_star,
                                noise=0.1, random_state=seed)
     params = dict(attention=kind, max_epochs=60, random_state=seed)
-    full = AttentionRankEstimator(ranks=list(range(1, d + 1)), **params).fit(X, Y)
-    auto = AttentionRankEstimator(ranks="auto", **params).fit(X, Y)
+    full = AttentionRankEstimator(rank_grid=list(range(1, d + 1)), **params).fit(X, Y)
+    auto = AttentionRankEstimator(rank_grid="auto", **params).fit(X, Y)
     assert auto.rank_ == full.rank_ == r_star
     assert auto.rank_epochs_ < full.rank_epochs_ == d * 60
     assert auto.rank_epochs_ == sum(len(r["ranks"]) * r["epochs"] for r in auto.search_rounds_)
@@ -102,18 +102,20 @@ def test_auto_matches_the_full_grid_on_more_teachers(kind, d, L, r_star, seed):
     X, Y = make_attention_task(kind, n_samples=1024, seq_len=L, d=d, rank=r_star,
                                noise=0.1, random_state=seed)
     params = dict(attention=kind, max_epochs=150, random_state=seed)
-    full = AttentionRankEstimator(ranks=list(range(1, d + 1)), **params).fit(X, Y)
-    auto = AttentionRankEstimator(ranks="auto", **params).fit(X, Y)
+    full = AttentionRankEstimator(rank_grid=list(range(1, d + 1)), **params).fit(X, Y)
+    auto = AttentionRankEstimator(rank_grid="auto", **params).fit(X, Y)
     assert auto.rank_ == full.rank_
     assert auto.rank_epochs_ < full.rank_epochs_
 
 
 def test_bad_ranks_string_names_the_parameter():
     X, Y = make_attention_task("linear", n_samples=32, seq_len=3, d=2, rank=1, random_state=0)
-    with pytest.raises(ValueError, match="ranks must be a list of ranks or 'auto'"):
-        AttentionRankEstimator(ranks="all").fit(X, Y)
-    with pytest.raises(ValueError, match="early_stopping"):
-        AttentionRankEstimator(ranks=[1, 2], early_stopping=0).fit(X, Y)
+    with pytest.raises(ValueError, match="rank_grid must be a list of ranks or 'auto'"):
+        AttentionRankEstimator(rank_grid="all").fit(X, Y)
+    with pytest.raises(ValueError, match="n_iter_no_change must be an integer >= 1; got 0"):
+        AttentionRankEstimator(rank_grid=[1, 2], early_stopping=True, n_iter_no_change=0).fit(X, Y)
+    with pytest.raises(ValueError, match="early_stopping must be True or False; got 10"):
+        AttentionRankEstimator(rank_grid=[1, 2], early_stopping=10).fit(X, Y)
 
 
 # -- convergence-aware stopping -------------------------------------------------
@@ -122,9 +124,9 @@ def test_bad_ranks_string_names_the_parameter():
 def test_early_stopping_ends_when_every_slot_plateaued_and_keeps_the_answer():
     X, Y = make_attention_task("linear", n_samples=512, seq_len=4, d=6, rank=2,
                                noise=0.1, random_state=5)
-    params = dict(attention="linear", ranks=[1, 2, 3, 6], max_epochs=300, random_state=5)
+    params = dict(attention="linear", rank_grid=[1, 2, 3, 6], max_epochs=300, random_state=5)
     long = AttentionRankEstimator(**params).fit(X, Y)
-    early = AttentionRankEstimator(early_stopping=10, **params).fit(X, Y)
+    early = AttentionRankEstimator(early_stopping=True, n_iter_no_change=10, **params).fit(X, Y)
     assert early.n_epochs_ < 300 == long.n_epochs_
     assert early.rank_epochs_ == 4 * early.n_epochs_
     assert early.rank_ == long.rank_ == 2
@@ -155,7 +157,7 @@ def _heldout(est, n):
 def test_chunked_evaluation_agrees_with_one_pass(monkeypatch):
     X, Y = make_attention_task("softmax", n_samples=300, seq_len=4, d=5, rank=2,
                                noise=0.1, random_state=1)
-    params = dict(attention="softmax", ranks=[1, 2, 5], max_epochs=8, batch_size=32,
+    params = dict(attention="softmax", rank_grid=[1, 2, 5], max_epochs=8, batch_size=32,
                   random_state=1)
     one = AttentionRankEstimator(**params).fit(X, Y)
     monkeypatch.setattr(_scaling, "CHUNK_ELEMENTS", 200)  # chunks of 32 rows (one batch)
@@ -176,7 +178,7 @@ def test_float32_and_memmap_input_give_the_float64_answer(tmp_path):
     X, Y = make_attention_task("linear", n_samples=256, seq_len=4, d=4, rank=2,
                                noise=0.1, random_state=2)
     X32, Y32 = X.astype(np.float32), Y.astype(np.float32)
-    params = dict(attention="linear", ranks=[1, 2, 4], max_epochs=10, random_state=2)
+    params = dict(attention="linear", rank_grid=[1, 2, 4], max_epochs=10, random_state=2)
     ref = AttentionRankEstimator(**params).fit(X32.astype(np.float64), Y32.astype(np.float64))
     mem = np.memmap(tmp_path / "X.f32", dtype=np.float32, mode="w+", shape=X32.shape)
     mem[:] = X32
@@ -205,7 +207,7 @@ def test_big_input_never_builds_all_outputs(monkeypatch):
     monkeypatch.setattr(_net.RankSweepNet, "forward", forward)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        AttentionRankEstimator(attention="linear", ranks=[1, 2], max_epochs=2, batch_size=16,
+        AttentionRankEstimator(attention="linear", rank_grid=[1, 2], max_epochs=2, batch_size=16,
                                random_state=0).fit(X, Y)
     assert seen and max(seen) <= 16
 
@@ -227,11 +229,11 @@ def test_bench_scale_worker_records_time_rank_and_memory():
     assert X.dtype == Y.dtype == np.float32 and X.shape == Y.shape == (64, 4, 6)
     common = dict(kind="softmax", seed=0, threads=1, device="cpu", data="float32", n=64,
                   L=4, d=6, r_star=2, epochs=2)
-    rec = bench.worker(dict(common, how="fit", ranks="auto"))
+    rec = bench.worker(dict(common, how="fit", rank_grid="auto"))
     assert rec["rounds"][0]["ranks"] == [1, 2, 4, 6]
     assert rec["rank_epochs"] == sum(len(r["ranks"]) * r["epochs"] for r in rec["rounds"])
     assert rec["peak_rss_mb"] >= rec["rss_before_fit_mb"] > 0
-    grid = bench.worker(dict(common, how="gridsearch", ranks=[1, 2], epochs=1))
+    grid = bench.worker(dict(common, how="gridsearch", rank_grid=[1, 2], epochs=1))
     assert grid["folds"] == 5 and grid["rank_epochs"] == 10 and grid["rank"] in (1, 2)
     assert bench.exponent([1, 2, 4], [3, 12, 48]) == pytest.approx(2.0)
 
