@@ -15,7 +15,8 @@ __all__ = ["PRECISION_CONVENTIONS", "precision_for"]
 PRECISION_CONVENTIONS = {
     "machine": "the dtype's machine epsilon (2**-10 fp16, 2**-7 bf16, 2**-23 fp32, "
                "2**-52 fp64), as precision_from_dtype; the library's default",
-    "paper": "fp16's machine epsilon 2**-10 whatever the dtype, as in the paper's table",
+    "paper": "fp16's machine epsilon 2**-10 whatever the dtype, the dtype of the authors' "
+             "cramming runs",
     "relative": "2**(log2(r_inf) - 11) = r_inf / 2048, with r_inf the largest absolute "
                 "coordinate of the hidden states, as in the authors' bounds notebook",
 }
@@ -33,8 +34,8 @@ def precision_for(convention, dtype=None, radius_inf=None):
     convention : {"machine", "paper", "relative"}
         ``"machine"``: the machine epsilon of ``dtype``
         (:func:`~intrinsic_rank.bounds.precision_from_dtype`, the library's
-        default). ``"paper"``: ``2**-10``, fp16's machine epsilon, the value of
-        the paper's table, whatever the dtype. ``"relative"``: the authors'
+        default). ``"paper"``: ``2**-10``, fp16's machine epsilon (the dtype of
+        the authors' cramming runs), whatever the dtype. ``"relative"``: the authors'
         code, ``2**(log2(r_inf) - 11) = r_inf * 2**-11``, a cell relative to the
         largest coordinate (fp16's unit roundoff at ``r_inf``; the exponent 11
         is fixed whatever the dtype, as in their notebook). See

@@ -143,7 +143,8 @@ def reachable_log_count_bound(width, n_memory, radius, precision):
     precision : float
         ``epsilon`` in ``(0, 1)``: an absolute cell size in hidden-state units,
         usually :func:`precision_from_dtype` (machine epsilon, the reachability paper's
-        convention; the paper's table uses ``2**-10``, fp16). Floats near ``x``
+        convention; the authors cram in fp16, ``2**-10``, and store their notebook's
+        numbers at ``r_inf / 2048``, :func:`precision_for`). Floats near ``x``
         are spaced about ``|x| * epsilon`` apart, so for ``|x| > 1`` the real
         cells are coarser and this remains an upper bound, while for
         ``|x| < 1`` they are finer and the convention is not a strict bound.
@@ -181,8 +182,10 @@ def reachable_slope_bound(width, vocab_size, radius, precision):
     length ``n`` can be reachable only if ``|V|**n <= (1 + 2r/epsilon)**(d m)``
     (:func:`reachable_log_count_bound`), so the reachable length grows at most
     like ``n* ~ C m`` with this ``C``. Compare it with the measured slope of
-    ``n50`` against ``m``; the reachability paper reports theory/experiment ratios of 4.5 to
-    20.4.
+    ``n50`` against ``m``. On the authors' published constants this ball ratio runs
+    5.48-13.45 at ``eps = r_inf / 2048`` and 7.68-20.50 at ``2**-10``
+    (``docs/reachability_bounds.md``); the paper's quoted 4.5-20.4 mixes this bound
+    with refined ones.
 
     Parameters
     ----------
