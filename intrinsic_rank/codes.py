@@ -1,6 +1,6 @@
 """Constant-weight codes and their overlaps: the one home of the Min-IP code machinery.
 
-Seed 003 (the Min-IP paper) builds its Min-IP witnesses on a *constant-weight
+The Min-IP paper builds its Min-IP witnesses on a *constant-weight
 code*: distinct 0/1 words of ``n_bits`` bits that all have Hamming weight
 ``w``. Everything about such a code that the data generators
 (:mod:`intrinsic_rank.datasets`) and the witness certificate

@@ -29,7 +29,7 @@ __all__ = [
 def transcript_bound(n_answers, alphabet_size):
     """Finite-precision transcript lower bound ``q * log2(s + 1)`` bits.
 
-    Seed 003 (the Min-IP paper): for multi-head, multi-layer sketch models whose
+    The Min-IP paper: for multi-head, multi-layer sketch models whose
     cross-token channels carry symbols of a finite alphabet, solving ``q``
     independent answers, each taking one of ``s + 1`` values, needs a transcript
     (total bits communicated across tokens) of at least ``q * log2(s + 1)``

@@ -53,7 +53,7 @@ def precision_from_dtype(dtype):
 
     Notes
     -----
-    Seed 004 uses this number as an *absolute* cell size ``epsilon`` in the
+    The reachability paper uses this number as an *absolute* cell size ``epsilon`` in the
     hidden-state units (its table uses ``epsilon = 2**-10`` for fp16). The true
     spacing of floats near a value ``x`` is about ``|x| * epsilon``: for hidden
     states with ``|x| > 1`` the real cells are coarser and the bounds of this
@@ -120,7 +120,7 @@ def _cells_per_memory_vector(widths, precision):
 def reachable_log_count_bound(width, n_memory, radius, precision):
     """Log of the reachable-sequence bound ``(1 + 2r/epsilon)**(d m)`` (Thm. 4.5).
 
-    Seed 004 (the reachability paper): a frozen Transformer of width ``d`` whose
+    The reachability paper: a frozen Transformer of width ``d`` whose
     output depends on ``m`` trainable ``d``-dimensional memory vectors, run at
     precision ``epsilon`` with hidden states in a region of radius ``r``, can
     produce at most ``(1 + 2r/epsilon)**(d m)`` distinct output sequences,

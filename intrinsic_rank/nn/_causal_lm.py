@@ -1,6 +1,6 @@
 """A small causal language model and the adapter interface used for reachability.
 
-Seed 004 studies a *frozen* causal Transformer steered by trainable prompt
+The reachability paper studies a *frozen* causal Transformer steered by trainable prompt
 vectors. Everything the reachability code needs from such a model is four
 operations, collected in :class:`CausalLMAdapter`:
 

@@ -176,7 +176,7 @@ def fit_cliff(lengths, exact_match):
 
     The same decreasing logistic as :func:`fit_n50`, fitted to exact-match
     accuracy against string length: its midpoint is the cliff length, its
-    scale the cliff's width. Seed 004 reports that copying fails abruptly past
+    scale the cliff's width. The reachability paper reports that copying fails abruptly past
     a threshold rather than gradually; ``sharpness = scale / midpoint`` is
     small for such an abrupt failure.
 
