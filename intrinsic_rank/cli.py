@@ -32,31 +32,89 @@ What a command promises
   ``intrinsic-rank sweep: interrupted`` on stderr, no traceback, and writes
   nothing for the interrupted run; ``reproduce`` keeps the pieces finished
   before it (see :class:`~intrinsic_rank.experiments.Experiment`'s
-  ``execute`` for interrupts that a library swallows).
+  ``execute`` for interrupts that a library swallows). That holds from the
+  first line of :func:`main` on, start-up included: the heavy imports happen
+  inside it. A Ctrl-C once the run has finished (the interpreter shutting down)
+  is ignored: the finished run keeps its status.
+* **SIGTERM and SIGHUP** unwind like an interrupt: a file being written is
+  not left behind as a temporary file, ``reproduce`` releases its lock, and the
+  command exits with 128 + the signal (143, 129) and one line
+  (``intrinsic-rank sweep: stopped by SIGTERM``). A signal the caller set to
+  be ignored (``nohup``) stays ignored.
+* **No stdout at all** (``intrinsic-rank sweep >&-``): what would be printed
+  goes nowhere, the run saves its files and exits 0.
+* **Start-up is light.** The parser comes from the command table
+  (``intrinsic_rank._commands``): ``--help``, ``--version`` and every
+  sub-command's ``--help`` import no torch, skorch or transformers; a command
+  imports its experiment when it runs.
 """
 
 import argparse
 import os
+import re
 import shlex
 import signal
 import sys
 
 from . import __version__
-from ._validation import check_device, check_seed
-from .experiments import (
-    EXPERIMENTS,
-    VERDICTS,
-    check_output_folder,
-    format_table,
-    parse_ranks,
-    reproduce,
-    write_json,
-)
+from ._commands import COMMANDS
+
+# Nothing heavy is imported here: the parser comes from the command table
+# (``_commands``), and a command imports the experiments (torch) when it runs.
 
 __all__ = ["DEFAULT_THREADS", "THREADS_RULE", "main", "parse_ranks", "thread_count"]
 
 _INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 _BROKEN_PIPE = 141  # 128 + SIGPIPE
+
+
+def __getattr__(name):
+    """``intrinsic_rank.cli.parse_ranks``: the experiments' rank-grid parser, loaded on use."""
+    if name == "parse_ranks":
+        from .experiments import parse_ranks
+
+        return parse_ranks
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind (removing temporary files) and exit 128 + signal.
+
+    A ``BaseException``, as ``KeyboardInterrupt``: ``except Exception`` in a
+    library does not swallow it, and ``atomic_file`` removes its temporary file
+    on the way out.
+    """
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _TerminationSignals:
+    """Turn SIGTERM and SIGHUP into :class:`_Terminated` inside the block (main thread only)."""
+
+    _SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
+
+    def __enter__(self):
+        self._previous = {}
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for signum in self._SIGNALS:
+            if signal.getsignal(signum) in (signal.SIG_DFL, None):  # leave nohup's SIG_IGN
+                self._previous[signum] = signal.signal(signum, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise _Terminated(signum)
+
+    def __exit__(self, *exc):
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        return False
 
 
 class _UsageError(Exception):
@@ -72,6 +130,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _seed(text):
     """``--seed``: an integer in ``[0, 2**32 - 1]``."""
+    from ._validation import check_seed
+
     try:
         value = int(text)
     except ValueError:
@@ -84,6 +144,8 @@ def _seed(text):
 
 def _out_folder(text):
     """``--out``: a folder that exists or can be created, and can be written."""
+    from .experiments import check_output_folder
+
     try:
         return check_output_folder(text, name="the folder")
     except ValueError as error:
@@ -93,6 +155,8 @@ def _out_folder(text):
 def _check_device(device):
     """``--device``: one torch knows and this machine has (``_validation.check_device``:
     unknown devices, ``meta``, CUDA or MPS asked for and absent are errors)."""
+    from ._validation import check_device
+
     check_device(device)
     return device
 
@@ -206,6 +270,11 @@ class _ThreadSetting:
         return False
 
 
+_SAYS_DEFAULT = re.compile(r"\(default\b|\bdefault:|\(the default\)", re.IGNORECASE)
+"""A help text that states its default: ``(default ...``, ``default: ...``, ``(the default)``
+(a choice called ``'default'`` is not one)."""
+
+
 class _HelpFormatter(argparse.HelpFormatter):
     """``--help`` with every option's default: ``(default: X)`` unless the help says it.
 
@@ -216,7 +285,7 @@ class _HelpFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action):
         text = action.help or ""
         default = action.default
-        if ("default" in text.lower() or default in (None, False, argparse.SUPPRESS)
+        if (_SAYS_DEFAULT.search(text) or default in (None, False, argparse.SUPPRESS)
                 or not (action.option_strings or action.nargs in ("?", "*"))
                 or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
             return text
@@ -246,39 +315,63 @@ def _shared_options(out):
     return shared
 
 
-def _papers():
-    """The papers of the registered experiments, by title, in report order."""
+def _commands():
+    """The sub-commands: the table's, then any experiment registered from Python.
+
+    An experiment registered at run time (a plugin, a test) is only known once
+    :mod:`intrinsic_rank.experiments` is imported; the table never imports it.
+    Each entry has ``name``, ``command``, ``paper``, ``help``, ``description``,
+    ``add_arguments``, ``file_stem`` and ``writes`` (``None``: not stated).
+    """
+    commands = list(COMMANDS)
+    experiments = sys.modules.get("intrinsic_rank.experiments")
+    if experiments is not None:
+        known = {command.name for command in commands}
+        commands += [e for e in experiments.EXPERIMENTS.values() if e.name not in known]
+    return commands
+
+
+def _papers(commands):
+    """The papers of the commands, by title, in report order."""
     titles = []
-    for experiment in EXPERIMENTS.values():
-        title = experiment.paper.split(" (")[0]  # "The Entropic Bound (appendix B...)"
+    for command in commands:
+        title = command.paper.split(" (")[0]  # "The Entropic Bound (appendix B...)"
         if title not in titles:
             titles.append(title)
     return titles
 
 
+def _description(command):
+    out = f"runs/{command.file_stem}"
+    writes = getattr(command, "writes", None)
+    files = f" Writes {writes} in --out (default {out})." if writes else ""
+    return f"{command.description}{files} Paper: \"{command.paper}\"."
+
+
 def _build_parser():
+    commands_list = _commands()
     parser = _Parser(
         prog="intrinsic-rank",
         formatter_class=_HelpFormatter,
         description="Measure how much query-key rank an attention model needs for a task, "
         "and reproduce the claims of three papers: "
-        + "; ".join(f'"{t}"' for t in _papers()) + ". Every command takes --seed, --out, "
-        "--quiet, --device and --threads; " + THREADS_RULE.replace("%", "%%") + ".",
+        + "; ".join(f'"{t}"' for t in _papers(commands_list)) + ". Every command takes "
+        "--seed, --out, --quiet, --device and --threads; " + THREADS_RULE.replace("%", "%%")
+        + ". Each command's --help says what it writes and what --quick changes.",
     )
     parser.add_argument("--version", action="version",
                         version=f"intrinsic-rank {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
-    for experiment in EXPERIMENTS.values():
+    for command in commands_list:
         sub = commands.add_parser(
-            experiment.command, parents=[_shared_options(f"runs/{experiment.file_stem}")],
-            formatter_class=_HelpFormatter,
-            help=experiment.help,
-            description=f"{experiment.description} Paper: \"{experiment.paper}\".")
-        experiment.add_arguments(sub)
-        sub.set_defaults(experiment=experiment)
+            command.command, parents=[_shared_options(f"runs/{command.file_stem}")],
+            formatter_class=_HelpFormatter, help=command.help,
+            description=_description(command).replace("%", "%%"))
+        command.add_arguments(sub)
+        sub.set_defaults(experiment=command.name)
 
     pieces = [f"{e.command}" + (f" (or {e.name})" if e.name != e.command else "")
-              for e in EXPERIMENTS.values()]
+              for e in commands_list]
     sub = commands.add_parser(
         "reproduce", parents=[_shared_options("runs/reproduce")],
         formatter_class=_HelpFormatter,
@@ -287,14 +380,16 @@ def _build_parser():
         "or full scale, cache each finished piece under --out (reused while its settings "
         "and seed match; --force recomputes) and write OUT/report.md: per piece the "
         "tables, the plot, and for every claim of the papers whether our measurement "
-        "agrees. Prints a summary table.",
+        "agrees. Writes OUT/report.md, OUT/manifest.json and one folder per piece "
+        "(its result.json and figures). Prints a summary table.",
     )
     sub.add_argument("pieces", nargs="*", default=["all"],
                      help="'all' (the default) or some of the commands: "
-                     + " ".join(e.command for e in EXPERIMENTS.values())
+                     + " ".join(e.command for e in commands_list)
                      + " (the report's piece names, such as entropic for sweep, work too)")
     sub.add_argument("--quick", action="store_true",
-                     help="the quick settings, minutes on a laptop CPU (the default)")
+                     help="the quick settings, minutes on a laptop CPU (the default; each "
+                     "command's --help says its quick sizes)")
     sub.add_argument("--full", action="store_true",
                      help="the papers' sizes (tens of minutes)")
     sub.add_argument("--force", action="store_true",
@@ -328,6 +423,8 @@ def _silence_stdout():
 
 def _run_experiment(experiment, args):
     """Checks -> run -> JSON (first) -> summary and tables -> plots and files."""
+    from .experiments import format_table, write_json
+
     _check_device(args.device)
     settings = experiment.settings(args)
     experiment.validate(settings)
@@ -384,6 +481,8 @@ def _reproduce_command(args):
 
 
 def _run_reproduce(args):
+    from .experiments import VERDICTS, format_table, reproduce
+
     if args.quick and args.full:
         raise ValueError("give --quick or --full, not both")
     _check_device(args.device)
@@ -425,7 +524,8 @@ def main(argv=None):
         JSON was saved (one line, naming the file) or a file could not be
         written (one line); 130 after Ctrl-C (one
         line, ``intrinsic-rank <command>: interrupted``); 141 when the reader
-        of stdout went away (a closed pipe).
+        of stdout went away (a closed pipe); 143 after SIGTERM and 129 after
+        SIGHUP (one line, ``... stopped by SIGTERM``; no temporary file left).
 
     Examples
     --------
@@ -433,16 +533,31 @@ def main(argv=None):
     2
     """
     as_program = argv is None
+    words = sys.argv[1:] if argv is None else list(argv)
     name = "intrinsic-rank"
+    first = next((word for word in words if not word.startswith("-")), None)
+    if first in {command.command for command in COMMANDS} | {"reproduce"}:
+        name = f"intrinsic-rank {first}"  # an interrupt while parsing names the command too
     try:
-        args = _build_parser().parse_args(argv)
-        name = f"intrinsic-rank {args.command}"
-        with _ThreadSetting(args.threads):
-            if args.experiment is None:
-                status = _run_reproduce(args)
-            else:
-                status = _run_experiment(args.experiment, args)
-        sys.stdout.flush()  # a reader that left shows here, not at interpreter exit
+        if as_program:
+            _give_missing_streams_a_sink()
+        with _TerminationSignals():
+            if first is not None and not name.endswith(first):
+                import intrinsic_rank.experiments  # noqa: F401 (a command the table lacks)
+            args = _build_parser().parse_args(argv)
+            name = f"intrinsic-rank {args.command}"
+            with _ThreadSetting(args.threads):
+                if args.experiment is None:
+                    status = _run_reproduce(args)
+                else:
+                    from .experiments.runner import get_experiment
+
+                    status = _run_experiment(get_experiment(args.experiment), args)
+            sys.stdout.flush()  # a reader that left shows here, not at interpreter exit
+        if as_program:
+            # The run is finished and saved: a Ctrl-C from now on, while the interpreter
+            # shuts down, must not turn its status into 130 or a death by signal.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         return status
     except _UsageError as error:
         print(error, file=sys.stderr)
@@ -461,6 +576,14 @@ def main(argv=None):
             # program leaves here, streams flushed, with the status a shell expects.
             _exit_now(_INTERRUPTED)
         return _INTERRUPTED
+    except _Terminated as stop:
+        # The blocks it unwound removed their temporary files (atomic_file) and
+        # released the folder lock; nothing half-written is left.
+        what = signal.Signals(stop.signum).name
+        print(f"{name}: stopped by {what}", file=sys.stderr)
+        if as_program:
+            _exit_now(128 + stop.signum)
+        return 128 + stop.signum
     except BrokenPipeError:
         _silence_stdout()
         return _BROKEN_PIPE
@@ -482,6 +605,18 @@ def main(argv=None):
     except OSError as error:  # a disk full, a folder removed under us: one line, no traceback
         print(f"{name}: error: {error}", file=sys.stderr)
         return 1
+
+
+def _give_missing_streams_a_sink():
+    """A program started with stdout or stderr closed (``>&-``) writes them to devnull.
+
+    Python then has ``sys.stdout is None``; printing skips it, but libraries that
+    write or flush it (skorch's progress table, tqdm) raise, and the run would save
+    nothing. With a sink the run finishes, saves its files and exits 0.
+    """
+    for stream in ("stdout", "stderr"):
+        if getattr(sys, stream) is None:
+            setattr(sys, stream, open(os.devnull, "w"))
 
 
 if __name__ == "__main__":  # pragma: no cover

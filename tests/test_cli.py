@@ -27,7 +27,7 @@ def test_sweep_command_prints_table_and_saves_plot_and_records(tmp_path, capsys)
 def test_sweep_command_reports_bad_input(tmp_path, capsys):
     status = main(["sweep", "--d", "4", "--rank-grid", "1-6", "--out", str(tmp_path), "--quiet"])
     assert status == 2
-    assert "rank 6 in ranks exceeds the token dimension d = 4" in capsys.readouterr().err
+    assert "rank 6 in rank_grid exceeds the token dimension d = 4" in capsys.readouterr().err
 
 
 def test_parse_ranks():

@@ -6,6 +6,7 @@ the interrupt of a real ``reproduce ladder --quick`` and the closed pipe run in 
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -274,7 +275,10 @@ def test_a_bad_out_is_refused_before_any_work(tmp_path, checked, capsys, monkeyp
         for command in ("counted-run", "reproduce"):
             status, err = _bad([command, "--out", out], capsys)
             assert status == 2 and err == f"intrinsic-rank {command}: error: {message}"
-    monkeypatch.setattr(os, "access", lambda path, mode: False)  # as a non-root user sees it
+    def refused(*args, **kwargs):  # a folder where no file can be created
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("tempfile.mkstemp", refused)
     status, err = _bad(["counted-run", "--out", str(tmp_path / "new")], capsys)
     assert status == 2 and "argument --out:" in err and "is not writable" in err
     monkeypatch.undo()
@@ -352,3 +356,96 @@ def test_grid_types_check_before_expanding():
         bounded_int(1, 10)("11")
     with pytest.raises(argparse.ArgumentTypeError, match="got 'x'"):
         bounded_int(minimum=0)("x")
+
+
+# -- signals at any moment: start-up, a write, the exit; no stdout ------------------------
+
+
+_SIGNALLED = textwrap.dedent("""
+    import os, signal, sys, time
+    from intrinsic_rank.cli import main
+    from intrinsic_rank.experiments import Experiment, register
+    from intrinsic_rank.experiments.runner import atomic_file
+
+    def run(settings, *, random_state, progress, device):
+        sys.stdout.flush()  # as skorch's progress table does
+        if settings["slow_write"]:
+            with atomic_file(settings["slow_write"]) as tmp:
+                open(tmp, "w").write("half")
+                print("writing", flush=True)
+                time.sleep(60)
+        return dict(records=[dict(size=1, value=0.5)])
+
+    def plot(result, folder):
+        return []
+
+    register(Experiment(
+        name="toy", command="toy-run", title="t", paper="p", help="h", description="d",
+        quick={}, full={}, run=run, plot=plot,
+        tables=lambda r: [("rows", r["records"], ["size", "value"])],
+        verdicts=lambda r: [], settings=lambda a: dict(slow_write=a.slow_write),
+        add_arguments=lambda p: p.add_argument("--slow-write", default=None),
+        summary=lambda r: ["toy"], in_reproduce=False))
+    status = main()
+    if os.environ.get("SIGINT_AT_EXIT"):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as the interpreter leaves
+    sys.exit(status)
+""")
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_during_a_write_leave_no_temporary_file(tmp_path, signum, status):
+    target = tmp_path / "w" / "slow.json"
+    process = subprocess.Popen(
+        [sys.executable, "-c", _SIGNALLED, "toy-run", "--out", str(tmp_path / "o"), "--quiet",
+         "--slow-write", str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=ENV)
+    assert process.stdout.readline() == "writing\n"  # the temporary file exists now
+    assert [p.name for p in target.parent.iterdir() if p.name.startswith(".slow.json.")]
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == status, err
+    name = signal.Signals(signum).name
+    assert _one_line(err) == f"intrinsic-rank toy-run: stopped by {name}"
+    assert sorted(p.name for p in target.parent.iterdir()) == []  # no slow.json, .slow.json.*
+
+
+def test_ctrl_c_during_the_start_up_imports_is_one_line_and_130(tmp_path):
+    # Ctrl-C arrives while main imports the experiments (torch): deterministic, through
+    # an import hook that interrupts when torch is asked for.
+    program = textwrap.dedent("""
+        import os, signal, sys
+        class Interrupt:
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch":
+                    os.kill(os.getpid(), signal.SIGINT)
+                return None
+        from intrinsic_rank.cli import main
+        sys.meta_path.insert(0, Interrupt())
+        sys.exit(main())
+    """)
+    done = subprocess.run([sys.executable, "-c", program, "ladder", "--out",
+                           str(tmp_path / "o"), "--quiet"], capture_output=True, text=True,
+                          env=ENV, timeout=300)
+    assert done.returncode == 130, done.stderr
+    assert _one_line(done.stderr) == "intrinsic-rank ladder: interrupted"
+
+
+def test_ctrl_c_as_a_finished_run_exits_keeps_its_status(tmp_path):
+    out = tmp_path / "o"
+    done = subprocess.run([sys.executable, "-c", _SIGNALLED, "toy-run", "--out", str(out),
+                           "--quiet"], capture_output=True, text=True,
+                          env=dict(ENV, SIGINT_AT_EXIT="1"), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "" and (out / "toy_run.json").is_file()
+
+
+def test_a_run_without_stdout_saves_its_files_and_exits_0(tmp_path):
+    out = tmp_path / "o"
+    command = " ".join([sys.executable, "-c", shlex.quote(_SIGNALLED), "toy-run", "--out",
+                        shlex.quote(str(out)), "--quiet", ">&-"])  # stdout closed
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=ENV,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert json.loads((out / "toy_run.json").read_text())["records"]
