@@ -724,3 +724,22 @@ def test_help_states_the_new_defaults(capsys):
                    "--exclude-current-token", "--n-inputs"):
         (entry,) = [e for e in entries if e.split()[0] == option]
         assert "(default: " in " ".join(entry.split()), option
+
+
+@pytest.mark.slow
+def test_smollm2_induction_test_finds_the_known_heads():
+    """docs/profiles.md: BOS + 31 random tokens + the same 31, 8 inputs, seed 0."""
+    try:
+        packaged_model_path("smollm2-135m")
+    except ImportError as error:
+        pytest.skip(str(error))
+    p = profile_heads("smollm2-135m", "repeated_random", n_inputs=8)
+    s = p.summary
+    assert s["best_induction_head"] == [18, 6]
+    assert {(l, h) for l, h, _ in s["top_induction_heads"][:4]} == {(18, 6), (17, 3), (17, 4),
+                                                                     (17, 5)}
+    assert [head[:2] for head in s["top_previous_token_heads"][:2]] == [[16, 0], [11, 1]]
+    assert s["max_induction_score"] == pytest.approx(0.448, abs=1e-3)
+    assert p.baselines["perfect_induction_score"] == pytest.approx(31 / 63)
+    assert s["copy_accuracy_first"] < 0.02 and s["copy_accuracy_second"] == pytest.approx(
+        0.662, abs=1e-3)

@@ -18,6 +18,7 @@ from ._tokens import (
     make_induction_corpus,
     make_random_targets,
 )
+from ._corpora import load_text_corpus
 from ._min_ip import make_min_ip, min_ip_targets
 from ._min_ip_exhaustive import exhaustive_triples_bytes, min_ip_exhaustive_triples
 from ._min_ip_pools import make_min_ip_family_pools, make_min_ip_pools
@@ -27,6 +28,7 @@ from ._min_ip_witness_suite import make_min_ip_witness_suite, witness_length2
 __all__ = [
     "COPY_SPECIAL_TOKENS",
     "load_sample_texts",
+    "load_text_corpus",
     "make_copy_task",
     "make_induction_corpus",
     "make_random_targets",

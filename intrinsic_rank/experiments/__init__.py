@@ -109,6 +109,7 @@ REPORT_ORDER = (
     reachability.COPY,
     reachability.LM_GEOMETRY,
     entropic.PROFILE,
+    entropic.CORPUS_RANKS,
 )
 """Every experiment of the three papers, in report order (the order of ``--help`` too)."""
 

@@ -85,12 +85,17 @@ def _default_inputs(module, tokenizer, vocab, n_inputs, max_length, random_state
 
 
 def _perfect_maps(tokens):
-    """Per pattern, a perfect head's map: even on the pattern's positions, else the first key."""
+    """Per pattern, a perfect head's map: even on the pattern's positions where it names one.
+
+    Rows where the pattern names nothing spread evenly over the keys up to the
+    query, so the exclusions never leave a whole sequence without attention.
+    """
+    n = len(tokens)
     maps = {}
     for name, mask in head_pattern_masks(tokens).items():
         P = mask.astype(np.float64)
         empty = P.sum(1) == 0
-        P[empty, 0] = 1.0
+        P[empty] = np.tril(np.ones((n, n)))[empty]
         maps[name] = P / P.sum(1, keepdims=True)
     return maps
 
@@ -251,8 +256,9 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
         and as a previous-token, duplicate-token or induction head when its
         score exceeds ``threshold`` times the score of a perfect head on the
         same inputs (``baselines["perfect_<pattern>_score"]``: all attention on
-        the pattern's positions where it names one, on the first key
-        elsewhere), so that the count means the same under every measure.
+        the pattern's positions where it names one, spread evenly over the keys
+        up to the query elsewhere), so that the count means the same under
+        every measure.
     score_measure : {"mul", "abs", "conditional"}, default="mul"
         The measure of the ``<pattern>_score`` columns (see
         :func:`head_pattern_scores`).

@@ -7,7 +7,9 @@
   read from data before training;
 * the appendix on real models ``profile`` (``_profile``, its heat maps in ``_profile_plots``): per-head static and
   realised ranks of pretrained models, and the kernel-rank trajectory of a
-  small causal LM along its training (``_trajectory``).
+  small causal LM along its training (``_trajectory``), and ``corpus-ranks``
+  (``_corpus_ranks``): one causal LM's per-head ranks on corpora of different
+  complexity.
 """
 
 from ._sweep import (
@@ -45,6 +47,14 @@ from ._profile import (
     EXPERIMENT as PROFILE,
 )
 from ._profile_plots import plot_head_profile, plot_head_scores
+from ._corpus_ranks import (
+    CORPORA,
+    CORPUS_RANK_COLUMNS,
+    corpus_inputs,
+    corpus_rank_profiles,
+    plot_corpus_ranks,
+    EXPERIMENT as CORPUS_RANKS,
+)
 from ._trajectory import (
     TRAJECTORY_COLUMNS,
     kernel_rank_trajectory,
@@ -52,6 +62,9 @@ from ._trajectory import (
 )
 
 __all__ = [
+    "CORPORA",
+    "CORPUS_RANKS",
+    "CORPUS_RANK_COLUMNS",
     "FRONTIER",
     "FRONTIER_TEACHERS",
     "LADDER",
@@ -64,11 +77,14 @@ __all__ = [
     "SWEEP",
     "SWEEP_GRID_KEYS",
     "TRAJECTORY_COLUMNS",
+    "corpus_inputs",
+    "corpus_rank_profiles",
     "fit_seeds",
     "interpolation_ladder",
     "kernel_rank_trajectory",
     "load_model_file",
     "load_xy",
+    "plot_corpus_ranks",
     "plot_frontier",
     "plot_head_profile",
     "plot_head_scores",
