@@ -384,3 +384,57 @@ def test_min_ip_reports_its_fits_through_steps_not_prints(capsys):
     captured = capsys.readouterr()
     assert captured.out == ""  # no line per fit on stdout; the bar is off a terminal
     assert "seed 0 length" not in captured.err
+
+
+# -- printed tables fit a terminal; legends say what was measured ---------------------------
+
+
+def _law_result(dense_errors):
+    def row(task, fmap, m, r, full):
+        return dict(task=task, feature_map=fmap, n_heads=1, m=m, r_needed=r, r_needed_01=r,
+                    total_rank=r, construction_rank=2 ** m, lower_bound=float("nan"),
+                    best_error=min(full), errors_at_needed=[0.0], errors_below_needed=[0.5] * 4,
+                    errors_at_full=full, flagged=sum(e > 0 for e in full),
+                    unconverged=sum(e > 0 for e in full))
+
+    law = [row("length3", "exp", m, 2 ** (m - 2), [0.0] * 4) for m in (2, 3, 4)]
+    law += [row("dense", "dense", m, m, dense_errors if m == 2 else [0.0] * 4)
+            for m in (2, 3, 4)]
+    fits = [dict(task=t, feature_map=f, n_heads=1, slope=0.5, slope_se=0.1, intercept=-1.0,
+                 n_points=3, n_dropped=0) for t, f in (("dense", "dense"), ("length3", "exp"))]
+    return dict(law=law, fits=fits, records=[], config=dict(n_seeds=4), seconds=1.0)
+
+
+def test_min_ip_law_tables_fit_100_columns_without_list_cells():
+    from intrinsic_rank.experiments import format_table
+
+    experiment = EXPERIMENTS["min-ip-law"]
+    result = _law_result([0.0, 0.406, 0.0, 0.0])
+    for caption, records, columns, *_ in experiment.tables(result):
+        assert all(not isinstance(rec[c], list) for rec in records for c in columns)
+        text = format_table(records, columns)
+        assert max(len(line) for line in text.splitlines()) <= 100, text
+
+
+@pytest.mark.parametrize("dense_errors, says", [
+    ([0.0] * 4, "exact on every seed"),
+    ([0.0, 0.406, 0.0, 0.0], "not exact on every seed"),
+])
+def test_min_ip_law_legend_follows_the_dense_numbers(dense_errors, says):
+    from intrinsic_rank.experiments import plot_min_ip_law
+
+    fig = plot_min_ip_law(_law_result(dense_errors))
+    (ax,) = fig.axes  # no blank axes for the legend
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    (dense,) = [t for t in texts if t.startswith("dense softmax")]
+    assert says in dense and ("0.406" in dense) == (says != "exact on every seed")
+    assert any("least-squares line: slope 0.50" in t for t in texts)  # the fit is labelled
+
+
+def test_frontier_says_the_dash_it_prints():
+    experiment = EXPERIMENTS["frontier"]
+    cfg = dict(d=16, seq_len=8, n_samples=64, noise=0.1, kernel_scale=2.0, teachers=[])
+    (header, *_) = experiment.summary(dict(config=cfg, records=[], seconds=1.0))
+    assert "– = not applicable" in header and "nan" not in header
+    (caption, *_), = experiment.tables(dict(records=[]))
+    assert "–: not applicable" in caption

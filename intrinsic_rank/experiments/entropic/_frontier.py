@@ -12,7 +12,7 @@ from sklearn.utils import Bunch
 from ...datasets import make_attention_task
 from ...estimators import AttentionRankEstimator, EnergyEffectiveRank
 from ..runner import add_refused_data, parse_ranks, refuse_data
-from ..runner import jsonable, pyplot, save_figure
+from ..runner import MISSING, jsonable, pyplot, save_figure
 from ..runner import Experiment, Verdict, grade, is_finite, number_text, one_plot
 
 __all__ = ["predictability_frontier", "plot_frontier", "FRONTIER_TEACHERS"]
@@ -244,7 +244,7 @@ def _run(settings, *, random_state, progress, device):
 
 
 def _tables(result):
-    return [("predicted r* from data alone (n/a: not applicable)", result["records"],
+    return [(f"predicted r* from data alone ({MISSING}: not applicable)", result["records"],
              FRONTIER_COLUMNS)]
 
 
@@ -391,7 +391,7 @@ def _summary(result):
     lines = [
         f"Predictability frontier (d = {cfg['d']}, L = {cfg['seq_len']}, "
         f"n = {cfg['n_samples']}, noise = {cfg['noise']}, kernel scale = "
-        f"{cfg['kernel_scale']}): predicted r* from data alone, nan = not applicable"
+        f"{cfg['kernel_scale']}): predicted r* from data alone, {MISSING} = not applicable"
     ]
     for label in cfg["teachers"]:
         rows = [rec for rec in result["records"] if rec["teacher"] == label]

@@ -292,8 +292,10 @@ def plot_min_ip_law(result, path=None, jitter=0.0):
 
     One line per (feature map, head count) of length 3 (``log2`` of heads times
     ``r_needed``, with its least-squares line and slope ± standard error in the
-    legend), the controls, the construction's ``r = 2^m`` and the certified
-    lower bound. The legend sits to the right of the axes, off the data.
+    legend), the controls (the dense control's entry says whether every seed was
+    exact), the construction's ``r = 2^m`` and the certified lower bound. The
+    legend sits in the upper left, above the construction's diagonal that every
+    curve stays under.
 
     Parameters
     ----------
@@ -309,10 +311,9 @@ def plot_min_ip_law(result, path=None, jitter=0.0):
     figure : matplotlib.figure.Figure
     """
     plt = pyplot()
-    # the legend gets its own (blank) axes on the right, so it never covers the data
-    # and the layout keeps room for it
-    fig, (ax, key) = plt.subplots(1, 2, figsize=(11, 4.8), width_ratios=[2.6, 1.4])
-    key.axis("off")
+    # every curve lies on or below the construction's diagonal r = 2^m, so the legend
+    # goes in the empty upper left of the axes
+    fig, ax = plt.subplots(figsize=(8, 5.2))
     shift = -jitter
     law = result["law"]
     ms = sorted({row["m"] for row in law})
@@ -327,17 +328,14 @@ def plot_min_ip_law(result, path=None, jitter=0.0):
         if fit["task"] == "dense":
             ok = [r for r in rows if r["r_needed"] is not None]
             ax.plot([r["m"] for r in ok], [math.log2(r["m"]) for r in ok], marker="D",
-                    color="C1", ls=":",
-                    label="dense softmax: exact (plotted at its score dim $m$)")
+                    color="C1", ls=":", label=_dense_label(rows))
             continue
         if fit["task"] in styles:
             color, marker, label = styles[fit["task"]]
         else:
             color, marker = None, next(markers, "o")
             heads = f", {h} heads (total rank)" if h > 1 else ""
-            label = (f"length 3, {fit['feature_map']}{heads}: slope "
-                     f"{number_text(fit['slope'], '{:.2f}')} ± "
-                     f"{number_text(fit['slope_se'], '{:.2f}')}")
+            label = f"length 3, {fit['feature_map']}{heads}"
             if fit["feature_map"] == "taylor":
                 label += "\n  (rank r holds 1 + d + d(d+1)/2 ≤ r distinct features)"
         ok = [r for r in rows if r["r_needed"] is not None]
@@ -357,7 +355,9 @@ def plot_min_ip_law(result, path=None, jitter=0.0):
                 math.isfinite(fit["slope"]):
             xs = np.array(ms, float)
             ax.plot(xs, fit["slope"] * xs + fit["intercept"], color=line.get_color(), lw=0.8,
-                    alpha=0.5)
+                    alpha=0.5, label=f"  its least-squares line: slope "
+                    f"{number_text(fit['slope'], '{:.2f}')} ± "
+                    f"{number_text(fit['slope_se'], '{:.2f}')} per bit")
     lb = [(r["m"], r["lower_bound"]) for r in law
           if r["task"].startswith("length3") and r["feature_map"] == law[0]["feature_map"]
           and is_num(r["lower_bound"]) and r["lower_bound"] > 0]
@@ -372,11 +372,31 @@ def plot_min_ip_law(result, path=None, jitter=0.0):
                  f"({cfg['n_seeds']} seeds per rank, ranks 1, 2, 4, ..., $2^m$)",
                  fontsize=10)
     ax.set_xticks(ms)
-    ax.set_ylim(-0.5, max(ms) + 0.5)
+    handles, labels = ax.get_legend_handles_labels()
+    # room above the construction's diagonal for the legend: 0.22 units of log2 r per line
+    lines = sum(1 + label.count("\n") for label in labels)
+    ax.set_ylim(-0.5, max(ms) + 0.5 + 0.22 * lines)
     ax.grid(alpha=0.3)
-    key.legend(*ax.get_legend_handles_labels(), fontsize=7.5, loc="upper left",
-               borderaxespad=0)
+    ax.legend(handles, labels, fontsize=7.5, loc="upper left", framealpha=0.9)
     return save_figure(fig, path)
+
+
+def _dense_label(rows):
+    """The dense control's legend entry, from what it measured: exact, or where it failed."""
+    failed = []
+    for row in sorted(rows, key=lambda r: r["m"]):
+        worst = max(row["errors_at_full"]) if row["errors_at_full"] else math.nan
+        if row["r_needed"] is None or worst > 0 or row["flagged"] or row["unconverged"]:
+            what = [f"worst seed error {number_text(worst)}"]
+            if row["flagged"]:
+                what.append(f"{row['flagged']} flagged")
+            if row["unconverged"]:
+                what.append(f"{row['unconverged']} unconverged")
+            failed.append(f"m = {row['m']}: " + ", ".join(what))
+    head = "dense softmax (at its score dim $m$)"
+    if not failed:
+        return f"{head}: exact on every seed"
+    return f"{head}: not exact on every seed\n  (" + "; ".join(failed) + ")"
 
 
 # -- the experiment: ``min-ip-law`` ------------------------------------------------------
@@ -396,12 +416,37 @@ def _run(settings, *, random_state, progress, device):
     return jsonable(dict(result, seconds=time.perf_counter() - tic))
 
 
+def _law_rows(law):
+    """The law table as printed: one row per task, map, heads and m, no list cells.
+
+    The per-seed errors (``errors_below_needed``, ``errors_at_full``) and every
+    slot stay in the JSON; ``worst_full`` is the worst seed at the largest rank.
+    """
+    several_heads = any(row.get("n_heads", 1) > 1 for row in law)
+    rows = []
+    for row in law:
+        full = row["errors_at_full"]
+        shown = dict(task=row["task"], map=row["feature_map"], m=row["m"],
+                     r_needed=row["r_needed"], r_01=row["r_needed_01"])
+        if several_heads:
+            shown.update(heads=row.get("n_heads", 1), total=row["total_rank"])
+        shown.update(construct=row["construction_rank"], bound=row["lower_bound"],
+                     worst_full=max(full) if full else None, flagged=row["flagged"],
+                     unconv=row["unconverged"])
+        rows.append(shown)
+    return rows
+
+
 def _tables(result):
-    return [("required feature rank per m (None: no rank tried solved every sequence)",
-             result["law"], LAW_COLUMNS),
+    law = _law_rows(result["law"])
+    return [("smallest feature rank solving every sequence per m (r_01: at < 0.1% unsolved; "
+             "construct: the exact construction's rank; bound: the certified lower bound; "
+             "worst_full: the worst seed's error at the largest rank; flagged: slots that "
+             "failed where an exact head exists; unconv: slots that hit the step budget; "
+             "–: none or not applicable; every slot is in the JSON)",
+             law, list(law[0]) if law else []),
             ("slope of log2 (heads x r_needed) per bit", result["fits"],
-             ["task", "feature_map", "n_heads", "slope", "slope_se", "n_points", "n_dropped"]),
-            ("every slot", result["records"], SLOT_COLUMNS)]
+             ["task", "feature_map", "n_heads", "slope", "slope_se", "n_points", "n_dropped"])]
 
 
 def _verdicts(result):
