@@ -24,8 +24,9 @@ def test_readme_main_job_runs_the_sweep_command():
 
 @__import__("pytest").mark.slow
 def test_readme_python_blocks_run(tmp_path, monkeypatch):
-    """Every Python block of the README runs, in order, in one namespace, in a fresh folder;
-    the bash blocks that make files for them (``my_task.npz``) run first, as a reader would."""
+    """Every Python block of the README runs on its own (a fresh namespace: a reader may
+    copy any one of them), in a fresh folder; the bash blocks that make files for them
+    (``my_task.npz``) run first, as a reader would."""
     import os
     import re
     import subprocess
@@ -33,13 +34,43 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    namespace = {}
     text = (ROOT / "README.md").read_text()
     for kind, block in re.findall(r"```(python|bash)\n(.*?)```", text, flags=re.S):
         if kind == "python":
-            exec(compile(block, "README.md", "exec"), namespace)
+            exec(compile(block, "README.md", "exec"), {"__name__": "__main__"})
         elif "my_task.npz" in block:  # not the install, test, docs or long-run commands
             subprocess.run(["bash", "-euc", block], check=True, env=env, cwd=tmp_path)
+
+
+def test_readme_python_blocks_stand_alone():
+    """Each Python block defines what it uses (a name it reads is imported or assigned in
+    the block itself), so that a reader can run any one of them alone."""
+    import ast
+    import builtins
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
+        tree = ast.parse(block)
+        defined = set(dir(builtins))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                defined.add(node.id)
+        used = {node.id for node in ast.walk(tree)
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        assert used <= defined, (sorted(used - defined), block[:80])
+
+
+def test_readme_writes_under_runs():
+    """The README's commands write under runs/, which git ignores."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    for out in re.findall(r"--out (\S+)", text):
+        assert out.startswith(("runs/", "OUT")), out
+    assert "runs/" in (ROOT / ".gitignore").read_text().split()
 
 
 def _requirement_names(requirements):
