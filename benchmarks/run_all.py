@@ -35,6 +35,8 @@ BENCHMARKS = {
     "bench_reach": ("batched cramming vs one target at a time (16 targets)", []),
     "bench_min_ip": ("quick Min-IP reproduction: wall time and share outside torch",
                      ["--no-profile"]),
+    "bench_roofline": ("achieved GFLOP/s of the sweep step, cramming and decoder cells "
+                       "against the matmul peak of the same run", ["--skip-lm"]),
     "defaults_accuracy": ("default settings find r* on unnamed sizes", None),
 }
 

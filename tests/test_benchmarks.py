@@ -77,3 +77,29 @@ def test_run_all_forwards_the_device(monkeypatch, quick):
     assert command[command.index("--device") + 1] == "cuda:1"
     run_all.run_benchmark("bench_sweep", quick, threads=1)
     assert commands[1][commands[1].index("--device") + 1] == "cpu"
+
+
+def test_roofline_benchmark_runs_in_its_quick_mode(capsys):
+    """bench_roofline --quick: every metric line is printed, with finite positive rates."""
+    path = PATH.parent / "bench_roofline.py"
+    spec = importlib.util.spec_from_file_location("bench_roofline", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--quick", "--threads", "1"]) == 0
+    metrics = {m["name"]: m["value"] for m in run_all.parse_metrics(capsys.readouterr().out)}
+    assert {"sweep_step_gflops_tiny", "sweep_step_speedup_vs_padded_tiny",
+            "sweep_step_fraction_of_fp32_peak_tiny"} <= set(metrics)
+    assert all(value > 0 for value in metrics.values())
+
+
+def test_roofline_work_counts_follow_the_documented_formulas():
+    path = PATH.parent / "bench_roofline.py"
+    spec = importlib.util.spec_from_file_location("bench_roofline", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    work = bench.sweep_step_flops(B=256, L=32, d=64, e=64, ranks=[1, 2, 4, 8, 16, 32, 64])
+    B, L, d, S, R = 256, 32, 64, 127, 7
+    assert work["projections Q, K"] == 2 * 4 * B * L * d * S
+    assert work["scores Q K^T"] == 3 * 2 * B * L * L * S
+    assert work["mixing A V"] == 3 * 2 * B * L * L * d * R
+    assert work["values X W_V"] == 2 * 2 * B * L * d * d * R

@@ -1,12 +1,52 @@
-"""Rank-batched training data flow: slicing batches, the per-rank loss, chunked evaluation."""
+"""Rank-batched training data flow: slicing batches, the per-rank loss, chunked evaluation,
+the training precision."""
+
+import contextlib
 
 import numpy as np
 import torch
 
 from . import _scaling
 
-__all__ = ["RankwiseMSELoss", "TensorBatchIterator", "forward_chunks", "output_entries_per_row",
-           "rankwise_risks"]
+__all__ = ["PRECISIONS", "RankwiseMSELoss", "TensorBatchIterator", "forward_chunks",
+           "output_entries_per_row", "rankwise_risks", "training_autocast"]
+
+#: Precisions of the students' training forward pass (:func:`training_autocast`).
+PRECISIONS = ("float32", "bfloat16")
+
+
+def training_autocast(precision, device):
+    """The context a student's training forward pass runs in at ``precision``.
+
+    ``"float32"``: no change. ``"bfloat16"``: ``torch.autocast`` to bfloat16 on
+    ``device``'s type, so matrix products (projections, scores, mixing) run in
+    bfloat16 while the parameters, the optimiser state, the loss (computed on
+    the outputs cast back to float32) and every evaluation stay float32.
+
+    Parameters
+    ----------
+    precision : {"float32", "bfloat16"}
+    device : str or torch.device
+
+    Returns
+    -------
+    context : context manager
+
+    Examples
+    --------
+    >>> import torch
+    >>> with training_autocast("bfloat16", "cpu"):
+    ...     (torch.ones(2, 2) @ torch.ones(2, 2)).dtype
+    torch.bfloat16
+    >>> with training_autocast("float32", "cpu"):
+    ...     (torch.ones(2, 2) @ torch.ones(2, 2)).dtype
+    torch.float32
+    """
+    if precision == "float32":
+        return contextlib.nullcontext()
+    if precision == "bfloat16":
+        return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+    raise ValueError(f"precision must be one of {PRECISIONS}; got {precision!r}")
 
 
 class TensorBatchIterator:
@@ -72,8 +112,35 @@ class RankwiseMSELoss(torch.nn.Module):
     """
 
     def forward(self, y_pred, y_true):
+        return _RankwiseMSE.apply(y_pred, y_true)
+
+
+class _RankwiseMSE(torch.autograd.Function):
+    """Per-rank MSE with one residual and one product in the backward.
+
+    Autograd's ``(y_pred - y).pow(2).mean`` keeps the residual, the square and
+    their gradients as separate full-size tensors; here the backward is
+    ``2 g_r / m * residual``, in whatever memory layout ``y_pred`` has.
+    """
+
+    @staticmethod
+    def forward(ctx, y_pred, y_true):
         residual = y_pred - y_true.unsqueeze(1)
-        return residual.pow(2).flatten(2).mean(dim=(0, 2))
+        dims = (0, *range(2, residual.dim()))
+        count = residual.numel() // residual.shape[1]
+        per_rank = residual.square().sum(dim=dims) / count
+        ctx.save_for_backward(residual)
+        ctx.count = count
+        ctx.true_needs_grad = ctx.needs_input_grad[1]
+        return per_rank
+
+    @staticmethod
+    def backward(ctx, grad):
+        (residual,) = ctx.saved_tensors
+        shape = (1, -1) + (1,) * (residual.dim() - 2)
+        grad_pred = residual * (grad * (2.0 / ctx.count)).view(shape)
+        grad_true = -grad_pred.sum(dim=1) if ctx.true_needs_grad else None
+        return grad_pred, grad_true
 
 
 def forward_chunks(net, X_t):

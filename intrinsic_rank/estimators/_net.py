@@ -9,6 +9,7 @@ loop, and the rank-batched loss itself.
 from skorch import NeuralNet
 from skorch.callbacks import EarlyStopping
 
+from ._batching import training_autocast
 from ._errors import TrainingFinished
 
 __all__ = ["InterruptibleNet", "RankSweepNet"]
@@ -73,7 +74,23 @@ class RankSweepNet(InterruptibleNet):
     ----------
     *args, **kwargs
         As :class:`skorch.NeuralNet`; ``criterion`` returns ``(R,)`` losses.
+    precision : {"float32", "bfloat16"}, default="float32"
+        Precision of the training forward pass
+        (:func:`~intrinsic_rank.estimators._batching.training_autocast`); the
+        outputs are cast back to float32 before the loss, and evaluation
+        (``training=False``) always runs in float32.
     """
+
+    def __init__(self, *args, precision="float32", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.precision = precision
+
+    def infer(self, x, **fit_params):
+        if self.precision == "float32" or not self.module_.training:
+            return super().infer(x, **fit_params)
+        with training_autocast(self.precision, self.device):
+            out = super().infer(x, **fit_params)
+        return out.float()
 
     def get_loss(self, y_pred, y_true, X=None, training=False):
         per_rank = self.criterion_(y_pred, y_true)

@@ -244,10 +244,55 @@ class _QueryKeyMixin:
         """Query-key kernels ``K = W_Q W_K^T`` of every slot, ``(R, d, d)``."""
         return self._masked(self.query) @ self._masked(self.key).transpose(1, 2)
 
-    def _scores(self, tokens):
-        q = torch.einsum("nld,rdk->nrlk", tokens, self._masked(self.query))
-        k = torch.einsum("nld,rdk->nrlk", tokens, self._masked(self.key))
+    def _used_columns(self):
+        """Flat indices, into ``(d, R * r_max)``, of the factor columns the slots use."""
+        key = (self.ranks, self.r_max, self.query.device)
+        cached = getattr(self, "_columns_cache", None)
+        if cached is None or cached[0] != key:
+            columns = [slot * self.r_max + j for slot, r in enumerate(self.ranks)
+                       for j in range(r)]
+            cached = (key, torch.tensor(columns, dtype=torch.long, device=self.query.device))
+            self._columns_cache = cached
+        return cached[1]
+
+    def _rank_major_scores(self, tokens):
+        """Scores ``(X W_Q)(X W_K)^T`` of every slot, rank-major: ``(R, n, L, L)``.
+
+        The used columns of every slot's ``W_Q`` and ``W_K`` (``r`` each, not
+        ``r_max``) are gathered into one ``(d, 2 sum r)`` matrix, so the projections
+        are one matrix product without the masked columns; each slot's scores are
+        then one batched product over its own ``r`` columns.
+        """
+        if sum(self.ranks) == len(self.ranks) * self.r_max:  # no masked column to skip
+            return self._padded_rank_major_scores(tokens)
+        n, L, d = tokens.shape
+        R = len(self.ranks)
+        columns = self._used_columns()
+        width = len(columns)
+        query = self.query.permute(1, 0, 2).reshape(d, R * self.r_max)[:, columns]
+        key = self.key.permute(1, 0, 2).reshape(d, R * self.r_max)[:, columns]
+        projected = tokens.reshape(n * L, d) @ torch.cat([query, key], dim=1)
+        # one split (its backward is one concatenation, not a zero-filled
+        # gradient per slice)
+        parts = projected.view(n, L, 2 * width).split(list(self.ranks) * 2, dim=2)
+        return torch.stack([torch.bmm(parts[s], parts[R + s].transpose(1, 2))
+                            for s in range(R)])
+
+    def _padded_rank_major_scores(self, tokens):
+        """The same scores from the masked ``(R, d, r_max)`` factors, every slot ``r_max`` wide."""
+        q = torch.einsum("nld,rdk->rnlk", tokens, self._masked(self.query))
+        k = torch.einsum("nld,rdk->rnlk", tokens, self._masked(self.key))
         return q @ k.transpose(-1, -2)
+
+    def _scores(self, tokens):
+        """Scores of every slot, ``(n, R, L, L)`` (a view of the rank-major scores)."""
+        return self._rank_major_scores(tokens).transpose(0, 1)
+
+    def _rank_major_values(self, tokens):
+        """Values ``X W_V`` of every slot, rank-major: ``(R, n, L, d_out)``."""
+        n, L, d = tokens.shape
+        values = torch.matmul(tokens.reshape(n * L, d), self.value)
+        return values.view(len(self.ranks), n, L, self.d_out)
 
 
 class FixedOperatorStudent(RankBatchedStudent):
@@ -318,8 +363,8 @@ class LinearAttentionStudent(_QueryKeyMixin, RankBatchedStudent):
         return self._scores(X) / X.shape[1]
 
     def _sequence_output(self, X):
-        values = torch.einsum("nld,rde->nrle", X, self.value)
-        return self.mixer(X) @ values
+        mixer = self._rank_major_scores(X) / X.shape[1]
+        return (mixer @ self._rank_major_values(X)).transpose(0, 1)
 
 
 class SoftmaxAttentionStudent(_QueryKeyMixin, RankBatchedStudent):
@@ -349,8 +394,8 @@ class SoftmaxAttentionStudent(_QueryKeyMixin, RankBatchedStudent):
         return row_softmax(self._scores(X))
 
     def _sequence_output(self, X):
-        values = torch.einsum("nld,rde->nrle", X, self.value)
-        return self.mixer(X) @ values
+        mixer = row_softmax(self._rank_major_scores(X))
+        return (mixer @ self._rank_major_values(X)).transpose(0, 1)
 
 
 class TransformerBlockStudent(_QueryKeyMixin, RankBatchedStudent):

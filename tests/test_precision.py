@@ -1,0 +1,92 @@
+"""The bfloat16 training path of the rank-batched students (off by default)."""
+
+import numpy as np
+import pytest
+import torch
+
+from intrinsic_rank import AttentionRankEstimator
+from intrinsic_rank.datasets import make_attention_task
+from intrinsic_rank.estimators._batching import (PRECISIONS, RankwiseMSELoss,
+                                                 training_autocast)
+from intrinsic_rank.estimators._net import RankSweepNet
+from intrinsic_rank.nn import STUDENTS, make_student
+
+
+def test_precisions_and_a_wrong_one():
+    assert PRECISIONS == ("float32", "bfloat16")
+    with pytest.raises(ValueError, match="precision must be one of"):
+        training_autocast("float16", "cpu")
+
+
+@pytest.mark.parametrize("attention", ["linear", "softmax"])
+def test_bfloat16_forward_is_close_and_gradients_stay_float32(attention):
+    X = torch.randn(16, 6, 8, generator=torch.Generator().manual_seed(0))
+    Y = torch.randn(16, 6, 8, generator=torch.Generator().manual_seed(1))
+    student = make_student(attention, d=8, d_out=8, ranks=[1, 3, 8], seq_len=6)
+    exact = student(X)
+    with training_autocast("bfloat16", "cpu"):
+        reduced = student(X)
+    assert reduced.dtype == torch.bfloat16
+    torch.testing.assert_close(reduced.float(), exact, atol=3e-2, rtol=3e-2)
+    RankwiseMSELoss()(reduced.float(), Y).sum().backward()
+    for parameter in student.parameters():
+        assert parameter.dtype == parameter.grad.dtype == torch.float32
+    # the masked columns still get no gradient
+    for slot, r in enumerate(student.ranks):
+        assert torch.all(student.query.grad[slot, :, r:] == 0)
+
+
+def test_rankwise_loss_gradient_matches_autograd():
+    y_pred = torch.randn(5, 3, 4, 2, dtype=torch.float64, requires_grad=True)
+    y_true = torch.randn(5, 4, 2, dtype=torch.float64, requires_grad=True)
+    torch.autograd.gradcheck(RankwiseMSELoss(), (y_pred, y_true))
+    # strided (rank-major) predictions give the same losses
+    base = torch.randn(3, 5, 4, 2)
+    torch.testing.assert_close(RankwiseMSELoss()(base.transpose(0, 1), y_true.float().detach()),
+                               RankwiseMSELoss()(base.transpose(0, 1).contiguous(),
+                                                 y_true.float().detach()))
+
+
+def _net(precision):
+    net = RankSweepNet(module=STUDENTS["softmax"], module__d=4, module__d_out=4, module__ranks=[1, 2], module__seq_len=3,
+                       criterion=RankwiseMSELoss, optimizer=torch.optim.Adam, lr=1e-3,
+                       max_epochs=1, batch_size=8, train_split=None, precision=precision)
+    return net.initialize()
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_net_autocasts_training_only(precision):
+    net = _net(precision)
+    X = torch.randn(8, 3, 4)
+    seen = []
+    net.module_.register_forward_hook(lambda module, inputs, out: seen.append(out.dtype))
+    net.module_.train()
+    out = net.infer(X)
+    assert out.dtype == torch.float32
+    assert seen[-1] == (torch.bfloat16 if precision == "bfloat16" else torch.float32)
+    net.forward(X, training=False)  # evaluation: always float32
+    assert seen[-1] == torch.float32
+    assert net.get_params()["precision"] == precision
+
+
+class _Bfloat16Estimator(AttentionRankEstimator):
+    """The estimator with its nets trained in bfloat16 (what its ``precision`` would set)."""
+
+    def _build_net(self, *args, **kwargs):
+        net = super()._build_net(*args, **kwargs)
+        net.precision = "bfloat16"
+        return net
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("kind,seed", [("softmax", 0), ("linear", 1)])
+def test_bfloat16_training_finds_the_same_rank_on_a_teacher(kind, seed):
+    X, Y = make_attention_task(kind, n_samples=384, seq_len=6, d=8, rank=3, noise=0.1,
+                               random_state=seed)
+    params = dict(attention=kind, rank_grid=list(range(1, 7)), max_epochs=60, random_state=seed)
+    exact = AttentionRankEstimator(**params).fit(X, Y)
+    reduced = _Bfloat16Estimator(**params).fit(X, Y)
+    assert reduced.rank_ == exact.rank_
+    risks = [rec["heldout_risk"] for rec in exact.sweep_]
+    np.testing.assert_allclose([rec["heldout_risk"] for rec in reduced.sweep_], risks,
+                               rtol=0.05)
