@@ -288,6 +288,16 @@ def test_given_floor_that_no_rank_reaches_warns():
     with pytest.warns(ConvergenceWarning, match="no rank in \\[1, 2\\] reached the noise floor"):
         est.fit(X, Y)
     assert est.rank_ == 2  # the lowest held-out risk
+    # the given floor is the one used; the sweep's own estimate is kept beside it
+    assert est.noise_floor_ == info.noise_floor
+    assert est.estimated_noise_floor_ == min(r["heldout_risk"] for r in est.sweep_)
+    assert est.estimated_noise_floor_ > 5 * info.noise_floor
+    (floor_warning,) = [w for w in est.warnings_ if w.startswith("no rank in [1, 2]")]
+    assert "(given as noise_floor)" in floor_warning and "pass noise_floor" not in floor_warning
+    assert "try attention='auto'" in floor_warning
+    # ranks 1-2 of a rank-4 teacher still explain most of Y: the estimate is evidence-backed
+    assert 0.5 < est.heldout_r2_ < 0.99 and est.estimate_supported_
+    assert est.attention_ == "linear" and est.class_risks_ is None
 
 
 def test_no_grid_warning_when_the_grid_ends_at_full_rank():

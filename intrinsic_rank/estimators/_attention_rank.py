@@ -147,8 +147,9 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    attention : {"fixed", "linear", "softmax", "block", "kernel", "dense", "auto"}, default="softmax"
-        The student: rung B0, B1, B2 or B3 of the ladder, or for Min-IP
+    attention : str, default="softmax"
+        ``"fixed"``, ``"linear"``, ``"softmax"``, ``"block"``, ``"kernel"``,
+        ``"dense"`` or ``"auto"``. The student: rung B0, B1, B2 or B3 of the ladder, or for Min-IP
         normalised nonnegative kernel attention of feature rank ``rank``
         (``"kernel"``, ranks up to ``min(2^d, 4096)``) or dense softmax attention
         with ``rank``-dimensional scores and a fixed temperature (``"dense"``);
@@ -249,7 +250,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         divergence check, the plateau rule, the progress bar), after them, as
         skorch's ``callbacks`` parameter takes them: for example
         ``[LRScheduler(policy="StepLR", step_size=50)]`` or a ``Checkpoint``.
-        With ``rank_grid="auto"`` every round's net runs them. A
+        With ``rank_grid="auto"`` every round's net runs them, with
+        ``attention="auto"`` every class's full-rank net too. A
         :class:`skorch.callbacks.EarlyStopping` whose patience runs out ends
         training normally; any other :class:`KeyboardInterrupt` is an
         interrupt (see "Interrupts" below).
@@ -462,7 +464,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.callbacks = callbacks
 
     _parameter_constraints = {
-        "attention": [Options([*sorted(STUDENTS), "auto"], "unknown attention {value!r}; use one of {options}")],
+        "attention": [Options([*sorted(STUDENTS), "auto"],
+                              "unknown attention {value!r}; use one of {options}")],
         "max_epochs": [Integer(1)],
         "batch_size": [Options(["auto"]), Integer(1)],
         "lr": [Real(0.0, low_open=True)],
@@ -696,7 +699,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         return risks
 
     def _auto_class_grid(self, rank_grid):
-        """The rank grid inside the chosen class: ``rank_grid`` without the ranks above its limit."""
+        """The grid inside the chosen class: ``rank_grid`` without the ranks above its limit."""
         if isinstance(rank_grid, str):
             return self._rank_grid(rank_grid)
         limit = self._max_rank()
@@ -867,8 +870,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         if not selection["any_reached"]:
             self._warn(
                 f"no rank in {self.ranks_.tolist()} reached the noise floor {floor:.4g} "
-                f"(given as noise_floor) within tol={self.tol} (smallest excess risk {excess.min():.4g}); rank_ is "
-                f"the rank with the lowest held-out risk. The {self.attention_} class may not "
+                f"(given as noise_floor) within tol={self.tol} (smallest excess risk "
+                f"{excess.min():.4g}); rank_ is the rank with the lowest held-out risk. The {self.attention_} class may not "
                 "fit these data (try attention='auto' or another class), training may be too "
                 "short (max_epochs), or the data's floor lies above the one given.",
                 ConvergenceWarning,
