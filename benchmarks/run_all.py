@@ -38,6 +38,8 @@ BENCHMARKS = {
     "bench_roofline": ("achieved GFLOP/s of the sweep step, cramming and decoder cells "
                        "against the matmul peak of the same run", ["--skip-lm"]),
     "defaults_accuracy": ("default settings find r* on unnamed sizes", None),
+    "bench_startup": ("intrinsic-rank --version and --help against python -c pass and "
+                      "import torch", ["--repeat", "3"]),
 }
 
 _LINE = re.compile(

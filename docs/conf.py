@@ -115,6 +115,10 @@ html_theme_options = {
     "footer_end": ["sphinx-version"],
 }
 html_show_sourcelink = False
+# The top-level pages without children of their own (no toctree) would show an empty
+# navigation sidebar; they get the full width instead. The section pages (user guide,
+# API) keep the sidebar that lists their pages.
+html_sidebars = {page: [] for page in ("quickstart", "results", "architecture")}
 
 
 # -- hooks -----------------------------------------------------------------------
