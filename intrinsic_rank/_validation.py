@@ -50,6 +50,7 @@ __all__ = [
     "check_device",
     "check_distinct",
     "check_output_file",
+    "check_output_folder",
     "check_int",
     "check_random_state",
     "check_real",
@@ -818,6 +819,53 @@ def _check_writable_folder(folder, path, name, min_free):
     if free < min_free:
         raise ValueError(f"{name} {path!r}: the disk is full ({free} bytes free in "
                          f"{probe}; at least {min_free} needed)")
+
+
+def check_output_folder(path, name="out", *, min_free=MIN_FREE_BYTES):
+    """Check that ``path`` can be an output folder, before any work is done.
+
+    It must be a non-empty path that is a folder or does not exist yet, whose
+    nearest existing parent is a folder where a file can really be created (a
+    probe file is made and removed), on a file system with ``min_free`` bytes
+    free.
+
+    Parameters
+    ----------
+    path : str or path-like
+    name : str, default="out"
+        The argument's name, for the message.
+    min_free : int, default=MIN_FREE_BYTES
+        Free bytes the file system must have.
+
+    Returns
+    -------
+    path : str
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and what is wrong.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> target = os.path.join(folder, "new", "run")
+    >>> check_output_folder(target) == target
+    True
+    >>> check_output_folder("")
+    Traceback (most recent call last):
+    ...
+    ValueError: out must be a folder path; got an empty string
+    """
+    path = _check_path_text(path, name, "folder")
+    full = os.path.abspath(path)
+    probe = _nearest_existing(full)
+    if not os.path.isdir(probe):
+        what = "" if probe == full else f" ({probe} is a file)"
+        raise ValueError(f"{name} {path!r} is not a folder{what}")
+    _check_writable_folder(full, path, name, min_free)
+    return path
 
 
 def check_output_file(path, name, *, reserved=(), min_free=MIN_FREE_BYTES):

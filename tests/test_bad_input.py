@@ -17,7 +17,7 @@ def _fit(X_, Y_, **params):
 @pytest.mark.parametrize(
     "X_, Y_, match",
     [
-        (X[0, 0], Y, r"X must be 2-D .* got an array of shape \(5,\)$"),  # 1-D X, not printed
+        (X[0, 0], Y, r"X must be 2-D .* got an array of shape \(5,\)\. Reshape your data"),  # 1-D X, not printed
         (X[..., None], Y, "X must be 2-D .* or 3-D .*; got an array with 4 dimensions"),
         (X, Y[:50], "different numbers of samples: 60 and 50"),
         (X, Y[:, :3], "different sequence lengths: 4 and 3"),

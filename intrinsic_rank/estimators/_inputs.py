@@ -163,7 +163,8 @@ def validate_sequences(estimator, X, Y=_NO_TARGET, reset=True, keep_float32=Fals
         shape = tuple(shape) if shape is not None else np.shape(X)
         raise ValueError(
             "X must be 2-D (n, L) or 3-D (n, L, d); "
-            f"got an array of shape {shape}"
+            f"got an array of shape {shape}. Reshape your data, e.g. X.reshape(1, -1) "
+            "for one sequence of scalar tokens"
         )
     if ndim > 3:
         raise ValueError(

@@ -35,8 +35,7 @@ import threading
 
 import numpy as np
 
-from ..._validation import MIN_FREE_BYTES, check_output_file
-from ..._validation import _check_path_text, _check_writable_folder, _nearest_existing
+from ..._validation import check_output_file, check_output_folder
 
 __all__ = [
     "OutputStage",
@@ -544,53 +543,6 @@ def lock_folder(folder, wait_message=None):
         yield
     finally:
         lock.release()
-
-
-def check_output_folder(path, name="out", *, min_free=MIN_FREE_BYTES):
-    """Check that ``path`` can be an output folder, before any work is done.
-
-    It must be a non-empty path that is a folder or does not exist yet, whose
-    nearest existing parent is a folder where a file can really be created (a
-    probe file is made and removed), on a file system with ``min_free`` bytes
-    free.
-
-    Parameters
-    ----------
-    path : str or path-like
-    name : str, default="out"
-        The argument's name, for the message.
-    min_free : int, default=MIN_FREE_BYTES
-        Free bytes the file system must have.
-
-    Returns
-    -------
-    path : str
-
-    Raises
-    ------
-    ValueError
-        Naming ``name`` and what is wrong.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> folder = tempfile.mkdtemp()
-    >>> target = os.path.join(folder, "new", "run")
-    >>> check_output_folder(target) == target
-    True
-    >>> check_output_folder("")
-    Traceback (most recent call last):
-    ...
-    ValueError: out must be a folder path; got an empty string
-    """
-    path = _check_path_text(path, name, "folder")
-    full = os.path.abspath(path)
-    probe = _nearest_existing(full)
-    if not os.path.isdir(probe):
-        what = "" if probe == full else f" ({probe} is a file)"
-        raise ValueError(f"{name} {path!r} is not a folder{what}")
-    _check_writable_folder(full, path, name, min_free)
-    return path
 
 
 def save_records(path, records, **metadata):
