@@ -5,6 +5,12 @@
 #      batched grid, scaling curves, memory at n = 50,000),
 #   3. bench_sweep.py --device cuda (the batched sweep against one fit per rank at
 #      equal work; target >= 5x on a GPU).
+#   4. only with REACH_SMOLLM2=1: the reachability paper's protocol on SmolLM2-135M
+#      (the reach command: m = 1..5, 20 random targets per length, AdamW 3000 steps,
+#      patience 500, lengths until two zero-accessibility points), its JSON in
+#      $OUT/reach_smollm2/reach.json. About an hour on one GPU (a cramming step of
+#      20 targets is about 1.2 s x 5 on one CPU thread), hence opt-in:
+#        REACH_SMOLLM2=1 bash benchmarks/gpu_check.sh [out_dir]
 # Every number goes to one folder (default gpu_check_out/, or $1): the test log,
 # each benchmark's stdout and bench_scale's JSON, plus nvidia-smi's device line.
 #
@@ -27,6 +33,11 @@ timeout 180 python -m pytest -q -p no:cacheprovider tests/test_cuda.py > "$OUT/t
 timeout 420 python benchmarks/bench_scale.py --device cuda --threads "$OMP_NUM_THREADS" \
   --out "$OUT/bench_scale_cuda.json" > "$OUT/bench_scale_cuda.txt" 2>&1 || status=1
 timeout 240 python benchmarks/bench_sweep.py --device cuda > "$OUT/bench_sweep_cuda.txt" 2>&1 || status=1
+if [ "${REACH_SMOLLM2:-0}" = "1" ]; then
+  timeout 10800 python -c "from intrinsic_rank.cli import main; raise SystemExit(main())" \
+    reach --model smollm2-135m --n-memory 1-5 --targets 20 --device cuda \
+    --out "$OUT/reach_smollm2" > "$OUT/reach_smollm2.txt" 2>&1 || status=1
+fi
 grep -hE '^[A-Za-z_]+: ' "$OUT"/bench_*_cuda.txt > "$OUT/metrics.txt" || true
 tail -n 3 "$OUT/test_cuda.txt" >> "$OUT/metrics.txt" || true
 cat "$OUT/metrics.txt"
