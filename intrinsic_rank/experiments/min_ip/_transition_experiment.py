@@ -9,6 +9,7 @@ from sklearn.utils import Bunch
 from ..runner import (
     Experiment,
     Verdict,
+    bounded_int,
     grade,
     is_finite,
     jsonable,
@@ -275,7 +276,7 @@ def _verdicts(result, paper_ranks=(8, 32), paper_error=0.8):
 def _add_arguments(parser):
     parser.add_argument("--quick", action="store_true",
                         help="the quick version (fewer ranks, seeds and OOD settings)")
-    parser.add_argument("--n-seeds", type=int, default=None,
+    parser.add_argument("--n-seeds", type=bounded_int(1, 64), default=None,
                         help="seeds per setting (default 3, quick 2 in-sample / 1 OOD)")
     parser.add_argument("--rank-grid", dest="rank_grid", type=parse_ranks, default=None,
                         help="feature ranks, e.g. 1,2,4,8,16,32,64 (the default)")
