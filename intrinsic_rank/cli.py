@@ -370,8 +370,7 @@ def _build_parser():
         command.add_arguments(sub)
         sub.set_defaults(experiment=command.name)
 
-    pieces = [f"{e.command}" + (f" (or {e.name})" if e.name != e.command else "")
-              for e in commands_list]
+    pieces = [e.command for e in commands_list]
     sub = commands.add_parser(
         "reproduce", parents=[_shared_options("runs/reproduce")],
         formatter_class=_HelpFormatter,
@@ -386,7 +385,7 @@ def _build_parser():
     sub.add_argument("pieces", nargs="*", default=["all"],
                      help="'all' (the default) or some of the commands: "
                      + " ".join(e.command for e in commands_list)
-                     + " (the report's piece names, such as entropic for sweep, work too)")
+                     + " (each piece of the report is named as its command)")
     sub.add_argument("--quick", action="store_true",
                      help="the quick settings, minutes on a laptop CPU (the default; each "
                      "command's --help says its quick sizes)")
