@@ -21,7 +21,8 @@ from intrinsic_rank.experiments import (
 )
 from intrinsic_rank.experiments.runner._reproduce import _resolve_pieces
 
-ORDER = ["sweep", "ladder", "frontier", "min-ip", "min-ip-law", "reach", "copy", "profile"]
+ORDER = ["sweep", "ladder", "frontier", "min-ip", "min-ip-law", "reach", "copy", "lm-geometry",
+         "profile", "corpus-ranks"]
 CALLABLES = ["run", "tables", "plot", "verdicts", "add_arguments", "settings", "summary"]
 
 

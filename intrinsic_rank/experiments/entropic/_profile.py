@@ -24,6 +24,7 @@ import numpy as np
 from scipy import stats
 from sklearn.utils import Bunch
 
+from ..._validation import read_text_lines
 from ...inspection import (
     GEOMETRY_BOUND_COLUMNS,
     HEAD_PATTERNS,
@@ -275,14 +276,8 @@ def _extra_files_one(result, folder):
 
 
 def _read_texts(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            texts = [line.strip() for line in handle if line.strip()]
-    except OSError as error:
-        raise ValueError(f"cannot read --texts {path!r}: {error.strerror}") from None
-    if not texts:
-        raise ValueError(f"--texts {path!r} holds no non-empty line")
-    return texts
+    """The ``--texts`` file's lines: size and line length capped, the name in every error."""
+    return read_text_lines(path, "--texts")
 
 
 def _add_arguments(parser):
