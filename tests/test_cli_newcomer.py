@@ -439,3 +439,18 @@ def test_frontier_says_the_dash_it_prints():
     assert "– = not applicable" in header and "nan" not in header
     (caption, *_), = experiment.tables(dict(records=[]))
     assert "–: not applicable" in caption
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "reproduce"])
+def test_help_says_the_files_written_and_what_quick_changes(capsys, command):
+    text = " ".join(_help(capsys, command).split())
+    stem = EXPERIMENTS[command].file_stem
+    assert f"Writes {stem}.json" in text and f"(default runs/{stem})" in text
+    if "--quick" in text:  # the sizes it changes, beside the defaults it replaces
+        assert "--quick the quick size of the reproduce report:" in text
+        assert "(instead of" in text
+
+
+def test_a_choice_called_default_is_not_a_stated_default(capsys):
+    text = " ".join(_help(capsys, "reach").split())
+    assert "TinyCausalLM .pt (default: default)" in text
