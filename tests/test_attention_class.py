@@ -128,7 +128,7 @@ def test_a_given_floor_is_used_recorded_and_never_asked_for(tmp_path, capsys):
     saved = _sweep_file(tmp_path, X, Y, "--rank-grid", "1-8", "--attention", "linear",
                         "--epochs", "100", "--noise-floor", "0.0025")
     text = capsys.readouterr().out
-    assert "estimated r* = 3; noise floor = 0.0025 (given; the sweep's own estimate 0.0024" in text
+    assert "estimated r* = 3; noise floor = 0.0025 (given); the sweep's own estimate 0.0024" in text
     assert "give --noise-floor" not in text and "warning:" not in text
     assert saved["rank_"] == 3 and saved["noise_floor_"] == 0.0025
     assert saved["noise_floor"] == 0.0025 and saved["noise_floor_given"] == 0.0025

@@ -517,7 +517,7 @@ def _summary(result):
         given = sweep.get("noise_floor_given", cfg.get("noise_floor"))
         estimated = sweep.get("noise_floor_estimated")
         own = (f"; the sweep's own estimate {estimated:.4g}" if is_finite(estimated) else "")
-        floor = (f"noise floor = {given:.4g} (given{own})" if given is not None else
+        floor = (f"noise floor = {given:.4g} (given){own}" if given is not None else
                  f"estimated noise floor = {sweep['noise_floor_']:.4g}")
         attention = sweep.get("attention") or cfg["attention"]
         r2 = sweep.get("heldout_r2")
@@ -538,7 +538,7 @@ def _summary(result):
                 f"{cfg['max_epochs']} epochs, seed {cfg['random_state']}"
             )
             tails.append(f"estimated r* = {sweep['rank_']} (true r* = {sweep['r_star']}); "
-                         + floor.replace("(given", "(given by --noise-floor") + fit)
+                         + floor.replace("(given)", "(given by --noise-floor)") + fit)
         estimate_line = len(tails) - 1
         tails.extend(f"warning: {text}" for text in sweep_warnings(sweep))
     tails[estimate_line] += f"; {result['seconds']:.1f} s"
