@@ -53,7 +53,7 @@ from intrinsic_rank.inspection import decoder_cell_proportions
 from intrinsic_rank.nn import as_causal_lm, random_prompt_hidden_states
 
 TARGET = 5.0  # issue [4/6]: at least 5x more targets per second at 16 targets
-N_CELL_SAMPLES = 2**17  # reachability_geometry's default
+N_CELL_SAMPLES = 2**17  # reachability_geometry's default; the estimator's is 0 (no cells)
 MAX_BYTES = 2**27  # the estimator's memory cap of one Monte Carlo chunk
 
 
@@ -143,10 +143,12 @@ def bench_cells(lm, args):
 def bench_point(lm, args):
     n_targets = args.point_targets
     X = make_random_targets(n_targets, args.length, lm.vocab_size, random_state=args.seed)
+    # the cells asked for explicitly (the estimator's default is 0: no cells)
     params = dict(model=lm, n_memory=args.memory, max_epochs=args.max_epochs,
-                  patience=args.patience, random_state=args.seed, device=args.device)
+                  patience=args.patience, random_state=args.seed, device=args.device,
+                  n_cell_samples=N_CELL_SAMPLES)
     t_point, point = _timed(lambda: ReachabilityEstimator(**params).fit(X))
-    t_bare, _ = _timed(lambda: ReachabilityEstimator(**params, n_cell_samples=0).fit(X))
+    t_bare, _ = _timed(lambda: ReachabilityEstimator(**dict(params, n_cell_samples=0)).fit(X))
     t_one, one = _timed(lambda: ReachabilityEstimator(**params).fit(X[:1]))
     print(f"\n3. one accessibility-curve point: {n_targets} targets, m = {args.memory}, n = "
           f"{args.length}, max {args.max_epochs} steps, patience {args.patience}, "

@@ -193,8 +193,8 @@ class ReachabilityEstimator(BaseEstimator):
         (:func:`~intrinsic_rank.inspection.decoder_cell_proportions`); 0, the
         default, skips it (the cell attributes are then None or NaN), so a fit
         pays only for cramming. Ask for it with a positive count (``2**17``
-        takes about a second on the default model and about a minute on
-        SmolLM2-135M's 49,152 x 576 head, one CPU thread); its standard error
+        takes about a second on the default model and about 80 s on
+        SmolLM2-135M's 49,152 x 576 head, one idle CPU thread); its standard error
         falls like ``n_cell_samples**-0.5`` and the decay ``c`` it can show is
         at most ``ln n_cell_samples``.
     cell_region : {"box", "ball"}, default="box"
