@@ -12,7 +12,7 @@ import pytest
 
 from intrinsic_rank import AttentionRankEstimator
 from intrinsic_rank.cli import main
-from intrinsic_rank.datasets import make_attention_task
+from intrinsic_rank.datasets import make_attention_task, make_fixed_operator_task
 from intrinsic_rank.estimators._attention_class import AUTO_ATTENTION, choose_attention
 from intrinsic_rank.experiments.entropic._sweep import sweep_warnings
 
@@ -58,6 +58,20 @@ def test_auto_gives_the_numbers_of_the_chosen_class_with_the_same_seed():
     assert auto.class_risks_["linear"] == pytest.approx(full.sweep_[0]["heldout_risk"], rel=1e-9)
     assert auto.heldout_r2_ > 0.95 and auto.estimate_supported_ and auto.warnings_ == []
     assert auto.predict(X[:3]).shape == (3, 4, 5)
+
+
+def test_a_fixed_operator_teacher_chooses_fixed_with_the_adaptive_search_and_early_stopping():
+    X, Y = make_fixed_operator_task(400, 6, 5, rank=2, noise=0.05, random_state=77)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the attention classes' fits are poor here
+        est = AttentionRankEstimator(attention="auto", rank_grid="auto", early_stopping=True,
+                                     max_epochs=150, random_state=1).fit(X, Y)
+    assert est.attention_ == "fixed" and est.rank_ == 2
+    # the coarse grid and the refinement inside the fixed class's limit L = 6
+    assert est.trained_ranks_.tolist() == [1, 2, 4, 6]
+    assert est.class_risks_["fixed"] < 0.01 < 0.5 < min(est.class_risks_["linear"],
+                                                        est.class_risks_["softmax"])
+    assert est.operator_.shape == (6, 6) and est.estimate_supported_ and est.warnings_ == []
 
 
 def test_auto_needs_a_sweep_and_the_classes_defaults():

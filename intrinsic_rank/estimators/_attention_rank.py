@@ -1,10 +1,12 @@
 """AttentionRankEstimator: the attention-native intrinsic rank of a task.
 
 One file for one estimator: its pieces (parameter checks, the net and its
-callbacks, batching, scaling, rank selection and the adaptive search) live in
-their own modules; what remains is the estimator's flow (split, train one or
-several batched runs, select, store the kernels, predict), whose methods share
-the fitted attributes they write. About a third of the file is its docstring.
+callbacks, batching, scaling, rank selection and the adaptive search, the
+attention class of ``attention="auto"``) live in their own modules; what remains
+is the estimator's flow (split, choose the class, train one or several batched
+runs, select, check the evidence, store the kernels, predict), whose methods
+share the fitted attributes they write. About a quarter of the file is its
+docstring.
 """
 
 import warnings
