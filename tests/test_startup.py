@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from intrinsic_rank import cli
-from intrinsic_rank._commands import COMMANDS, Command
+from intrinsic_rank.cli._commands import COMMANDS, Command
 from intrinsic_rank.experiments import EXPERIMENTS, REPORT_ORDER
 
 HEAVY = ("torch", "skorch", "transformers")

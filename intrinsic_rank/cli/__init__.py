@@ -44,7 +44,7 @@ What a command promises
 * **No stdout at all** (``intrinsic-rank sweep >&-``): what would be printed
   goes nowhere, the run saves its files and exits 0.
 * **Start-up is light.** The parser comes from the command table
-  (``intrinsic_rank._commands``): ``--help``, ``--version`` and every
+  (``intrinsic_rank.cli._commands``): ``--help``, ``--version`` and every
   sub-command's ``--help`` import no torch, skorch or transformers; a command
   imports its experiment when it runs.
 """
@@ -56,7 +56,7 @@ import shlex
 import signal
 import sys
 
-from . import __version__
+from .. import __version__
 from ._commands import COMMANDS
 
 # Nothing heavy is imported here: the parser comes from the command table
@@ -71,7 +71,7 @@ _BROKEN_PIPE = 141  # 128 + SIGPIPE
 def __getattr__(name):
     """``intrinsic_rank.cli.parse_ranks``: the experiments' rank-grid parser, loaded on use."""
     if name == "parse_ranks":
-        from .experiments import parse_ranks
+        from ..experiments import parse_ranks
 
         return parse_ranks
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -130,7 +130,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _seed(text):
     """``--seed``: an integer in ``[0, 2**32 - 1]``."""
-    from ._validation import check_seed
+    from .._validation import check_seed
 
     try:
         value = int(text)
@@ -144,7 +144,7 @@ def _seed(text):
 
 def _out_folder(text):
     """``--out``: a folder that exists or can be created, and can be written."""
-    from .experiments import check_output_folder
+    from ..experiments import check_output_folder
 
     try:
         return check_output_folder(text, name="the folder")
@@ -155,7 +155,7 @@ def _out_folder(text):
 def _check_device(device):
     """``--device``: one torch knows and this machine has (``_validation.check_device``:
     unknown devices, ``meta``, CUDA or MPS asked for and absent are errors)."""
-    from ._validation import check_device
+    from .._validation import check_device
 
     check_device(device)
     return device
@@ -422,7 +422,7 @@ def _silence_stdout():
 
 def _run_experiment(experiment, args):
     """Checks -> run -> JSON (first) -> summary and tables -> plots and files."""
-    from .experiments import format_table, write_json
+    from ..experiments import format_table, write_json
 
     _check_device(args.device)
     settings = experiment.settings(args)
@@ -480,7 +480,7 @@ def _reproduce_command(args):
 
 
 def _run_reproduce(args):
-    from .experiments import VERDICTS, format_table, reproduce
+    from ..experiments import VERDICTS, format_table, reproduce
 
     if args.quick and args.full:
         raise ValueError("give --quick or --full, not both")
@@ -549,7 +549,7 @@ def main(argv=None):
                 if args.experiment is None:
                     status = _run_reproduce(args)
                 else:
-                    from .experiments.runner import get_experiment
+                    from ..experiments.runner import get_experiment
 
                     status = _run_experiment(get_experiment(args.experiment), args)
             sys.stdout.flush()  # a reader that left shows here, not at interpreter exit
@@ -616,7 +616,3 @@ def _give_missing_streams_a_sink():
     for stream in ("stdout", "stderr"):
         if getattr(sys, stream) is None:
             setattr(sys, stream, open(os.devnull, "w"))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -77,7 +77,7 @@ class _own_type:
     def resolve(self):
         """The experiment's own type of this option."""
         if self._type is None:
-            from .experiments.runner import get_experiment
+            from ..experiments.runner import get_experiment
 
             parser = argparse.ArgumentParser(add_help=False)
             get_experiment(self.name).add_arguments(parser)
@@ -196,8 +196,9 @@ def _min_ip(parser):
                         help=_quick("feature ranks 1,4,16 and 2 seeds in-sample (instead of "
                                     "1,2,4,...,64 and 3); OOD: the first two settings, ranks "
                                     "1,4,16,64, 1 seed"))
-    parser.add_argument("--n-seeds", type=int, default=None,
-                        help="seeds per setting (default 3, --quick 2 in-sample / 1 OOD)")
+    parser.add_argument("--n-seeds", type=_own_type("min-ip", "n_seeds"), default=None,
+                        help="seeds per setting, an integer in [1, 64] (default 3, --quick 2 "
+                        "in-sample / 1 OOD)")
     parser.add_argument("--rank-grid", dest="rank_grid", type=_own_type("min-ip", "rank_grid"),
                         default=None,
                         help="feature ranks, e.g. 1-8 or 1,2,4 (default 1,2,4,8,16,32,64; "
