@@ -51,6 +51,10 @@ __all__ = [
     "plot_accessibility",
 ]
 
+_CELL_SAMPLES = 2**17
+"""Monte Carlo points of the decoder-cell estimate of the widest fit's geometry (the
+estimator's own default skips the cells; the curves' box + cells bound needs them)."""
+
 #: lengths tried, in order, by ``lengths="auto"`` until accessibility stays at zero
 AUTO_LENGTHS = (2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64,
                 80, 96, 112, 128, 160, 192, 224, 256)
@@ -206,8 +210,8 @@ def accessibility_curves(
     measured = slope["slope"]
     # The geometry (radius, box, cone, cells, bounds table) depends on the seed, m and the
     # length only, never on the optimisation: one step recomputes the widest fit's, cells on.
-    fitted = ReachabilityEstimator(n_memory=widest[0], **dict(settings, max_epochs=1)).fit(
-        widest[1])
+    fitted = ReachabilityEstimator(n_memory=widest[0], n_cell_samples=_CELL_SAMPLES,
+                                   **dict(settings, max_epochs=1)).fit(widest[1])
     if fitted.radius_ != radius:  # pragma: no cover - the geometry is seeded
         raise RuntimeError("the reachability geometry changed between two fits of one seed")
     table = bound_rows(fitted.bounds_table_, measured)
