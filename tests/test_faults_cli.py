@@ -192,6 +192,7 @@ def test_a_closed_pipe_exits_quietly_and_keeps_every_file(tmp_path):
     assert process.stdout.readline() == b"a long table\n"  # then the reader leaves: | head -1
     process.stdout.close()
     err = process.stderr.read().decode()
+    process.stderr.close()
     assert process.wait(timeout=120) == 141
     assert err == ""  # no traceback, no "Exception ignored"
     assert len(json.loads((out / "long_run.json").read_text())["records"]) == 20000
