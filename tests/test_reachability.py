@@ -325,3 +325,12 @@ def test_the_cells_are_off_by_default():
     est.set_params(max_epochs=2, n_radius_prompts=4).fit(X)
     assert est.cell_proportions_ is None and math.isnan(est.cell_slope_bound_)
     assert np.isfinite(est.box_slope_bound_)
+
+
+def test_token_ids_beyond_every_integer_dtype_are_one_line():
+    from intrinsic_rank import ReachabilityEstimator
+
+    est = ReachabilityEstimator(max_epochs=1, n_radius_prompts=2, random_state=0)
+    with pytest.raises(ValueError, match="token id 1180591620717411303424, outside the model's "
+                                         "vocabulary 0..63"):
+        est.fit([[1, 2, 3], [1, 2**70, 3]])

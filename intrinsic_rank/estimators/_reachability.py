@@ -21,7 +21,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import bounds
-from .._validation import check_real, draw_seed
+from .._validation import check_real, check_token_ids, draw_seed
 from ..inspection import decoder_cell_proportions
 from ..nn import CausalLMAdapter, PromptedLM, as_causal_lm, random_prompt_hidden_states
 from ._cramming import AllTargetsDone, CrammingNet, FiniteLoss
@@ -388,6 +388,13 @@ class ReachabilityEstimator(BaseEstimator):
 
     def _validate_targets(self, X, reset):
         # "numeric" keeps integer arrays as they are and converts object arrays
+        if not hasattr(X, "dtype"):
+            try:
+                np.asarray(X, dtype=np.int64)
+            except OverflowError:  # Python ints beyond every integer dtype (2**70)
+                X = check_token_ids(X, self.vocab_size_)  # names the id in one line
+            except (TypeError, ValueError):
+                pass  # validate_data below says what is wrong
         X = validate_data(self, X, reset=reset, dtype="numeric", ensure_all_finite=True)
         if not np.issubdtype(X.dtype, np.integer):
             fractional = X != np.round(X)
