@@ -83,8 +83,6 @@ def test_a_full_disk_is_refused_before_work(tmp_path):
         check_output_file(str(tmp_path / "m.joblib"), "--save-model", min_free=1 << 62)
 
 
-@pytest.mark.xfail(strict=True, reason="_sweep._settings must call "
-                   "check_model_path(args.save_model, args.out)")
 def test_the_sweep_refuses_its_own_json_as_save_model(tmp_path, capsys):
     from intrinsic_rank.cli import main
 
@@ -338,8 +336,6 @@ def test_student_option_values_are_checked(options, message):
         check_student_options(options, "kernel", STUDENTS["kernel"])
 
 
-@pytest.mark.xfail(strict=True, reason="_attention_rank._check_student_options must call "
-                   "_options.check_student_options")
 def test_the_estimator_refuses_a_fractional_hidden_size():
     X = np.random.default_rng(0).normal(size=(16, 3, 2))
     with pytest.raises(ValueError, match="hidden"):
@@ -451,8 +447,6 @@ def test_kernels_in_user_units_do_not_overflow_float32():
         check_units(2.0**1000, "X")
 
 
-@pytest.mark.xfail(strict=True, reason="_attention_rank._store_kernels must multiply "
-                   "through _scaling.in_user_units instead of in float32")
 def test_tiny_inputs_train_to_finite_kernels():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(64, 3, 2))

@@ -126,7 +126,7 @@ def test_kernel_rank_limit_and_options_errors():
         AttentionRankEstimator(
             attention="kernel", rank=2, max_epochs=1, student_options={"ranks": [3]}
         ).fit(X, y)
-    with pytest.raises(ValueError, match="temperature must be > 0"):
+    with pytest.raises(ValueError, match=r"student_options\[.temperature.\] must be a finite number > 0"):
         AttentionRankEstimator(
             attention="dense", max_epochs=1, student_options={"temperature": 0.0}
         ).fit(X, y)

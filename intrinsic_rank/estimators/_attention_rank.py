@@ -35,7 +35,7 @@ from ._errors import TrainingDivergedError
 from ._fitted import fits_from_scratch
 from ._inputs import validate_sequences
 from ._net import RankSweepNet
-from ._options import resolve_optimizer, student_parameters
+from ._options import check_student_options, resolve_optimizer
 from ._params import (
     Boolean,
     Callbacks,
@@ -109,30 +109,14 @@ def _check_rank_grid(estimator, value):
 
 
 def _check_student_options(estimator, value):
-    options = dict(value)
     if estimator.attention == "auto":
-        if options:
+        if value:
             raise ValueError(
                 f"student_options applies to an explicit attention; got attention='auto' "
                 f"with student_options={value!r} (the classes compared take their defaults)"
             )
-        return options
-    reserved = {"d", "d_out", "ranks", "seq_len", "init_scale", "random_state", "final_only",
-                "feature_map"}
-    clash = sorted(reserved & set(options))
-    if clash:
-        raise ValueError(
-            f"student_options cannot set {clash}: they are the estimator's own "
-            "parameters or come from the data"
-        )
-    allowed = sorted(student_parameters(STUDENTS[estimator.attention]) - reserved)
-    unknown = sorted(set(options) - set(allowed), key=str)
-    if unknown:
-        raise ValueError(
-            f"student_options has unknown key(s) {unknown} for attention="
-            f"{estimator.attention!r}; its student accepts {allowed or 'no options'}"
-        )
-    return options
+        return {}
+    return check_student_options(value, estimator.attention, STUDENTS[estimator.attention])
 
 
 class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
@@ -604,6 +588,9 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         # far from unit size, X and Y are trained on in units of their own size
         # (a power of two each, exact); every reported number is converted back
         x_scale, y_scale = scale_factor(X), scale_factor(Y)
+        # a kernel comes back as x_scale**2 times a unit-size one: refuse, before any
+        # training, data so far from unit size that the product would not be finite
+        _scaling.check_units(x_scale**2, "X")
         self.x_scale_, self.y_scale_ = x_scale, y_scale
         # the data on the device in float32, once: a training part and a held-out
         # part, filled chunk by chunk (no float64 or scaled copy of X or Y)
@@ -847,9 +834,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         # Kept in the training precision (float32): the numerical rank's
         # threshold then uses float32's epsilon, not float64's.
         kernels = kernels.detach().cpu().numpy()
-        if self.attention_ in ("linear", "softmax") and self.x_scale_ != 1.0:
-            # scores x K x^T of standardised tokens: K in the units of X is s^2 K
-            kernels = kernels * np.float32(self.x_scale_**2)
+        if self.attention_ in ("linear", "softmax"):
+            # scores x K x^T of standardised tokens: K in the units of X is s^2 K, taken
+            # to float64 where s != 1 (a float32 product overflows for X below 1e-19)
+            kernels = _scaling.in_user_units(kernels, self.x_scale_**2)
         self.kernels_ = kernels
 
     def _warn(self, message, category):

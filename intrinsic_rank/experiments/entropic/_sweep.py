@@ -14,11 +14,24 @@ from sklearn.utils import Bunch
 
 from ...datasets import make_attention_task, make_fixed_operator_task
 from ...estimators import AttentionRankEstimator
-from ..runner import parse_ranks
+from ..._validation import check_allocation
+from ..runner import (
+    Experiment,
+    Verdict,
+    bounded_float,
+    bounded_int,
+    grade,
+    is_finite,
+    jsonable,
+    number_text,
+    parse_ranks,
+    pyplot,
+    save_figure,
+    save_plot,
+    write_csv,
+)
 from ._data import evidence, sweep_data
-from ._files import load_xy, save_model_file
-from ..runner import jsonable, pyplot, save_figure, write_csv
-from ..runner import Experiment, Verdict, grade, is_finite, number_text, save_plot
+from ._files import check_model_path, load_xy, save_model_file
 
 __all__ = ["rank_sweep", "plot_sweep", "sweep_warnings"]
 
@@ -433,12 +446,16 @@ def _add_arguments(parser):
                         default=None, help="student class; auto chooses fixed, linear or "
                         "softmax by the held-out risk of a full-rank student of each "
                         "(default: match the teacher; with --data: auto)")
-    parser.add_argument("--r-star", type=int, default=4, help="true rank of the teacher")
-    parser.add_argument("--d", type=int, default=16, help="token dimension")
-    parser.add_argument("--seq-len", type=int, default=8, help="sequence length L")
-    parser.add_argument("--n-samples", type=int, default=None,
+    parser.add_argument("--r-star", type=bounded_int(1, 4096), default=4,
+                        help="true rank of the teacher, 1..d (default: 4)")
+    parser.add_argument("--d", type=bounded_int(1, 4096), default=16,
+                        help="token dimension, 1..4096 (default: 16)")
+    parser.add_argument("--seq-len", type=bounded_int(1, 4096), default=8,
+                        help="sequence length L, 1..4096 (default: 8)")
+    parser.add_argument("--n-samples", type=bounded_int(2, 10**8), default=None,
                         help="number of sequences (default 2048, --quick 1536)")
-    parser.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
+    parser.add_argument("--noise", type=bounded_float(0.0, 1e6), default=0.1,
+                        help="noise standard deviation, 0..1e6 (default: 0.1)")
     parser.add_argument("--rank-grid", dest="rank_grid", type=parse_ranks, default=None,
                         help="rank grid, e.g. 1-8 or 1,2,4,8 (default 1..2r*)")
     parser.add_argument("--epochs", type=int, default=None,
@@ -458,9 +475,11 @@ def _add_arguments(parser):
     data.add_argument("--targets", default=None, metavar="Y.npy",
                       help="the .npy file of Y when --data is an .npy file of X (default: none)")
     data.add_argument("--save-model", default=None, metavar="PATH",
-                      help="also store the fitted estimator in PATH (joblib, with the "
-                      "package version; load it with "
-                      "intrinsic_rank.experiments.load_model_file(PATH); default: not saved)")
+                      help="also store the fitted estimator in PATH, checked before any work "
+                      "(a pickle behind a header with the package version and a SHA-256; "
+                      "load it with intrinsic_rank.experiments.load_model_file(PATH), which "
+                      "checks the hash before unpickling: that detects a damaged file, not a "
+                      "malicious author, so load only files you trust; default: not saved)")
 
 
 def _noise_floor(text):
@@ -492,22 +511,15 @@ def _settings(args):
     if args.data is not None:
         settings = dict(data=args.data, targets=args.targets, attention=args.attention,
                         rank_grid=args.rank_grid, max_epochs=settings["max_epochs"])
+    else:  # a teacher task: refuse sizes whose arrays cannot be held, before drawing them
+        n, d, L = settings["n_samples"], settings["d"], settings["seq_len"]
+        check_allocation(8 * d * d + 24 * n * L * d, "--d, --seq-len and --n-samples",
+                         "the teacher task")
     if args.noise_floor is not None:
         settings["noise_floor"] = args.noise_floor
     if args.save_model is not None:
-        settings["save_model"] = _model_path(args.save_model)
+        settings["save_model"] = check_model_path(args.save_model, args.out)
     return settings
-
-
-def _model_path(path):
-    """``--save-model``: a file path whose folder exists or can be created, not a folder."""
-    if os.path.isdir(path):
-        raise ValueError(f"--save-model: {path!r} is a folder; give a file name such as "
-                         f"{os.path.join(path, 'model.joblib')!r}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise ValueError(f"--save-model: {folder!r} is not a folder")
-    return path
 
 
 def _summary(result):
