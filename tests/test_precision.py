@@ -36,10 +36,15 @@ def test_bfloat16_forward_is_close_and_gradients_stay_float32(attention):
         assert torch.all(student.query.grad[slot, :, r:] == 0)
 
 
-def test_rankwise_loss_gradient_matches_autograd():
-    y_pred = torch.randn(5, 3, 4, 2, dtype=torch.float64, requires_grad=True)
+@pytest.mark.parametrize("rank_major", [False, True])
+def test_rankwise_loss_gradient_matches_autograd(rank_major):
+    base = torch.randn(3, 5, 4, 2, dtype=torch.float64)
+    y_pred = base.transpose(0, 1)  # (n, R, ...) stored rank-major, as the students return it
+    y_pred = (y_pred if rank_major else y_pred.contiguous()).requires_grad_()
     y_true = torch.randn(5, 4, 2, dtype=torch.float64, requires_grad=True)
     torch.autograd.gradcheck(RankwiseMSELoss(), (y_pred, y_true))
+    expected = (y_pred - y_true.unsqueeze(1)).pow(2).mean(dim=(0, 2, 3))
+    torch.testing.assert_close(RankwiseMSELoss()(y_pred, y_true), expected)
     # strided (rank-major) predictions give the same losses
     base = torch.randn(3, 5, 4, 2)
     torch.testing.assert_close(RankwiseMSELoss()(base.transpose(0, 1), y_true.float().detach()),

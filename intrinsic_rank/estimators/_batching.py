@@ -125,20 +125,36 @@ class _RankwiseMSE(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, y_pred, y_true):
-        residual = y_pred - y_true.unsqueeze(1)
-        dims = (0, *range(2, residual.dim()))
-        count = residual.numel() // residual.shape[1]
-        per_rank = residual.square().sum(dim=dims) / count
+        R = y_pred.shape[1]
+        count = y_pred.numel() // R
+        rank_major = y_pred.movedim(1, 0)
+        if rank_major.is_contiguous():
+            # the students' rank-major outputs: a contiguous (R, m) residual whose
+            # squared norms are R dot products (no squared temporary)
+            residual = (rank_major - y_true).view(R, 1, count)
+            per_rank = torch.bmm(residual, residual.transpose(1, 2)).view(R) / count
+            ctx.rank_major = True
+        else:
+            residual = y_pred - y_true.unsqueeze(1)
+            dims = (0, *range(2, residual.dim()))
+            per_rank = residual.square().sum(dim=dims) / count
+            ctx.rank_major = False
         ctx.save_for_backward(residual)
         ctx.count = count
+        ctx.pred_shape = y_pred.shape
         ctx.true_needs_grad = ctx.needs_input_grad[1]
         return per_rank
 
     @staticmethod
     def backward(ctx, grad):
         (residual,) = ctx.saved_tensors
-        shape = (1, -1) + (1,) * (residual.dim() - 2)
-        grad_pred = residual * (grad * (2.0 / ctx.count)).view(shape)
+        scale = grad * (2.0 / ctx.count)
+        if ctx.rank_major:
+            grad_pred = (residual * scale.view(-1, 1, 1)).view(
+                ctx.pred_shape[1], ctx.pred_shape[0], *ctx.pred_shape[2:]).movedim(0, 1)
+        else:
+            shape = (1, -1) + (1,) * (residual.dim() - 2)
+            grad_pred = residual * scale.view(shape)
         grad_true = -grad_pred.sum(dim=1) if ctx.true_needs_grad else None
         return grad_pred, grad_true
 

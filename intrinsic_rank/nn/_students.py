@@ -271,11 +271,20 @@ class _QueryKeyMixin:
         width = len(columns)
         query = self.query.permute(1, 0, 2).reshape(d, R * self.r_max)[:, columns]
         key = self.key.permute(1, 0, 2).reshape(d, R * self.r_max)[:, columns]
-        projected = tokens.reshape(n * L, d) @ torch.cat([query, key], dim=1)
+        # each half padded with zero columns to a multiple of 16: MKL's fp32 matmul
+        # is several times slower at an odd width (127 or 254 columns) than at 128
+        pad = -width % 16
+        blocks = [query, key]
+        if pad:
+            zeros = query.new_zeros(d, pad)
+            blocks = [query, zeros, key, zeros]
+        projected = tokens.reshape(n * L, d) @ torch.cat(blocks, dim=1)
         # one split (its backward is one concatenation, not a zero-filled
         # gradient per slice)
-        parts = projected.view(n, L, 2 * width).split(list(self.ranks) * 2, dim=2)
-        return torch.stack([torch.bmm(parts[s], parts[R + s].transpose(1, 2))
+        sizes = list(self.ranks) + ([pad] if pad else [])
+        parts = projected.view(n, L, -1).split(sizes * 2, dim=2)
+        half = len(sizes)
+        return torch.stack([torch.bmm(parts[s], parts[half + s].transpose(1, 2))
                             for s in range(R)])
 
     def _padded_rank_major_scores(self, tokens):
