@@ -140,7 +140,7 @@ def _flat_mse(y_true, y_pred):
 
 # -- the three timed runs -------------------------------------------------------
 def run_sweep(X, Y, args):
-    est = AttentionRankEstimator(attention=args.kind, ranks=args.ranks,
+    est = AttentionRankEstimator(attention=args.kind, rank_grid=args.ranks,
                                  max_epochs=args.epochs, batch_size=args.batch_size,
                                  random_state=args.seed, device=args.device)
     return est.fit(X, Y)
