@@ -33,6 +33,7 @@ timeout 180 python -m pytest -q -p no:cacheprovider tests/test_cuda.py > "$OUT/t
 timeout 420 python benchmarks/bench_scale.py --device cuda --threads "$OMP_NUM_THREADS" \
   --out "$OUT/bench_scale_cuda.json" > "$OUT/bench_scale_cuda.txt" 2>&1 || status=1
 timeout 240 python benchmarks/bench_sweep.py --device cuda > "$OUT/bench_sweep_cuda.txt" 2>&1 || status=1
+timeout 300 python benchmarks/bench_roofline.py --device cuda --threads "$OMP_NUM_THREADS" > "$OUT/bench_roofline_cuda.txt" 2>&1 || status=1
 if [ "${REACH_SMOLLM2:-0}" = "1" ]; then
   timeout 10800 python -c "from intrinsic_rank.cli import main; raise SystemExit(main())" \
     reach --model smollm2-135m --n-memory 1-5 --targets 20 --device cuda \

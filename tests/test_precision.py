@@ -95,3 +95,21 @@ def test_bfloat16_training_finds_the_same_rank_on_a_teacher(kind, seed):
     risks = [rec["heldout_risk"] for rec in exact.sweep_]
     np.testing.assert_allclose([rec["heldout_risk"] for rec in reduced.sweep_], risks,
                                rtol=0.05)
+
+
+def test_the_estimator_trains_in_bfloat16_when_asked_and_keeps_rank():
+    from intrinsic_rank import AttentionRankEstimator
+    from intrinsic_rank.datasets import make_attention_task
+
+    X, Y = make_attention_task("linear", n_samples=300, seq_len=5, d=6, rank=2, noise=0.05,
+                               random_state=3)
+    params = dict(attention="linear", rank_grid=[1, 2, 3, 4], max_epochs=120, random_state=1)
+    fp32 = AttentionRankEstimator(**params).fit(X, Y)
+    bf16 = AttentionRankEstimator(**params, precision="bfloat16").fit(X, Y)
+    assert bf16.net_.precision == "bfloat16" and fp32.net_.precision == "float32"
+    assert bf16.rank_ == fp32.rank_ == 2
+    risks = [[row["heldout_risk"] for row in est.sweep_] for est in (fp32, bf16)]
+    assert risks[0] != risks[1]  # it really ran in bfloat16
+    assert np.allclose(risks[0], risks[1], rtol=0.1)
+    with pytest.raises(ValueError, match="AttentionRankEstimator: precision must be one of"):
+        AttentionRankEstimator(**params, precision="float16").fit(X, Y)
