@@ -119,12 +119,16 @@ def _sweep(parser):
                         default=None, help="student class; auto chooses fixed, linear or "
                         "softmax by the held-out risk of a full-rank student of each "
                         "(default: match the teacher; with --data: auto)")
-    parser.add_argument("--r-star", type=int, default=4, help="true rank of the teacher")
-    parser.add_argument("--d", type=int, default=16, help="token dimension")
-    parser.add_argument("--seq-len", type=int, default=8, help="sequence length L")
-    parser.add_argument("--n-samples", type=int, default=None,
+    parser.add_argument("--r-star", type=_own_type("sweep", "r_star"), default=4,
+                        help="true rank of the teacher, 1..d (default: 4)")
+    parser.add_argument("--d", type=_own_type("sweep", "d"), default=16,
+                        help="token dimension, 1..4096 (default: 16)")
+    parser.add_argument("--seq-len", type=_own_type("sweep", "seq_len"), default=8,
+                        help="sequence length L, 1..4096 (default: 8)")
+    parser.add_argument("--n-samples", type=_own_type("sweep", "n_samples"), default=None,
                         help="number of sequences (default 2048, --quick 1536)")
-    parser.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
+    parser.add_argument("--noise", type=_own_type("sweep", "noise"), default=0.1,
+                        help="noise standard deviation, 0..1e6 (default: 0.1)")
     parser.add_argument("--rank-grid", dest="rank_grid", type=_own_type("sweep", "rank_grid"),
                         default=None,
                         help="rank grid, e.g. 1-8 or 1,2,4,8 (default 1..2r*)")
