@@ -228,7 +228,7 @@ def test_two_npy_files_and_a_given_noise_floor(task, tmp_path, capsys):
     (["--data", "{task}/task.npz", "--targets", "{task}/Y.npy"], "--targets: "),
     (["--targets", "{task}/Y.npy"], "--targets: give it with --data"),
     (["--noise-floor", "-1"], "argument --noise-floor: must be a finite number >= 0"),
-    (["--data", "{task}/task.npz", "--save-model", "{task}"], "--save-model: "),
+    (["--data", "{task}/task.npz", "--save-model", "{task}"], "--save-model '{task}' is a folder"),
 ])
 def test_bad_data_options_are_one_line(task, tmp_path, capsys, argv, message):
     argv = [a.format(task=task) for a in argv]
@@ -254,25 +254,6 @@ def test_the_estimator_checks_the_data(tmp_path, capsys):
 def test_data_is_refused_clearly_where_it_does_not_apply(tmp_path, capsys, command):
     assert main([command, "--data", "x.npz", "--out", str(tmp_path), "--quiet"]) == 2
     assert "--data: not supported by this command" in capsys.readouterr().err
-
-
-def test_a_model_of_another_version_warns_or_raises(tmp_path):
-    path = tmp_path / "old.joblib"
-    joblib.dump({"format": MODEL_FORMAT, "version": "0.0.1", "estimator": "fitted"}, path)
-    with pytest.warns(ModelVersionWarning, match="written by intrinsic_rank 0.0.1"):
-        assert load_model_file(path) == "fitted"
-    with pytest.raises(ValueError, match="written by intrinsic_rank 0.0.1"):
-        load_model_file(path, strict=True)
-    joblib.dump({"not": "a model"}, tmp_path / "other.joblib")
-    with pytest.raises(ValueError, match="not a model file written by --save-model"):
-        load_model_file(tmp_path / "other.joblib")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(ValueError, match="no such model file"):
-            load_model_file(tmp_path / "absent.joblib")
-
-
-# -- leftovers: the floor warning, copy's context, reach's lengths ------------------------
 
 
 def test_the_sweep_summary_warns_when_the_floor_is_not_reached():

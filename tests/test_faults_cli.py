@@ -232,18 +232,21 @@ def test_a_plotting_error_of_the_program_is_one_line(tmp_path, registered, capsy
     assert (tmp_path / "broken_run.json").is_file()
 
 
-def test_the_json_is_written_before_printing(tmp_path, registered, capsys, monkeypatch):
+def test_the_json_is_saved_before_printing(tmp_path, registered, capsys, monkeypatch):
+    # the results are staged before anything is printed: a print that fails still
+    # leaves the run's JSON in place (renamed in with the run's other files)
     registered("printed")
-    seen = []
-    real_print = print
 
-    def spy(*args, **kwargs):
-        seen.append(os.path.exists(tmp_path / "printed_run.json"))
-        real_print(*args, **kwargs)
+    def failing(*args, **kwargs):
+        raise RuntimeError("the terminal went away")
 
-    monkeypatch.setattr("builtins.print", spy)
-    assert main(["printed-run", "--out", str(tmp_path), "--quiet"]) == 0
-    assert seen and all(seen)
+    monkeypatch.setattr("builtins.print", failing)
+    with pytest.raises(RuntimeError, match="the terminal went away"):
+        main(["printed-run", "--out", str(tmp_path), "--quiet"])
+    monkeypatch.undo()
+    assert (tmp_path / "printed_run.json").exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".") and
+                p.name.endswith(".tmp")]
 
 
 # -- arguments are checked before any work -------------------------------------------------

@@ -17,10 +17,12 @@ What a command promises
   or absent ``--device``, or a setting the experiment's ``check`` refuses)
   exits with status 2 and one line on stderr naming it
   (``intrinsic-rank sweep: error: argument --seed: ...``), no usage block.
-* **Results first, atomically.** The JSON is written (atomically: a temporary
-  file, then a rename) before anything is printed or plotted, and the PNGs are
-  written atomically too. Two commands writing the same ``--out`` leave whole
-  files, the last writer's (``reproduce`` instead takes a lock on the folder).
+* **Results first; one run's files together.** The JSON, the CSV and a saved
+  model are written before anything is printed or plotted; every file of the
+  run is staged beside its target and all are renamed in together at the end,
+  so an interrupted or failed run leaves the previous run's files as they were.
+  Two commands writing the same ``--out`` leave whole files, the last writer's
+  (``reproduce`` instead takes a lock on the folder).
   If printing or plotting then fails -- matplotlib missing, a plotting error
   -- the command says so in one line, names the saved JSON and exits with
   status 1. (Called from Python as ``main([...])`` an unexpected plotting
@@ -421,39 +423,44 @@ def _silence_stdout():
 
 
 def _run_experiment(experiment, args):
-    """Checks -> run -> JSON (first) -> summary and tables -> plots and files."""
-    from ..experiments import format_table, write_json
+    """Checks -> run -> JSON and CSV -> summary and tables -> plots; one run's files together.
+
+    Every file of the run (the JSON, the CSV, a saved model, the PNGs) is staged
+    beside its target and renamed in together when the command ends: an
+    interrupted or failed run leaves the previous run's files as they were, and
+    a failed plot after the results were saved keeps the new JSON and CSV (the
+    previous run's PNGs are removed, so no file of another run is left beside them).
+    """
+    from ..experiments import format_table
 
     _check_device(args.device)
     settings = experiment.settings(args)
     experiment.validate(settings)
-    result = experiment.execute(settings, random_state=args.seed, progress=not args.quiet,
-                                device=args.device)
-    json_path = os.path.join(args.out, f"{experiment.file_stem}.json")
-    write_json(json_path, result if experiment.saved is None else experiment.saved(result))
     broken_pipe = False
-    try:
-        summary = list(experiment.summary(result))
+    with experiment.output_stage(args.out):
+        result = experiment.execute(settings, random_state=args.seed, progress=not args.quiet,
+                                    device=args.device)
+        json_path, files = experiment.save_results(result, args.out)
         try:
-            if summary:
-                print(summary[0])
-            for caption, records, columns, *floatfmt in experiment.tables(result):
-                if records:
-                    print(format_table(records, columns,
-                                       floatfmt=floatfmt[0] if floatfmt else experiment.floatfmt))
-            for line in summary[1:]:
-                print(line)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            broken_pipe = True  # the reader left: stop printing, keep saving
-            _silence_stdout()
-        files = list(experiment.plot(result, args.out))
-        if experiment.extra_files is not None:
-            files += list(experiment.extra_files(result, args.out))
-    except (KeyboardInterrupt, BrokenPipeError):
-        raise
-    except Exception as error:
-        raise _OutputFailed(error, json_path) from error
+            summary = list(experiment.summary(result))
+            try:
+                if summary:
+                    print(summary[0])
+                for caption, records, columns, *floatfmt in experiment.tables(result):
+                    if records:
+                        print(format_table(records, columns, floatfmt=floatfmt[0] if floatfmt
+                                           else experiment.floatfmt))
+                for line in summary[1:]:
+                    print(line)
+                sys.stdout.flush()
+            except BrokenPipeError:
+                broken_pipe = True  # the reader left: stop printing, keep saving
+                _silence_stdout()
+            files = list(experiment.plot(result, args.out)) + files
+        except (KeyboardInterrupt, BrokenPipeError):
+            raise
+        except Exception as error:
+            raise _OutputFailed(error, json_path) from error
     if broken_pipe:
         return _BROKEN_PIPE
     print("saved " + _listed([os.path.join(args.out, f) for f in files] + [json_path]))
