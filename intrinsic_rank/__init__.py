@@ -19,18 +19,17 @@ The public API is the estimators and the sub-modules:
   hidden-state geometry, decoder cells through a real head;
 * :mod:`intrinsic_rank.experiments` -- reproductions returning records and plots.
 
-Only the numpy parts are imported with the package: the estimators,
-:mod:`~intrinsic_rank.nn`, :mod:`~intrinsic_rank.inspection` and
-:mod:`~intrinsic_rank.experiments` (which need torch) load on first use, so ``import intrinsic_rank.spectral`` works in an
-environment with numpy and scipy only.
+Every sub-module loads on first use (PEP 562): ``import intrinsic_rank`` imports
+nothing heavy, the torch parts (the estimators, :mod:`~intrinsic_rank.nn`,
+:mod:`~intrinsic_rank.inspection`, :mod:`~intrinsic_rank.experiments`) load only
+when used, and ``import intrinsic_rank.spectral`` works in an environment with
+numpy and scipy only.
 """
 
 import importlib
 
 __version__ = "0.1.0"
 
-# torch-free sub-modules, imported eagerly
-from . import bounds, datasets, metrics, spectral  # noqa: E402
 
 _LAZY_ESTIMATORS = (
     "AttentionRankEstimator",
@@ -38,7 +37,11 @@ _LAZY_ESTIMATORS = (
     "ReachabilityEstimator",
     "TrainingDivergedError",
 )
-_LAZY_MODULES = ("estimators", "experiments", "inspection", "nn", "operator_fit", "cli")
+# Every sub-module loads on first use, the numpy ones too: ``import intrinsic_rank`` and
+# the command line's ``--help`` and ``--version`` then import no numpy, scipy,
+# scikit-learn or torch.
+_LAZY_MODULES = ("bounds", "datasets", "metrics", "spectral", "codes", "estimators",
+                 "experiments", "inspection", "nn", "operator_fit", "cli")
 
 __all__ = [
     "AttentionRankEstimator",

@@ -39,7 +39,6 @@ import os
 import tempfile
 
 import numpy as np
-from sklearn.utils import check_random_state as _sklearn_check_random_state
 
 __all__ = [
     "MAX_SEED",
@@ -245,7 +244,9 @@ def check_random_state(random_state):
     if isinstance(random_state, numbers.Integral) and not _is_bool(random_state):
         check_seed(random_state, "random_state")
     try:
-        return _sklearn_check_random_state(random_state)
+        from sklearn.utils import check_random_state as sklearn_check_random_state
+
+        return sklearn_check_random_state(random_state)
     except ValueError:
         raise ValueError(
             "random_state must be None, an integer in [0, 2**32 - 1] or a "
