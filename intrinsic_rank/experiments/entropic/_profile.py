@@ -303,7 +303,7 @@ def _add_arguments(parser):
                         help="truncation length in tokens")
     parser.add_argument("--band", type=int, default=1,
                         help="half-width of the locality band (0: the diagonal)")
-    parser.add_argument("--memory", type=int, default=1,
+    parser.add_argument("--n-memory", dest="n_memory", type=int, default=1,
                         help="prompt vectors m for the reachability geometry")
     parser.add_argument("--tokens", type=int, default=8,
                         help="random tokens after the prompt vectors (geometry)")
@@ -339,7 +339,7 @@ def _settings(args):
     return dict(model=args.model, texts=_read_texts(args.texts) if args.texts else None,
                 inputs=args.inputs, n_inputs=args.n_inputs, half_length=args.half_length,
                 max_length=args.max_length, band=args.band,
-                memory=args.memory, tokens=args.tokens, precision=args.precision,
+                memory=args.n_memory, tokens=args.tokens, precision=args.precision,
                 slope=args.slope, geometry=not args.no_geometry,
                 score_measure=args.score_measure, exclude_bos=args.exclude_bos,
                 exclude_current_token=args.exclude_current_token)

@@ -179,6 +179,7 @@ def plot_sweep(result, path=None):
     figure : matplotlib.figure.Figure
     """
     plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
     records = result.records
     ranks = np.array([rec["rank"] for rec in records])
     risk = np.array([rec["heldout_risk"] for rec in records], dtype=float)
@@ -226,6 +227,7 @@ def plot_sweep(result, path=None):
     ax_rank.set_ylabel("rank of the learned kernel")
     ax_rank.set_title("Recovery: what the student learned")
     ax_rank.set_xticks(ranks)
+    ax_rank.yaxis.set_major_locator(MaxNLocator(integer=True))  # ranks are integers
     ax_rank.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1,
                    frameon=False)
     if known:

