@@ -1,4 +1,4 @@
-"""The copy task's length cliff (seed 004, SPEC section 4, last bullet)."""
+"""The copy task's length cliff (the reachability paper: copying fails abruptly past a length)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Curve fits of the reachability experiments (seed 004): n50, slope, copy cliff."""
+"""Curve fits of the reachability experiments: n50, slope, copy cliff."""
 
 import pathlib
 import re
@@ -170,7 +170,7 @@ def test_curves_module_has_no_torch_import():
     assert not re.search(r"^\s*from\s+\.\.?\w*\s+import", source, flags=re.MULTILINE)
 
 
-# -- exponential decay past n50 (issue [9]) ------------------------------------------------
+# -- exponential decay past n50 ------------------------------------------------------------
 
 from intrinsic_rank.experiments.reachability._curves import fit_tail_decay, fit_tail_decays  # noqa: E402
 

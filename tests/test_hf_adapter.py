@@ -52,7 +52,7 @@ def test_prompted_teacher_forcing_matches_greedy_decoding(gpt2_folder):
 
 
 def test_reachability_on_a_hf_model(gpt2_folder):
-    # A random model is hard to steer (SPEC section 6): LayerNorm bounds what a
+    # A random model is hard to steer: LayerNorm bounds what a
     # prompt vector can add to the residual stream. The test checks the plumbing:
     # the loss falls, and reached_ agrees with greedy decoding.
     X = make_random_targets(6, 3, VOCAB, random_state=1)

@@ -1,4 +1,4 @@
-"""The Hugging Face causal path on a model that can be steered (issue [9]).
+"""The Hugging Face causal path on a model that can be steered.
 
 ``tests/data/tiny_gpt2_steerable`` is a tiny ``GPT2LMHeadModel`` (|V| = 64,
 n_embd = 64, 2 layers, 4 heads, context 128) trained on the induction corpus by

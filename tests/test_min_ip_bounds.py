@@ -1,4 +1,4 @@
-"""Theory bounds of seed 003 (SPEC section 3): transcript, approximate identity, witness rank."""
+"""Theory bounds of the Min-IP paper: transcript, approximate identity, witness rank."""
 
 import itertools
 from collections import deque

@@ -1,4 +1,4 @@
-"""Min-IP phase-transition experiment (seed 003): witness family, fits, records, CLI."""
+"""Min-IP phase-transition experiment: witness family, fits, records, CLI."""
 
 import itertools
 import json

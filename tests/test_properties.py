@@ -1,4 +1,4 @@
-"""Property-based fuzz of the validators, the rank measures and a few bounds (issue [8]).
+"""Property-based fuzz of the validators, the rank measures and a few bounds.
 
 One fixed hypothesis profile, registered here and applied test by test (it is
 not loaded globally, so other files keep their own settings): derandomised, no
@@ -274,7 +274,7 @@ def test_singular_values_beyond_float64_raise_and_below_it_scale_back():
     assert spectral.numerical_rank(np.diag([1e-310, 1e-311]), tol=5e-311) == 1
 
 
-# -- seeds and devices (the other validators of issue [8]) -----------------------
+# -- seeds and devices (the other validators) -----------------------
 
 @pytest.mark.parametrize("seed", [-1, 2**32, 10**30, np.int64(-5)])
 def test_child_seeds_and_draw_seed_name_random_state(seed):

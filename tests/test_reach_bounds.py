@@ -1,4 +1,4 @@
-"""Reachable-sequence bounds of seed 004 (SPEC section 4) in intrinsic_rank.bounds."""
+"""Reachable-sequence bounds of the reachability paper in intrinsic_rank.bounds."""
 
 import math
 import pathlib

@@ -1,4 +1,4 @@
-"""Seed 004's refinements in intrinsic_rank.bounds (issue [9]): the cone, non-uniform
+"""The reachability paper's refinements in intrinsic_rank.bounds: the cone, non-uniform
 decoder cells and the precision conventions, all numpy/scipy only."""
 
 import math
