@@ -123,4 +123,4 @@ def test_the_recovery_student_rejects_an_unknown_device():
     X, Y = make_attention_task("linear", n_samples=64, seq_len=4, d=3, rank=1, random_state=0)
     # the device is the student's; EnergyEffectiveRank takes none of its own
     with pytest.raises(ValueError, match="unknown device"):
-        EnergyEffectiveRank(student=AttentionRankEstimator(device="tpu9")).fit(X, Y)
+        EnergyEffectiveRank(student=AttentionRankEstimator(attention="linear", device="tpu9")).fit(X, Y)
