@@ -67,9 +67,9 @@ from ._loading import (
     load_default_model,
     load_model,
     packaged_model_path,
-    save_model_folder,
     save_tiny_lm,
 )
+from ._saving import save_model_folder
 from ._prompted import PromptedLM, random_prompt_hidden_states
 from ._registry import STUDENTS, make_student
 from ._students import (

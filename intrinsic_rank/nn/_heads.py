@@ -1,5 +1,9 @@
 """Per-head query/key weights and realised attention maps of attention models.
 
+One module, though it is longer than most: each model family's extraction
+(the package's own LM, GPT-2, BERT, Llama-style grouped keys) fills the one
+per-layer record and the one attention-map hook that the profiles read.
+
 Two views of every attention head of a trained model:
 
 * the *static* query-key kernel ``W_Q^h W_K^h^T`` (times the model's logit

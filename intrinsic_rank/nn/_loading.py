@@ -1,5 +1,9 @@
 """The one home of model loading: what a user names becomes a torch model.
 
+One module, though it is longer than most: every way of naming a model goes
+through the one dispatch below, and cutting it would spread that table over
+several files (saving a folder is its own module, ``_saving``).
+
 A model can be named as
 
 * ``"default"`` -- the embedded :class:`~intrinsic_rank.nn.TinyCausalLM`
@@ -18,17 +22,15 @@ A model can be named as
 is the public resolver built on it; :func:`as_causal_lm` (the frozen, checked
 causal-LM adapter of reachability) and :func:`as_model_adapter` (any model,
 causal or not, for hidden-state geometry) are thin layers over the same
-dispatch. :func:`save_model_folder` writes any loaded Hugging Face model (one
-read from a GGUF file included) back as an ordinary folder.
+dispatch. :func:`~intrinsic_rank.nn.save_model_folder` (``_saving``) writes any loaded
+Hugging Face model (one read from a GGUF file included) back as an ordinary folder.
 """
 
 import copy
 import json
 import os
 import posixpath
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -41,13 +43,11 @@ from ._causal_lm import CausalLMAdapter, TinyCausalLM, TinyLMAdapter, check_caus
 from ._hf import (
     HFCausalLMAdapter,
     HFEncoderAdapter,
-    _quiet_transformers,
     load_gguf_causal_lm,
     load_gguf_tokenizer,
     load_hf_causal_lm,
     load_hf_model,
     load_hf_tokenizer,
-    unquantized,
 )
 
 __all__ = [
@@ -60,7 +60,6 @@ __all__ = [
     "load_default_model",
     "load_model",
     "packaged_model_path",
-    "save_model_folder",
     "save_tiny_lm",
 ]
 
@@ -797,102 +796,3 @@ def as_model_adapter(model="default", copy_model=True, progress=True):
         if head is None or not _has_causal_head([type(value).__name__]):
             return HFEncoderAdapter(copy.deepcopy(value) if copy_model else value)
     return _causal_adapter(located, copy_model, progress)
-
-
-# ----------------------------------------------------------------------------
-# saving a Hugging Face folder
-
-
-def save_model_folder(model, path, tokenizer=None, overwrite=False, progress=True):
-    """Save a loaded ``transformers`` model, and its tokenizer, as a Hugging Face folder.
-
-    A model read from a GGUF file is saved too (rebuilt without its
-    quantizer, from its config, sharing its tensors),
-    so a folder written once loads in a fraction of a second instead of the
-    GGUF file's half minute. The folder is written beside ``path`` under a
-    hidden temporary name and renamed into place only once complete: an
-    interrupted save leaves no folder at ``path``.
-
-    Parameters
-    ----------
-    model : LoadedModel, packaged model name, str/PathLike, transformers model or adapter
-        What :func:`load_model` accepts (it is loaded first), or its result.
-        A :class:`~intrinsic_rank.nn.TinyCausalLM` is not a Hugging Face
-        model: save it with :func:`save_tiny_lm`.
-    path : str or os.PathLike
-        The folder to write.
-    tokenizer : transformers tokenizer or None, default=None
-        Saved with the model; None uses the tokenizer that came with
-        ``model`` (a :class:`LoadedModel`'s, or the one loaded with it), and
-        writes none when there is none.
-    overwrite : bool, default=False
-        Replace an existing folder at ``path`` (only once the new one is complete).
-    progress : bool, default=True
-        As for :func:`load_model`.
-
-    Returns
-    -------
-    path : str
-        The absolute path of the written folder; :func:`load_model` reads it
-        back with identical logits.
-
-    Raises
-    ------
-    FileExistsError
-        If ``path`` exists and ``overwrite`` is false, or it is a file.
-    TypeError
-        If the model is not a ``transformers`` model.
-
-    Examples
-    --------
-    >>> import os, tempfile, transformers
-    >>> config = transformers.GPT2Config(vocab_size=20, n_embd=8, n_layer=1, n_head=2,
-    ...                                  n_positions=16)
-    >>> path = save_model_folder(transformers.GPT2LMHeadModel(config),
-    ...                          os.path.join(tempfile.mkdtemp(), "tiny"))
-    >>> type(load_model(path).module).__name__
-    'GPT2LMHeadModel'
-    """
-    loaded = model if isinstance(model, LoadedModel) else load_model(model, progress=progress)
-    module = loaded.module
-    if isinstance(module, TinyCausalLM):
-        raise TypeError("a TinyCausalLM is not a Hugging Face model; save it as a .pt file "
-                        "with intrinsic_rank.nn.save_tiny_lm")
-    if not hasattr(module, "save_pretrained") or not hasattr(module, "config"):
-        raise TypeError("save_model_folder saves a transformers model; "
-                        f"got {type(module).__name__}")
-    tokenizer = loaded.tokenizer if tokenizer is None else tokenizer
-    module = unquantized(module)
-    path = os.path.abspath(os.fspath(path))
-    if os.path.isfile(path) or (os.path.exists(path) and not overwrite):
-        raise FileExistsError(
-            f"{path!r} exists; choose another folder or pass overwrite=True"
-            if os.path.isdir(path) else f"{path!r} is a file, not a folder")
-    parent, name = os.path.split(path)
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent)
-    try:
-        with _quiet_transformers():
-            module.save_pretrained(staging)
-            if tokenizer is not None:
-                tokenizer.save_pretrained(staging)
-        _move_into_place(staging, path)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return path
-
-
-def _move_into_place(staging, path):
-    """Rename the complete folder ``staging`` to ``path``, replacing an old one last."""
-    if not os.path.exists(path):
-        os.rename(staging, path)
-        return
-    old = f"{staging}.old"
-    os.rename(path, old)
-    try:
-        os.rename(staging, path)
-    except BaseException:
-        os.rename(old, path)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
