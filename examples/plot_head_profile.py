@@ -4,7 +4,7 @@ Per-head profiles: static kernel rank against realised attention during training
 
 A small causal Transformer (2 layers, 4 heads of 8) is trained on induction
 sequences, and after each stretch of training every head is profiled on the same
-16 held-out sequences with :func:`intrinsic_rank.experiments.profile_heads`
+16 held-out sequences with :func:`intrinsic_rank.inspection.profile_heads`
 (:func:`intrinsic_rank.experiments.kernel_rank_trajectory` does all of it).
 
 The task never changes, but the static query-key kernel's energy rank moves with

@@ -165,7 +165,7 @@ def make_copy_task(n_samples, min_length=5, max_length=50, vocab_size=32,
 def load_sample_texts():
     """Thirty-two short English passages shipped with the package.
 
-    The default inputs of :func:`intrinsic_rank.experiments.profile_heads` for
+    The default inputs of :func:`intrinsic_rank.inspection.profile_heads` for
     text models with a tokenizer: everyday prose of 14 to 22 words (narrative,
     instructions, facts, numbers), written for this project, so profiles run
     offline and are comparable between models.

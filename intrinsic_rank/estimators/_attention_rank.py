@@ -148,7 +148,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         see :mod:`intrinsic_rank.nn`. ``r*`` is defined inside the class.
         ``"auto"`` (a sweep only) chooses the class from the data: a full-rank
         student of each of ``"fixed"``, ``"linear"`` and ``"softmax"``
-        (:data:`~intrinsic_rank.estimators._attention_class.AUTO_ATTENTION`)
+        (``AUTO_ATTENTION``)
         trains with the sweep's seed, split, ``max_epochs`` and stopping rule, one
         after the other, and the simplest class whose held-out risk is within
         ``tol`` times the held-out variance of the lowest is kept
@@ -687,7 +687,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     def _class_risks(self, seed, device, data, held, limit):
         """``attention="auto"``: held-out risk of a full-rank student of each class.
 
-        Every class of :data:`AUTO_ATTENTION` trains one full-rank slot with the
+        Every class of ``AUTO_ATTENTION`` trains one full-rank slot with the
         sweep's seed, split, budget and stopping rule (one run after the other); a
         class whose training diverges gets ``inf``.
         """

@@ -3,13 +3,13 @@
 One subpackage per paper, each importing only the runner and the rooms below
 (import-linter checks both, and that the papers never import each other):
 
-* :mod:`~intrinsic_rank.experiments.entropic` -- the Entropic Bound (``sweep``,
+* ``experiments.entropic`` -- the Entropic Bound (``sweep``,
   ``ladder``, ``frontier`` and the appendix on real models, ``profile``);
-* :mod:`~intrinsic_rank.experiments.min_ip` -- three tokens force exponential
+* ``experiments.min_ip`` -- three tokens force exponential
   feature rank (``min-ip``, ``min-ip-law``);
-* :mod:`~intrinsic_rank.experiments.reachability` -- how many outputs a
+* ``experiments.reachability`` -- how many outputs a
   Transformer can generate (``reach``, ``copy``);
-* :mod:`~intrinsic_rank.experiments.runner` -- what they share: the registry,
+* ``experiments.runner`` -- what they share: the registry,
   the reproduce runner, output, progress, argument types and parallel tasks.
 
 Each experiment is one :class:`Experiment` (its run, tables, plots, verdicts,
@@ -17,8 +17,8 @@ quick and full settings, command-line options); :data:`REPORT_ORDER` below
 lists them in the order of the report and of ``intrinsic-rank --help``, and
 registers them in :data:`EXPERIMENTS`, which the command line and
 :func:`reproduce` read. The measuring functions these experiments use
-(:func:`profile_heads`, :func:`head_pattern_scores`,
-:func:`reachability_geometry`) live in :mod:`intrinsic_rank.inspection` and are
+(:func:`~intrinsic_rank.inspection.profile_heads`, :func:`~intrinsic_rank.inspection.head_pattern_scores`,
+:func:`~intrinsic_rank.inspection.reachability_geometry`) live in :mod:`intrinsic_rank.inspection` and are
 re-exported here.
 """
 

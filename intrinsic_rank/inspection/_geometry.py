@@ -285,7 +285,7 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
     :func:`~intrinsic_rank.bounds.hidden_state_geometry`), their smallest
     pairwise cosine (the cone, :func:`~intrinsic_rank.bounds.min_pairwise_cosine`)
     and, for a model with a next-token head, the decoder's cells in the box of
-    the states (:func:`~intrinsic_rank.nn.decoder_cell_proportions`,
+    the states (:func:`~intrinsic_rank.inspection.decoder_cell_proportions`,
     :func:`~intrinsic_rank.bounds.cell_decay`). It evaluates the bounds that
     the model's kind allows:
 
@@ -327,7 +327,7 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
         (``cells["max_decay"]``) and ``cells["n_empty"]`` cells are unresolved.
     measured_slope : float or None, default=None
         A measured slope (tokens per prompt vector, e.g. of
-        :func:`accessibility_curves` on the same model) to divide the slope
+        :func:`~intrinsic_rank.experiments.accessibility_curves` on the same model) to divide the slope
         bounds by: the ``ratio`` column of ``bounds``; None leaves it NaN.
     random_state : int, default=0
         Seeds the prompts and the cell Monte Carlo.
@@ -347,7 +347,7 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
         ``slope_bound``, ``box_slope_bound``, ``cone_slope_bound`` and
         ``cell_slope_bound`` (tokens per vector, NaN where they do not apply),
         ``min_cosine``, ``cone_half_angle``, ``cone_log_fraction``, ``cells``
-        (as the ``cells`` of :func:`accessibility_curves`; None for an encoder
+        (as the ``cells`` of :func:`~intrinsic_rank.experiments.accessibility_curves`; None for an encoder
         or ``n_cell_samples=0``; besides the keys of :func:`cell_facts` it holds
         ``max_decay`` = ``ln n_cell_samples``, ``matmul_dtype`` and ``seconds``
         of the count), ``cell_counts`` (only with ``keep_cells``: points per
@@ -480,10 +480,10 @@ def refinement_rows(cone, cells):
     ----------
     cone : mapping
         ``min_cosine``, ``half_angle`` (radians) and ``log_fraction`` (the
-        ``cone`` of :func:`accessibility_curves`; a geometry's
+        ``cone`` of :func:`~intrinsic_rank.experiments.accessibility_curves`; a geometry's
         ``min_cosine``, ``cone_half_angle`` and ``cone_log_fraction`` work too).
     cells : mapping or None
-        The ``cells`` of :func:`accessibility_curves` or
+        The ``cells`` of :func:`~intrinsic_rank.experiments.accessibility_curves` or
         :func:`reachability_geometry`; None gives "–" rows.
 
     Returns

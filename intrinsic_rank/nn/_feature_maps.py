@@ -258,7 +258,7 @@ def taylor_features(u, dim=None):
 
 
 def favor_features(u, omega, feature_mask=None):
-    """Performer's positive random features ``exp(w_k . u - |u|^2 / 2) / sqrt(r)``.
+    """Performer's positive random features ``exp(w_k·u - |u|^2 / 2) / sqrt(r)``.
 
     From "Rethinking Attention with Performers" (Choromanski et al., 2021),
     FAVOR+: for rows ``w_k`` with marginal ``N(0, I)``,

@@ -281,7 +281,7 @@ class HFEncoderAdapter(CausalLMAdapter):
         leaves the earlier final hidden states unchanged.
     has_head : bool
         Always False: :meth:`decode` and :meth:`output_head` raise, and so does
-        :func:`~intrinsic_rank.nn.decoder_cell_proportions`.
+        :func:`~intrinsic_rank.inspection.decoder_cell_proportions`.
     """
 
     has_head = False
@@ -441,7 +441,7 @@ def load_gguf_causal_lm(path):
     Returns
     -------
     model : transformers.PreTrainedModel
-        In eval mode, float32, without a quantizer (see :func:`unquantized`):
+        In eval mode, float32, without a quantizer (see ``unquantized``):
         ``save_pretrained`` works on it.
 
     Raises

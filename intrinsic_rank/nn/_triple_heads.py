@@ -4,7 +4,7 @@ The head of the Min-IP rank law (:func:`~intrinsic_rank.experiments.min_ip_rank_
 a batch of independent slots, each of its own feature rank and seed, on the
 distinct (query, other tokens) triples of every sequence over a vocabulary
 (:func:`~intrinsic_rank.datasets.min_ip_exhaustive_triples`). Its feature maps
-are those of :mod:`._feature_maps`; :func:`~intrinsic_rank.nn.fit_triple_heads`
+are those of ``_feature_maps``; :func:`~intrinsic_rank.nn.fit_triple_heads`
 trains it.
 """
 
@@ -69,7 +69,7 @@ class TripleAttentionHead(nn.Module):
     seeds : sequence of int
         Seed of each slot (same length as ``ranks``).
     feature_map : str, default="exp"
-        One of :data:`FEATURE_MAPS` (the maps of :mod:`._feature_maps`, which
+        One of :data:`FEATURE_MAPS` (the maps of ``_feature_maps``, which
         also say how many features a slot of rank ``r`` uses).
     n_heads : int, default=1
         Heads of rank ``r`` each, summed in the readout.

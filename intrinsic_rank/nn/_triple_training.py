@@ -3,7 +3,7 @@
 :func:`fit_triple_heads` trains all slots at once (their losses are summed, and
 each parameter has a leading slot axis), with a per-slot plateau rule: solved
 slots freeze, stalled ones decay their learning rate and then restart from a
-fresh seed. :class:`_SlotAdam` is Adam with a step count and a learning rate per
+fresh seed. ``_SlotAdam`` is Adam with a step count and a learning rate per
 slot, so a restarted or frozen slot does not disturb the others.
 """
 
@@ -88,7 +88,7 @@ def fit_triple_heads(head, data, max_steps=3000, lr=0.02, check_every=100, patie
     frozen. The best state of each slot (fewest unsolved sequences, then lowest
     loss) is the one reported, and its parameters are restored at the end.
     The optimiser is Adam ("Adam: A Method for Stochastic Optimization",
-    Kingma and Ba, 2015) with bias correction, kept per slot (:class:`_SlotAdam`).
+    Kingma and Ba, 2015) with bias correction, kept per slot (``_SlotAdam``).
 
     Parameters
     ----------

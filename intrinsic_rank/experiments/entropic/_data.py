@@ -54,7 +54,7 @@ def sweep_data(X, Y, *, attention="auto", rank_grid=None, max_epochs=200, noise_
         ``records``, ``rank_``, ``r_star`` (``None``), ``noise_floor`` (the
         one given, else ``None``), ``noise_floor_`` (the floor the ranks were
         judged against), ``excess_tol``, ``floor_reached``, ``reference_risk``,
-        the keys of :func:`evidence` (the class trained and the other classes'
+        the keys of ``evidence`` (the class trained and the other classes'
         risks, the held-out R², the given and the estimated floor), ``config``
         and the fitted ``estimator``, whose ``warnings_`` lists the warnings
         about the estimate.

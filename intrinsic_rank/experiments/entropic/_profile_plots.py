@@ -84,7 +84,7 @@ def plot_head_profile(profile, path=None):
     Parameters
     ----------
     profile : Bunch
-        The output of :func:`profile_heads`.
+        The output of :func:`~intrinsic_rank.inspection.profile_heads`.
     path : str or None
         Where to save the PNG; ``None`` only returns the figure.
 
@@ -126,8 +126,8 @@ def plot_head_profile(profile, path=None):
 def plot_head_scores(profile, path=None):
     """Heat maps (layer x head) of the previous-token, duplicate-token and induction scores.
 
-    The scores of :func:`profile_heads` in its ``score_measure`` (see
-    :func:`head_pattern_scores`), on a common colour scale (0 to 1, -1 to 1 for
+    The scores of :func:`~intrinsic_rank.inspection.profile_heads` in its ``score_measure`` (see
+    :func:`~intrinsic_rank.inspection.head_pattern_scores`), on a common colour scale (0 to 1, -1 to 1 for
     ``"abs"``) with a labelled colour bar; each title gives the
     uniform-attention and perfect-head scores on the same inputs and how many
     queries define the pattern, the figure's title the sink rate. Cells carry their value (two
@@ -136,7 +136,7 @@ def plot_head_scores(profile, path=None):
     Parameters
     ----------
     profile : Bunch
-        The output of :func:`profile_heads`.
+        The output of :func:`~intrinsic_rank.inspection.profile_heads`.
     path : str or None
         Where to save the PNG; ``None`` only returns the figure.
 

@@ -32,7 +32,7 @@ def kernel_rank_trajectory(steps=(0, 100, 200, 400, 800), vocab_size=32, d_model
     sequences (:func:`~intrinsic_rank.datasets.make_induction_corpus`, a fixed
     task) with :func:`~intrinsic_rank.nn.train_causal_lm`, and after each
     number of steps in ``steps`` every head is profiled with
-    :func:`profile_heads` on the same held-out sequences. The task never
+    :func:`~intrinsic_rank.inspection.profile_heads` on the same held-out sequences. The task never
     changes, so whatever the static kernel rank does along the way is the
     optimisation's doing (the Entropic Bound's appendix: kernel rank tracks
     optimisation progress, not task complexity).

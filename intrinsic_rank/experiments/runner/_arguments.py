@@ -109,6 +109,17 @@ def parse_lengths(text):
     return "auto" if text == "auto" else parse_ranks(text, minimum=1)
 
 
+def _bounds_text(minimum, maximum):
+    """`` in [a, b]``, `` >= a``, `` <= b`` or nothing: the range in an option's message."""
+    if minimum is None and maximum is None:
+        return ""
+    if maximum is None:
+        return f" >= {minimum}"
+    if minimum is None:
+        return f" <= {maximum}"
+    return f" in [{minimum}, {maximum}]"
+
+
 def bounded_int(minimum=None, maximum=None):
     """An argparse ``type`` reading one integer in ``[minimum, maximum]``.
 
@@ -131,14 +142,7 @@ def bounded_int(minimum=None, maximum=None):
     ...
     argparse.ArgumentTypeError: must be an integer in [1, 100]; got 1000
     """
-    if minimum is None and maximum is None:
-        bounds = ""
-    elif maximum is None:
-        bounds = f" >= {minimum}"
-    elif minimum is None:
-        bounds = f" <= {maximum}"
-    else:
-        bounds = f" in [{minimum}, {maximum}]"
+    bounds = _bounds_text(minimum, maximum)
 
     def parse(text):
         try:
@@ -182,14 +186,7 @@ def bounded_float(minimum=None, maximum=None):
     """
     import math
 
-    if minimum is None and maximum is None:
-        bounds = ""
-    elif maximum is None:
-        bounds = f" >= {minimum}"
-    elif minimum is None:
-        bounds = f" <= {maximum}"
-    else:
-        bounds = f" in [{minimum}, {maximum}]"
+    bounds = _bounds_text(minimum, maximum)
 
     def parse(text):
         try:
