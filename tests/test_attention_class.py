@@ -126,7 +126,8 @@ def _shuffled_pair():
 @pytest.mark.parametrize("pair", [_noise_pair, _shuffled_pair])
 def test_targets_independent_of_x_give_no_rank_without_a_warning(tmp_path, capsys, pair):
     X, Y = pair()
-    saved = _sweep_file(tmp_path, X, Y, "--rank-grid", "1-3", "--epochs", "40")
+    with pytest.warns(UserWarning, match="is not supported by the data"):
+        saved = _sweep_file(tmp_path, X, Y, "--rank-grid", "1-3", "--epochs", "40")
     text = capsys.readouterr().out
     lines = [line for line in text.splitlines() if line.startswith("warning:")]
     assert any("is not supported by the data" in line for line in lines), text

@@ -1060,7 +1060,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         >>> X, Y = make_attention_task("linear", n_samples=64, seq_len=4, d=3,
         ...                            rank=1, random_state=0)
         >>> est = AttentionRankEstimator(attention="linear", rank_grid=[1, 3],
-        ...                              max_epochs=2, random_state=0).fit(X, Y[:, -1, 0])
+        ...                              max_epochs=150, random_state=0).fit(X, Y[:, -1, 0])
         >>> est.predict_per_rank(X).shape
         (64, 2)
         >>> i = est.ranks_.tolist().index(est.rank_)
