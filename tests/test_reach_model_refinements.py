@@ -1,4 +1,4 @@
-"""Issue [9] on a model: decode, Monte Carlo decoder cells and the estimator's refinements."""
+"""The reachability refinements on a model: decode, Monte Carlo decoder cells and the estimator's refinements."""
 
 import math
 
