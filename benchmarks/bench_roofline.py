@@ -36,6 +36,13 @@ form ``(X W_Q)(X W_K)^T``; the kernel form ``X (W_Q W_K^T) X^T`` costs
 over 2, so validation, the split and the post-fit scoring cancel), work = the
 steps of one epoch over the training part (``B`` rows each, the last one short).
 
+**Kernel bound** of the sweep step: each of the step's matrix products timed
+alone at its exact shape (hot in cache, fastest of 7), then the elementwise
+passes no step can skip (softmax forward and backward, the loss residual and its
+gradient, Adam); the step's useful work over their summed time, against the fp32
+peak, bounds what the step can reach with these kernels (``products_bound``:
+the products only; ``kernel_bound``: with the elementwise passes).
+
 **Cramming step** on SmolLM2-135M (``intrinsic_rank.nn.as_causal_lm("smollm2-135m")``;
 8 targets of 64 tokens after one trainable prefix vector each, cross-entropy,
 Adam on the prefix; the model is frozen). Per token of ``T = 65``: every linear
@@ -269,6 +276,100 @@ def time_sweep_step(args, label, B, L, d, ranks, peaks, rounds):
     return result
 
 
+def best_time(function, device, repeats=7, inner=2):
+    """Seconds of the fastest of ``repeats`` runs of ``function`` (``inner`` calls each)."""
+    function()
+    synchronize(device)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            function()
+        synchronize(device)
+        best = min(best, (time.perf_counter() - start) / inner)
+    return best
+
+
+def kernel_bound(args, label, B, L, d, ranks, peaks):
+    """The step's own operations timed one at a time: how close the kernels allow it to get.
+
+    Every matrix product of one step of the rank-major student (the projection
+    and its weight gradient, each slot's scores and their two gradients, the
+    values and their weight gradient, the mixing and its two gradients) is
+    timed alone at its exact shape, hot in cache, fastest of several runs; then
+    the elementwise passes a step cannot skip (softmax forward and backward, the
+    loss residual and its gradient, the Adam update). The step's useful work over
+    the sum of these times, divided by the fp32 peak measured just before, is an
+    upper bound on the fraction the step itself can reach with these kernels:
+    the step also pays for copies, the cache misses of operands that are not hot,
+    and the autograd bookkeeping.
+    """
+    from intrinsic_rank.nn import make_student, row_softmax
+
+    device = args.device
+    e, R, S = d, len(ranks), sum(ranks)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen).to(device)
+
+    width = S + (-S % 16)
+    X2, gP = randn(B * L, d), randn(B * L, 2 * width)
+    W = randn(d, 2 * width)
+    Wv, V = randn(R, d, e), randn(R, B * L, e)
+    A, Vb, G = randn(R * B, L, L), randn(R * B, L, e), randn(R * B, L, e)
+    products = {
+        "projection and its weight gradient": [lambda: X2 @ W, lambda: X2.t() @ gP],
+        "values and their weight gradient": [lambda: torch.matmul(X2, Wv),
+                                             lambda: torch.matmul(X2.t(), V)],
+        "mixing and its two gradients": [lambda: torch.bmm(A, Vb),
+                                         lambda: torch.bmm(G, Vb.transpose(1, 2)),
+                                         lambda: torch.bmm(A.transpose(1, 2), G)],
+        "scores and their two gradients": [],
+    }
+    for r in ranks:
+        q, k, gs = randn(B, L, r), randn(B, L, r), randn(B, L, L)
+        products["scores and their two gradients"] += [
+            lambda q=q, k=k: torch.bmm(q, k.transpose(1, 2)),
+            lambda q=q, k=k, gs=gs: torch.bmm(gs, k),
+            lambda q=q, k=k, gs=gs: torch.bmm(gs.transpose(1, 2), q)]
+    scores4, y = randn(R, B, L, L), randn(B, L, e)
+    weights = torch.softmax(scores4, -1)
+    out = randn(R, B, L, e)
+    residual = out - y
+    scale = randn(R, 1, 1)
+    student = make_student("softmax", d=d, d_out=e, ranks=ranks, seq_len=L).to(device)
+    for parameter in student.parameters():
+        parameter.grad = torch.randn_like(parameter)
+    optimizer = torch.optim.Adam(student.parameters(), lr=3e-3)
+    elementwise = {
+        "softmax forward and backward": [
+            lambda: row_softmax(scores4),
+            lambda: torch._softmax_backward_data(scores4, weights, -1, weights.dtype)],
+        "loss residual and gradient": [lambda: out - y,
+                                       lambda: residual.view(R, B, -1) * scale],
+        "Adam update": [optimizer.step],
+    }
+    work = sum(sweep_step_flops(B, L, d, e, ranks).values())
+    peak = matmul_peak(torch.float32, device, peaks["n"], repeats=4)
+    print(f"\n== kernel bound: {label}: the step's operations timed alone "
+          f"(fastest of 7, hot caches; load {load()}; fp32 peak now {peak:.1f} GFLOP/s)")
+    totals = {}
+    for kind, groups in (("products", products), ("elementwise", elementwise)):
+        totals[kind] = 0.0
+        for name, functions in groups.items():
+            seconds = sum(best_time(f, device) for f in functions)
+            totals[kind] += seconds
+            print(f"  {name:<38} {seconds * 1e3:8.2f} ms")
+    products_bound = work / totals["products"] / 1e9 / peak
+    kernel_bound_ = work / (totals["products"] + totals["elementwise"]) / 1e9 / peak
+    print(f"  products alone: {totals['products'] * 1e3:.2f} ms for {work / 1e9:.3f} GFLOP of "
+          f"useful work = {products_bound:.2f} of the fp32 peak")
+    print(f"  with the elementwise passes: {(totals['products'] + totals['elementwise']) * 1e3:.2f}"
+          f" ms = {kernel_bound_:.2f} of the fp32 peak (the bound on the step)")
+    return dict(products=products_bound, kernels=kernel_bound_)
+
+
 def time_epoch(args, peaks, n=4096, L=32, d=64, ranks=COARSE_64):
     """Seconds per epoch of the estimator's fit (difference of a 3- and a 1-epoch fit)."""
     import warnings
@@ -485,6 +586,8 @@ def main(argv=None):
         sizes = []
     steps = {label: time_sweep_step(args, label, B, L, d, ranks, peaks, rounds)
              for label, B, L, d, ranks in sizes}
+    bounds = {label: kernel_bound(args, label, B, L, d, ranks, peaks)
+              for label, B, L, d, ranks in sizes}
     epoch = None if args.quick or args.skip_sweep else time_epoch(args, peaks)
 
     if args.precision_study:
@@ -516,6 +619,8 @@ def main(argv=None):
               f"{result['padded (before)']['seconds'] / after['seconds']:.2f}")
         target = f" (target >= {HALF_ROOFLINE:g})" if key == "d64" else ""
         print(f"sweep_step_fraction_of_fp32_peak_{key}: {after['fraction']:.3f}{target}")
+        print(f"sweep_step_products_bound_{key}: {bounds[label]['products']:.3f}")
+        print(f"sweep_step_kernel_bound_{key}: {bounds[label]['kernels']:.3f}")
         bf16 = result.get("rank-major, bf16 autocast")
         if bf16:
             print(f"sweep_step_bf16_speedup_{key}: {after['seconds'] / bf16['seconds']:.2f}")

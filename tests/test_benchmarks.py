@@ -88,8 +88,11 @@ def test_roofline_benchmark_runs_in_its_quick_mode(capsys):
     assert bench.main(["--quick", "--threads", "1"]) == 0
     metrics = {m["name"]: m["value"] for m in run_all.parse_metrics(capsys.readouterr().out)}
     assert {"sweep_step_gflops_tiny", "sweep_step_speedup_vs_padded_tiny",
-            "sweep_step_fraction_of_fp32_peak_tiny"} <= set(metrics)
+            "sweep_step_fraction_of_fp32_peak_tiny", "sweep_step_products_bound_tiny",
+            "sweep_step_kernel_bound_tiny"} <= set(metrics)
     assert all(value > 0 for value in metrics.values())
+    # the elementwise passes only add time: the bound with them is the lower one
+    assert metrics["sweep_step_kernel_bound_tiny"] < metrics["sweep_step_products_bound_tiny"]
 
 
 def test_roofline_work_counts_follow_the_documented_formulas():
