@@ -1,7 +1,21 @@
 import os
+import signal
 
 import pytest
 import torch
+
+
+def pytest_configure(config):
+    """Let Ctrl-C reach the run as in a terminal, whoever started it.
+
+    A process started in the background by a non-interactive shell (``cmd &`` in
+    a script, ``nohup``) inherits SIGINT as ignored, and Python then installs no
+    handler: the interrupt tests (and the subprocesses they signal, which
+    inherit the ignored signal) would see no ``KeyboardInterrupt``. Python's own
+    handler is put back in that case only.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _test_threads():
