@@ -130,19 +130,27 @@ def has_bf16(device):
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
-def matmul_peak(dtype, device, n, repeats=8):
-    """GFLOP/s of the best of ``repeats`` ``n x n`` matmuls (``2 n^3`` each), after two warm-ups."""
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    for _ in range(2):
-        torch.matmul(a, b)
+def best_time(function, device, repeats=7, inner=2, warmups=1):
+    """Seconds of the fastest of ``repeats`` runs of ``function`` (``inner`` calls each),
+    after ``warmups`` untimed calls."""
+    for _ in range(warmups):
+        function()
     synchronize(device)
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        torch.matmul(a, b)
+        for _ in range(inner):
+            function()
         synchronize(device)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, (time.perf_counter() - start) / inner)
+    return best
+
+
+def matmul_peak(dtype, device, n, repeats=8):
+    """GFLOP/s of the best of ``repeats`` ``n x n`` matmuls (``2 n^3`` each), after two warm-ups."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    best = best_time(lambda: torch.matmul(a, b), device, repeats=repeats, inner=1, warmups=2)
     return 2 * n**3 / best / 1e9
 
 
@@ -274,20 +282,6 @@ def time_sweep_step(args, label, B, L, d, ranks, peaks, rounds):
         if name != "padded (before)":
             print(f"  speed-up {name} / padded: {before / result[name]['seconds']:.2f}x")
     return result
-
-
-def best_time(function, device, repeats=7, inner=2):
-    """Seconds of the fastest of ``repeats`` runs of ``function`` (``inner`` calls each)."""
-    function()
-    synchronize(device)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            function()
-        synchronize(device)
-        best = min(best, (time.perf_counter() - start) / inner)
-    return best
 
 
 def kernel_bound(args, label, B, L, d, ranks, peaks):
