@@ -378,7 +378,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
       batch loss is not finite, or exceeds ``1e6`` times the mean square of the
       training targets (the risk of predicting zero, about where training
       starts; a blow-up such as ``lr=1e6`` or ``init_scale=1e6``). A rank whose
-      loss in the last epoch is no lower than before the first step gets a
+      loss in the last epoch is not lower than before the first step by more
+      than 0.1% (``LOSS_FALL_RTOL``, a margin far above float rounding) gets a
       :class:`~sklearn.exceptions.ConvergenceWarning`. ``predict`` whose output
       overflows float32 raises a ``ValueError`` instead of returning inf/NaN.
     * **Interrupts.** A :class:`KeyboardInterrupt` during ``fit`` is raised
