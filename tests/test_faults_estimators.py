@@ -257,14 +257,14 @@ class _FakeNet:
     (-1e-6, True),   # rounding pushed the end above the start
     (0.0, True),
     (1e-6, True),    # rounding pushed it below: still nothing learned
-    (0.5e-3, True),  # below the tolerance of 1e-3
-    (2e-3, False),   # above it
+    (0.5e-5, True),  # below the tolerance of 1e-5
+    (2e-5, False),   # above it
     (0.5, False),
 ])
 def test_loss_fall_rule_uses_a_relative_tolerance(relative_fall, warned):
     from intrinsic_rank.estimators._callbacks import LOSS_FALL_RTOL, warn_if_loss_never_fell
 
-    assert LOSS_FALL_RTOL == 1e-3
+    assert LOSS_FALL_RTOL == 1e-5
     net = _FakeNet([2.0], [2.0 * (1 - relative_fall)])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

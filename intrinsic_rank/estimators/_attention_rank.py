@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import spectral
 from .._validation import check_int, draw_seed
-from ..nn import KERNEL_STUDENT_MAPS, STUDENTS
+from ..nn import KERNEL_STUDENT_MAPS, STUDENTS, RotarySoftmaxStudent
 from . import _scaling
 from ._attention_class import AUTO_ATTENTION, MIN_HELDOUT_R2, choose_attention, class_risk_text
 from ._batching import (
@@ -114,6 +114,41 @@ def _check_rank_grid(estimator, value):
 
 
 
+POSITIONAL = ("rope",)
+"""The positional schemes of ``AttentionRankEstimator(positional=...)`` besides ``None``."""
+
+_SEQUENCE_CLASSES = ("linear", "softmax")
+
+
+def _check_causal(estimator, value):
+    value = Boolean().check(value, "causal", estimator)
+    if value and estimator.attention not in _SEQUENCE_CLASSES:
+        raise ValueError(f"causal=True applies to attention in {list(_SEQUENCE_CLASSES)}; got "
+                         f"attention={estimator.attention!r}")
+    return value
+
+
+def _check_positional(estimator, value):
+    if value not in POSITIONAL:
+        raise ValueError(f"positional must be None or one of {list(POSITIONAL)}; got {value!r}")
+    if estimator.attention != "softmax":
+        raise ValueError(f"positional={value!r} applies to attention='softmax' (the rotary "
+                         f"heads of causal LMs); got attention={estimator.attention!r}")
+    return value
+
+
+def _check_value_map(estimator, value):
+    if estimator.attention not in _SEQUENCE_CLASSES:
+        raise ValueError(f"value_map applies to attention in {list(_SEQUENCE_CLASSES)}; got "
+                         f"attention={estimator.attention!r}")
+    array = np.asarray(value, dtype=np.float64)
+    if array.ndim != 2 or not np.all(np.isfinite(array)):
+        raise ValueError(f"value_map must be a finite 2-D array of shape (d, d_out); got "
+                         f"shape {array.shape}" + ("" if array.ndim != 2 else
+                                                   " with non-finite entries"))
+    return array
+
+
 def _check_student_options(estimator, value):
     if estimator.attention == "auto":
         if value:
@@ -122,7 +157,7 @@ def _check_student_options(estimator, value):
                 f"with student_options={value!r} (the classes compared take their defaults)"
             )
         return {}
-    return check_student_options(value, estimator.attention, STUDENTS[estimator.attention])
+    return check_student_options(value, estimator.attention, estimator._student_class())
 
 
 class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
@@ -379,7 +414,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
       training targets (the risk of predicting zero, about where training
       starts; a blow-up such as ``lr=1e6`` or ``init_scale=1e6``). A rank whose
       loss in the last epoch is not lower than before the first step by more
-      than 0.1% (``LOSS_FALL_RTOL``, a margin far above float rounding) gets a
+      than ``LOSS_FALL_RTOL = 1e-5`` of it (ten times the float rounding) gets a
       :class:`~sklearn.exceptions.ConvergenceWarning`. ``predict`` whose output
       overflows float32 raises a ``ValueError`` instead of returning inf/NaN.
     * **Interrupts.** A :class:`KeyboardInterrupt` during ``fit`` is raised
@@ -443,6 +478,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         verbose=0,
         callbacks=None,
         precision="float32",
+        causal=False,
+        positional=None,
+        rope_theta=10000.0,
+        value_map=None,
     ):
         self.attention = attention
         self.feature_map = feature_map
@@ -465,6 +504,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.verbose = verbose
         self.callbacks = callbacks
         self.precision = precision
+        self.causal = causal
+        self.positional = positional
+        self.rope_theta = rope_theta
+        self.value_map = value_map
 
     _parameter_constraints = {
         "attention": [Options([*sorted(STUDENTS), "auto"],
@@ -489,6 +532,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         "device": [Device()],
         "callbacks": [None, Callbacks()],
         "precision": [Options(PRECISIONS)],
+        "causal": [Rule(_check_causal)],
+        "positional": [None, Rule(_check_positional)],
+        "rope_theta": [Real(0.0, low_open=True)],
+        "value_map": [None, Rule(_check_value_map)],
     }
     """The accepted form of every parameter, checked at the start of ``fit``
     (:func:`~intrinsic_rank.estimators._params.validate_params`)."""
@@ -500,8 +547,49 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     def _auto(self):
         return isinstance(self.rank_grid, str)
 
+    def _student_class(self, attention=None):
+        """The student of ``attention`` (default: the fitted class), rotary when asked."""
+        attention = self.attention if attention is None else attention
+        if self.positional == "rope" and attention == "softmax":
+            return RotarySoftmaxStudent
+        return STUDENTS[attention]
+
+    def _head_dim(self):
+        """Query-key width of the rotary student: ``student_options["head_dim"]`` or ``d_out``."""
+        return int((self.student_options or {}).get("head_dim") or self.d_out_)
+
     def _max_rank(self):
-        return STUDENTS[self.attention_].rank_limit(self.token_dim_, self.seq_len_)
+        limit = STUDENTS[self.attention_].rank_limit(self.token_dim_, self.seq_len_)
+        if self._student_class(self.attention_) is RotarySoftmaxStudent:
+            return min(limit, self._head_dim())
+        return limit
+
+    def _sequence_options(self):
+        """The student arguments of ``causal``, ``positional`` and ``value_map``, in training units.
+
+        A known value map acts on ``X`` and produces ``Y``: trained on ``X * x_scale``
+        against ``Y * y_scale``, it becomes ``W_V * y_scale / x_scale`` (powers of two,
+        exact).
+        """
+        options = {}
+        if self.attention_ not in _SEQUENCE_CLASSES:
+            return options
+        rotary = self._student_class(self.attention_) is RotarySoftmaxStudent
+        if self.causal or rotary:
+            options["causal"] = bool(self.causal)
+        if rotary:
+            options["rope_theta"] = float(self.rope_theta)
+        if self.value_map is not None:
+            options["value_map"] = self._value_map_in_training_units()
+        return options
+
+    def _value_map_in_training_units(self):
+        value_map = np.asarray(self.value_map, dtype=np.float64)
+        expected = (self.token_dim_, self.d_out_)
+        if value_map.shape != expected:
+            raise ValueError(f"value_map must have shape (d, d_out) = {expected} for these "
+                             f"data; got {value_map.shape}")
+        return value_map * (self.y_scale_ / self.x_scale_)
 
     def _rank_grid(self, ranks):
         """The ranks to train: ``rank_grid`` as checked, or the single rank, against the data's limit."""
@@ -513,6 +601,9 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
                 f"the feature-rank limit {limit} (2^m features realise any kernel on "
                 f"m = {self.token_dim_} bits; capped at 4096)"
             )
+        elif self._student_class(self.attention_) is RotarySoftmaxStudent:
+            what = (f"min(d, head_dim) = {limit}, the largest rank of a query projection "
+                    f"from d = {self.token_dim_} to head_dim = {self._head_dim()}")
         else:
             what = f"the token dimension d = {limit} (the query-key kernel is d x d)"
         if self._x_ndim == 2:
@@ -543,7 +634,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             callbacks.append(("progress", FitProgress(postfix={"summed_loss": "train_loss"})))
         callbacks.extend(self.callbacks or [])
         return RankSweepNet(
-            module=STUDENTS[self.attention_],
+            module=self._student_class(self.attention_),
             module__d=self.token_dim_,
             module__d_out=self.d_out_,
             module__ranks=ranks,
@@ -553,6 +644,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             module__final_only=self.target_ == "final",
             **{f"module__{key}": value for key, value in (self.student_options or {}).items()},
             **{f"module__{key}": value for key, value in self._feature_map().items()},
+            **{f"module__{key}": value for key, value in self._sequence_options().items()},
             criterion=RankwiseMSELoss,
             optimizer=resolve_optimizer(self.optimizer),
             optimizer__weight_decay=self.weight_decay,

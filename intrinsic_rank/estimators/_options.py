@@ -12,7 +12,8 @@ MAX_HIDDEN = 65536
 """The largest ``hidden`` or ``value_dim`` a student option may ask for."""
 
 RESERVED_STUDENT_OPTIONS = frozenset({"d", "d_out", "ranks", "seq_len", "init_scale",
-                                      "random_state", "final_only", "feature_map"})
+                                      "random_state", "final_only", "feature_map", "causal",
+                                      "value_map", "rope_theta"})
 """Student arguments that the estimator sets itself (or that come from the data)."""
 
 _OPTIMIZERS = {
@@ -122,8 +123,17 @@ def _positive_real_option(value, key):
     return float(value)
 
 
+def _head_dim_option(value, key):
+    value = _integer_option(value, key)
+    if value < 2 or value % 2:
+        raise ValueError(f"student_options[{key!r}] must be an even integer >= 2 (rotary "
+                         f"channels turn in pairs); got {value}")
+    return value
+
+
 _OPTION_CHECKS = {"hidden": _integer_option, "value_dim": _integer_option,
-                  "positional": _bool_option, "temperature": _positive_real_option}
+                  "positional": _bool_option, "temperature": _positive_real_option,
+                  "head_dim": _head_dim_option, "score_scale": _positive_real_option}
 """The value check of each student option (an option without one is passed as given)."""
 
 
@@ -149,7 +159,8 @@ def check_student_options(options, attention, student_class, name="student_optio
         Not a mapping; a key the estimator sets itself; a key the student does
         not accept (the message lists those it does); a value of the wrong type
         or range (``hidden`` and ``value_dim``: integers in ``[1, 65536]``;
-        ``positional``: a bool; ``temperature``: a finite number > 0).
+        ``positional``: a bool; ``temperature`` and ``score_scale``: a finite
+        number > 0; ``head_dim``: an even integer in ``[2, 65536]``).
 
     Examples
     --------

@@ -10,7 +10,8 @@ Rooms of this package:
   (``_prompted``) and their training (``_lm_training``);
 * per-head weights, attention maps and model introspection (``_heads``);
 * the rank-batched students (``_students``, ``_kernel_students``,
-  ``_registry``); normalised kernel attention and heads with fixed maps
+  ``_registry``), and the rotary softmax student of real rotary heads
+  (``_rotary_students``); normalised kernel attention and heads with fixed maps
   (``_kernel_attention``) and the Min-IP paper's exact heads
   (``_min_ip_constructions``);
 * kernel feature maps equal to their published definitions
@@ -72,6 +73,7 @@ from ._loading import (
 from ._saving import save_model_folder
 from ._prompted import PromptedLM, random_prompt_hidden_states
 from ._registry import STUDENTS, make_student
+from ._rotary_students import ROPE_LAYOUTS, RotarySoftmaxStudent, rope_frequencies, rotate
 from ._students import (
     FixedOperatorStudent,
     LinearAttentionStudent,
@@ -136,6 +138,8 @@ __all__ = [
     "LinearAttentionStudent",
     "NormalizedKernelHead",
     "RankBatchedStudent",
+    "ROPE_LAYOUTS",
+    "RotarySoftmaxStudent",
     "SoftmaxAttentionStudent",
     "TransformerBlockStudent",
     "KERNEL_STUDENT_MAPS",
@@ -148,6 +152,8 @@ __all__ = [
     "make_student",
     "normalized_kernel_attention",
     "rank_one_min_ip_head",
+    "rope_frequencies",
+    "rotate",
     "row_softmax",
     # kernel feature maps
     "FEATURE_MAPS",

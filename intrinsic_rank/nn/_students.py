@@ -34,6 +34,9 @@ __all__ = [
     "LinearAttentionStudent",
     "SoftmaxAttentionStudent",
     "TransformerBlockStudent",
+    "causal_mask",
+    "fixed_value_map",
+    "known_values",
     "row_softmax",
 ]
 
@@ -84,6 +87,76 @@ def row_softmax(scores):
     if scores.device.type == "cpu" and scores.shape[-1] <= _SHORT_ROW:
         return _ShortRowSoftmax.apply(scores)
     return torch.softmax(scores, dim=-1)
+
+
+def causal_mask(scores, fill):
+    """``scores`` with every entry above the diagonal of its last two axes set to ``fill``.
+
+    Parameters
+    ----------
+    scores : torch.Tensor of shape (..., L, L)
+    fill : float
+        ``-inf`` before a softmax, ``0`` for linear attention.
+
+    Returns
+    -------
+    masked : torch.Tensor of shape (..., L, L)
+
+    Examples
+    --------
+    >>> import torch
+    >>> causal_mask(torch.ones(2, 2), 0.0)
+    tensor([[1., 0.],
+            [1., 1.]])
+    """
+    L = scores.shape[-1]
+    above = torch.ones(L, L, dtype=torch.bool, device=scores.device).triu(1)
+    return scores.masked_fill(above, fill)
+
+
+def fixed_value_map(value_map, d, d_out):
+    """A known value map as a float32 ``(d, d_out)`` tensor, or a ``ValueError`` naming the shape.
+
+    Parameters
+    ----------
+    value_map : array-like of shape (d, d_out)
+    d, d_out : int
+
+    Returns
+    -------
+    value_map : torch.Tensor of shape (d, d_out), float32
+
+    Examples
+    --------
+    >>> fixed_value_map([[1.0, 0.0]], 1, 2)
+    tensor([[1., 0.]])
+    """
+    values = torch.as_tensor(value_map, dtype=torch.float32).detach().clone()
+    if tuple(values.shape) != (int(d), int(d_out)):
+        raise ValueError(f"value_map must have shape (d, d_out) = ({d}, {d_out}); got "
+                         f"{tuple(values.shape)}")
+    if not bool(torch.isfinite(values).all()):
+        raise ValueError("value_map has non-finite entries")
+    return values
+
+
+def known_values(tokens, value_map, n_slots):
+    """Values ``X W_V`` of a known value map, shared by every slot: ``(R, n, L, d_out)``.
+
+    Parameters
+    ----------
+    tokens : torch.Tensor of shape (n, L, d)
+    value_map : torch.Tensor of shape (d, d_out)
+    n_slots : int
+
+    Returns
+    -------
+    values : torch.Tensor of shape (R, n, L, d_out)
+        An expanded view: one copy in memory for all slots.
+    """
+    n, L, d = tokens.shape
+    values = (tokens.reshape(n * L, d) @ value_map).view(1, n, L, -1)
+    return values.expand(n_slots, -1, -1, -1)
 
 
 def _slot_generator(random_state, rank, device="cpu"):
@@ -190,7 +263,9 @@ class RankBatchedStudent(nn.Module):
         ``ranked=True`` marks a factor whose last axis is the rank axis
         (length ``r_max``); a slot of rank ``r`` only draws its first ``r``
         columns. ``init`` is ``"normal"`` (scaled by ``init_scale / sqrt(fan_in)``),
-        ``"standard"`` (``1 / sqrt(fan_in)``), ``"ones"`` or ``"zeros"``.
+        ``"standard"`` (``1 / sqrt(fan_in)``), ``"ones"`` or ``"zeros"``;
+        ``fan_in="rank"`` takes the slot's own rank ``r`` (for a factor whose
+        input is the rank axis), so a slot's draw never depends on the grid.
         """
         parameter = nn.Parameter(torch.zeros(len(self.ranks), *shape))
         self.register_parameter(name, parameter)
@@ -212,7 +287,8 @@ class RankBatchedStudent(nn.Module):
                 elif init in ("normal", "standard"):
                     scale = self.init_scale if init == "normal" else 1.0
                     values = torch.randn(shape, generator=generator)
-                    target.copy_(values * scale / math.sqrt(fan_in))
+                    fan = r if fan_in == "rank" else fan_in
+                    target.copy_(values * scale / math.sqrt(fan))
 
     def _masked(self, factor):
         """Zero the columns of ``factor`` (``(R, ..., r_max)``) beyond each slot's rank."""
@@ -348,13 +424,43 @@ class FixedOperatorStudent(RankBatchedStudent):
         return torch.einsum("rlk,nrke->nrle", self.operator(), values)
 
 
-class LinearAttentionStudent(_QueryKeyMixin, RankBatchedStudent):
+class _AttentionRung(_QueryKeyMixin, RankBatchedStudent):
+    """Base of B1 and B2: a causal mask and a known value map, both optional."""
+
+    def __init__(self, d, d_out, ranks, causal=False, value_map=None, **kwargs):
+        self.causal = bool(causal)
+        self.learned_values = value_map is None
+        # build() (called by the base __init__) registers it as the buffer value_map
+        self._given_value_map = None if value_map is None else fixed_value_map(value_map, d,
+                                                                                d_out)
+        super().__init__(d, d_out, ranks, **kwargs)
+
+    def build(self):
+        self._add_query_key()
+        if self.learned_values:
+            self._add_parameter("value", (self.d, self.d_out), "normal", self.d)
+        else:
+            self.register_buffer("value_map", self._given_value_map)
+        del self._given_value_map
+
+    def _rank_major_values(self, tokens):
+        if self.learned_values:
+            return super()._rank_major_values(tokens)
+        return known_values(tokens, self.value_map, len(self.ranks))
+
+
+class LinearAttentionStudent(_AttentionRung):
     """B1 ``linear``: ``Y = (X W_Q)(X W_K)^T X W_V / L``, kernel rank ``<= r``.
 
     Parameters
     ----------
     d, d_out, ranks, seq_len, init_scale, random_state, final_only
         See :class:`RankBatchedStudent`.
+    causal : bool, default=False
+        Position ``i`` mixes positions ``j <= i`` only (the scores above the
+        diagonal are zeroed; the division stays by ``L``).
+    value_map : array-like of shape (d, d_out) or None, default=None
+        A known value map ``W_V`` (not trained); ``None`` learns one per slot.
 
     Examples
     --------
@@ -364,25 +470,29 @@ class LinearAttentionStudent(_QueryKeyMixin, RankBatchedStudent):
     torch.Size([3, 1, 5, 4])
     """
 
-    def build(self):
-        self._add_query_key()
-        self._add_parameter("value", (self.d, self.d_out), "normal", self.d)
+    def _mixers(self, scores, L):
+        mixer = scores / L
+        return causal_mask(mixer, 0.0) if self.causal else mixer
 
     def mixer(self, X):
-        return self._scores(X) / X.shape[1]
+        return self._mixers(self._scores(X), X.shape[1])
 
     def _sequence_output(self, X):
-        mixer = self._rank_major_scores(X) / X.shape[1]
+        mixer = self._mixers(self._rank_major_scores(X), X.shape[1])
         return (mixer @ self._rank_major_values(X)).transpose(0, 1)
 
 
-class SoftmaxAttentionStudent(_QueryKeyMixin, RankBatchedStudent):
+class SoftmaxAttentionStudent(_AttentionRung):
     """B2 ``softmax``: ``Y = softmax((X W_Q)(X W_K)^T) X W_V``, kernel rank ``<= r``.
 
     Parameters
     ----------
     d, d_out, ranks, seq_len, init_scale, random_state, final_only
         See :class:`RankBatchedStudent`.
+    causal : bool, default=False
+        Position ``i`` attends to positions ``j <= i`` only, as in a causal LM.
+    value_map : array-like of shape (d, d_out) or None, default=None
+        A known value map ``W_V`` (not trained); ``None`` learns one per slot.
 
     The scores are not divided by ``sqrt(r)``, matching the softmax teacher of
     :func:`intrinsic_rank.datasets.make_attention_task`.
@@ -393,17 +503,19 @@ class SoftmaxAttentionStudent(_QueryKeyMixin, RankBatchedStudent):
     >>> student = SoftmaxAttentionStudent(d=4, d_out=2, ranks=[1, 4])
     >>> student.mixer(torch.randn(3, 5, 4)).sum(-1).allclose(torch.ones(3, 2, 5))
     True
+    >>> causal = SoftmaxAttentionStudent(d=4, d_out=2, ranks=[2], causal=True)
+    >>> bool((causal.mixer(torch.randn(1, 3, 4))[0, 0].triu(1) == 0).all())
+    True
     """
 
-    def build(self):
-        self._add_query_key()
-        self._add_parameter("value", (self.d, self.d_out), "normal", self.d)
+    def _weights(self, scores):
+        return row_softmax(causal_mask(scores, float("-inf")) if self.causal else scores)
 
     def mixer(self, X):
-        return row_softmax(self._scores(X))
+        return self._weights(self._scores(X))
 
     def _sequence_output(self, X):
-        mixer = row_softmax(self._rank_major_scores(X))
+        mixer = self._weights(self._rank_major_scores(X))
         return (mixer @ self._rank_major_values(X)).transpose(0, 1)
 
 

@@ -1,0 +1,217 @@
+"""Softmax attention with rotary positions, as the heads of rotary language models compute it.
+
+A head of a rotary causal LM (Llama, Qwen2, SmolLM2) scores query ``i`` against
+key ``j`` as ``scale * (R_i q_i) . (R_j k_j)``, where ``R_p`` rotates each
+channel pair by the angle ``p * f`` of its frequency ``f`` (rotary position
+embedding, RoPE). Since ``R_i^T R_j = R_{j-i}``, the bilinear form at relative
+offset ``delta`` is ``W_Q R_delta W_K^T``: the query-key kernel differs at every
+offset. Bounding the rank of the query projection bounds all of them at once,
+``rank(W_Q R_delta W_K^T) <= rank(W_Q) <= r``; bounding the keys as well would
+not contain a teacher of query rank ``r``, because the rotated key row spaces
+differ from one offset to the next. So the rank of
+:class:`RotarySoftmaxStudent` is the rank of its query projection, factored as
+``W_Q = A C`` (``A`` of shape ``(d, r)``, ``C`` of shape ``(r, head_dim)``), with
+keys at the full head width.
+"""
+
+import math
+
+import torch
+
+from ._students import RankBatchedStudent, causal_mask, fixed_value_map, known_values, row_softmax
+
+__all__ = ["ROPE_LAYOUTS", "RotarySoftmaxStudent", "rope_frequencies", "rotate"]
+
+ROPE_LAYOUTS = ("rotate_half",)
+"""Channel pairings of rotary embeddings that :func:`rotate` implements: ``"rotate_half"``
+pairs channel ``i`` with ``i + head_dim / 2`` (Hugging Face's Llama, Qwen2, Mistral)."""
+
+
+def rope_frequencies(head_dim, theta=10000.0):
+    """Rotary inverse frequencies ``theta ** (-2 i / head_dim)``, ``i = 0 .. head_dim/2 - 1``.
+
+    The default rotary scheme of Hugging Face's Llama-family models (no
+    frequency scaling).
+
+    Parameters
+    ----------
+    head_dim : int
+        Even width of a head's queries and keys.
+    theta : float, default=10000.0
+        The rotary base (``rope_theta``; SmolLM2-135M uses 100000).
+
+    Returns
+    -------
+    inv_freq : torch.Tensor of shape (head_dim // 2,), float64
+
+    Examples
+    --------
+    >>> rope_frequencies(4, theta=100.0)
+    tensor([1.0000, 0.1000], dtype=torch.float64)
+    """
+    if head_dim % 2:
+        raise ValueError(f"rotary embeddings need an even head_dim; got {head_dim}")
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
+    return float(theta) ** (-exponents)
+
+
+def _cos_sin(inv_freq, length, dtype, device):
+    """``cos`` and ``sin`` of the angles ``p * f`` for positions ``0 .. length-1``, rotate-half layout."""
+    angles = torch.arange(length, dtype=torch.float64)[:, None] * inv_freq[None, :].cpu()
+    angles = torch.cat([angles, angles], dim=-1)
+    return (angles.cos().to(device=device, dtype=dtype),
+            angles.sin().to(device=device, dtype=dtype))
+
+
+def rotate(x, cos, sin):
+    """Rotary embedding of ``x`` in the ``"rotate_half"`` layout: ``x cos + rotate_half(x) sin``.
+
+    ``rotate_half(x) = [-x2, x1]`` for the halves ``x1, x2`` of the last axis, so
+    channel ``i`` and channel ``i + head_dim / 2`` turn together.
+
+    Parameters
+    ----------
+    x : torch.Tensor of shape (..., L, head_dim)
+    cos, sin : torch.Tensor of shape (L, head_dim)
+
+    Returns
+    -------
+    rotated : torch.Tensor of shape (..., L, head_dim)
+
+    Examples
+    --------
+    >>> import math, torch
+    >>> cos = torch.tensor([[math.cos(1.0)] * 2]); sin = torch.tensor([[math.sin(1.0)] * 2])
+    >>> rotated = rotate(torch.tensor([[1.0, 0.0]]), cos, sin)
+    >>> [round(v, 4) for v in rotated[0].tolist()]
+    [0.5403, 0.8415]
+    """
+    half = x.shape[-1] // 2
+    turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + turned * sin
+
+
+class RotarySoftmaxStudent(RankBatchedStudent):
+    """Softmax attention with rotary positions and a query projection of rank ``r``.
+
+    ``Y = softmax(scale * rot(X A C) rot(X W_K)^T [+ causal mask]) V`` with
+    ``A`` of shape ``(d, r)``, ``C`` of shape ``(r, head_dim)``, keys
+    ``W_K`` of shape ``(d, head_dim)`` and ``rot`` the rotary embedding of
+    positions ``0 .. L-1`` (:func:`rotate`, frequencies
+    :func:`rope_frequencies`). The rank is the query projection's: the
+    query-key kernel ``A C R_delta W_K^T`` has rank at most ``r`` at every
+    relative offset ``delta`` (module docstring). ``V`` is a known value map
+    ``X W_V`` or learned per slot.
+
+    Parameters
+    ----------
+    d, d_out, ranks, seq_len, init_scale, random_state, final_only
+        See :class:`RankBatchedStudent`. Ranks go up to ``min(d, head_dim)``.
+    rope_theta : float, default=10000.0
+        The rotary base.
+    head_dim : int or None, default=None
+        Width of the queries and keys (even); ``None`` takes ``d_out``, the
+        width of a real head's output.
+    score_scale : float or None, default=None
+        Factor of the scores; ``None`` takes ``1 / sqrt(head_dim)``, the
+        scale of the rotary language models.
+    causal : bool, default=True
+        Query ``i`` attends to keys ``j <= i`` only.
+    value_map : array-like of shape (d, d_out) or None, default=None
+        A known value map (not trained); ``None`` learns one per slot.
+
+    Examples
+    --------
+    >>> import torch
+    >>> student = RotarySoftmaxStudent(d=6, d_out=4, ranks=[1, 4], rope_theta=100.0)
+    >>> student(torch.randn(2, 5, 6)).shape
+    torch.Size([2, 2, 5, 4])
+    >>> [int(torch.linalg.matrix_rank(k)) for k in student.kernel()]
+    [1, 4]
+    """
+
+    def __init__(self, d, d_out, ranks, rope_theta=10000.0, head_dim=None, score_scale=None,
+                 causal=True, value_map=None, **kwargs):
+        self.head_dim = int(d_out if head_dim is None else head_dim)
+        if self.head_dim < 2 or self.head_dim % 2:
+            raise ValueError(f"head_dim must be an even integer >= 2; got {self.head_dim}")
+        self.rope_theta = float(rope_theta)
+        if not (math.isfinite(self.rope_theta) and self.rope_theta > 0.0):
+            raise ValueError(f"rope_theta must be a finite number > 0; got {rope_theta!r}")
+        self.score_scale = (1.0 / math.sqrt(self.head_dim) if score_scale is None
+                            else float(score_scale))
+        self.causal = bool(causal)
+        self.learned_values = value_map is None
+        self._given_value_map = None if value_map is None else fixed_value_map(value_map, d,
+                                                                                d_out)
+        super().__init__(d, d_out, ranks, **kwargs)
+
+    def max_rank(self):
+        """Largest meaningful rank: ``min(d, head_dim)``, the rank of a full query projection."""
+        return min(self.d, self.head_dim)
+
+    def build(self):
+        self._add_parameter("query_in", (self.d, self.r_max), "normal", self.d, ranked=True)
+        # C stored transposed, (head_dim, r): its rank axis last, as every ranked factor
+        self._add_parameter("query_out", (self.head_dim, self.r_max), "standard", "rank",
+                            ranked=True)
+        self._add_parameter("key", (self.d, self.head_dim), "normal", self.d)
+        if self.learned_values:
+            self._add_parameter("value", (self.d, self.d_out), "normal", self.d)
+        else:
+            self.register_buffer("value_map", self._given_value_map)
+        del self._given_value_map
+        self.register_buffer("inv_freq", rope_frequencies(self.head_dim, self.rope_theta))
+
+    # -- the query-key kernel ------------------------------------------------------
+    def query_projection(self):
+        """Query projections ``W_Q = A C`` of every slot, ``(R, d, head_dim)``, rank ``<= r``."""
+        return self._masked(self.query_in) @ self._masked(self.query_out).transpose(1, 2)
+
+    def kernel(self):
+        """Kernels at relative offset 0, ``W_Q W_K^T``, of every slot: ``(R, d, d)``.
+
+        The kernel at offset ``delta`` is ``W_Q R_delta W_K^T``, of the same rank bound.
+        """
+        return self.query_projection() @ self.key.transpose(1, 2)
+
+    # -- what the student computes -------------------------------------------------
+    def _queries_keys(self, X):
+        """Rotated queries and keys of every slot, rank-major ``(R, n, L, head_dim)`` each.
+
+        One product projects the tokens on every slot's used ``A`` columns and
+        keys; each slot's ``r`` columns then meet its own ``C``.
+        """
+        n, L, d = X.shape
+        R, h = len(self.ranks), self.head_dim
+        used = [slot * self.r_max + j for slot, r in enumerate(self.ranks) for j in range(r)]
+        columns = torch.tensor(used, dtype=torch.long, device=X.device)
+        A = self.query_in.permute(1, 0, 2).reshape(d, R * self.r_max)[:, columns]
+        keys = self.key.permute(1, 0, 2).reshape(d, R * h)
+        projected = X.reshape(n * L, d) @ torch.cat([A, keys], dim=1)
+        parts = projected.split([*self.ranks, R * h], dim=1)
+        queries = torch.stack([parts[s] @ self.query_out[s, :, :r].T
+                               for s, r in enumerate(self.ranks)])
+        keys = parts[-1].view(n * L, R, h).transpose(0, 1)
+        cos, sin = _cos_sin(self.inv_freq, L, projected.dtype, X.device)
+        return (rotate(queries.view(R, n, L, h), cos, sin),
+                rotate(keys.reshape(R, n, L, h), cos, sin))
+
+    def _weights(self, X):
+        """Attention weights of every slot, rank-major ``(R, n, L, L)``."""
+        queries, keys = self._queries_keys(X)
+        scores = (queries @ keys.transpose(-1, -2)) * self.score_scale
+        return row_softmax(causal_mask(scores, float("-inf")) if self.causal else scores)
+
+    def _values(self, X):
+        if self.learned_values:
+            n, L, d = X.shape
+            values = torch.matmul(X.reshape(n * L, d), self.value)
+            return values.view(len(self.ranks), n, L, self.d_out)
+        return known_values(X, self.value_map, len(self.ranks))
+
+    def mixer(self, X):
+        return self._weights(X).transpose(0, 1)
+
+    def _sequence_output(self, X):
+        return (self._weights(X) @ self._values(X)).transpose(0, 1)
