@@ -149,6 +149,23 @@ def _check_value_map(estimator, value):
     return array
 
 
+def _check_init_weights(estimator, value):
+    from collections.abc import Mapping
+
+    if estimator.attention not in _SEQUENCE_CLASSES:
+        raise ValueError(f"init_weights applies to attention in {list(_SEQUENCE_CLASSES)}; got "
+                         f"attention={estimator.attention!r}")
+    if not isinstance(value, Mapping) or set(value) != {"query", "key"}:
+        raise ValueError("init_weights must be None or a dict with exactly the keys 'query' "
+                         f"and 'key' (arrays of shape (d, k)); got {value!r:.200}")
+    arrays = {name: np.asarray(value[name], dtype=np.float64) for name in ("query", "key")}
+    for name, array in arrays.items():
+        if array.ndim != 2 or not np.all(np.isfinite(array)):
+            raise ValueError(f"init_weights[{name!r}] must be a finite 2-D array of shape "
+                             f"(d, k); got shape {array.shape}")
+    return arrays
+
+
 def _check_student_options(estimator, value):
     if estimator.attention == "auto":
         if value:
@@ -280,6 +297,33 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         step at ``d = 64``, ``L = 32``, slower at small sizes, ``rank_``
         unchanged on the teachers tried (``docs/performance.md``); the
         documented results are float32.
+    causal : bool, default=False
+        ``"linear"`` and ``"softmax"`` students with a causal mask: position
+        ``i`` mixes positions ``j <= i`` only, as every head of a causal LM.
+    positional : {None, "rope"}, default=None
+        ``"rope"`` (``attention="softmax"`` only): the rotary student
+        :class:`~intrinsic_rank.nn.RotarySoftmaxStudent`, whose scores rotate
+        queries and keys by their positions as the heads of rotary language
+        models do (Llama, Qwen2, SmolLM2; the ``"rotate_half"`` layout).
+        Its **rank is the rank of the query projection** ``W_Q = A C``
+        (``A`` of shape ``(d, r)``), keys at the full head width, so that the
+        query-key kernel at every relative offset has rank at most ``r``;
+        ranks go up to ``min(d, head_dim)``. ``student_options`` may set
+        ``head_dim`` (default ``d_out``) and ``score_scale`` (default
+        ``1 / sqrt(head_dim)``). ``kernel_`` is the kernel at offset 0.
+    rope_theta : float, default=10000.0
+        The rotary base of ``positional="rope"`` (ignored otherwise).
+    value_map : array-like of shape (d, d_out) or None, default=None
+        A known value map ``W_V`` of ``"linear"`` and ``"softmax"`` students
+        (not trained): for distilling a head whose values are known, so that
+        only the query-key part, and with it the rank, is fitted.
+    init_weights : dict or None, default=None
+        ``{"query": W_Q, "key": W_K}``, arrays of shape ``(d, k)``, for
+        ``"linear"`` and ``"softmax"``: every rank slot starts from the
+        rank-``r`` truncation (SVD) of a teacher instead of a random draw --
+        of the query projection for the rotary student (keys copied), of the
+        kernel ``W_Q W_K^T`` otherwise. The warm start of distilling a known
+        head, whose full-rank slot then starts at the head itself.
     callbacks : list of skorch callbacks or (name, callback) pairs, or None, default=None
         Added to the estimator's own callbacks (the per-rank epoch loss, the
         divergence check, the plateau rule, the progress bar), after them, as
@@ -482,6 +526,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         positional=None,
         rope_theta=10000.0,
         value_map=None,
+        init_weights=None,
     ):
         self.attention = attention
         self.feature_map = feature_map
@@ -508,6 +553,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.positional = positional
         self.rope_theta = rope_theta
         self.value_map = value_map
+        self.init_weights = init_weights
 
     _parameter_constraints = {
         "attention": [Options([*sorted(STUDENTS), "auto"],
@@ -536,6 +582,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         "positional": [None, Rule(_check_positional)],
         "rope_theta": [Real(0.0, low_open=True)],
         "value_map": [None, Rule(_check_value_map)],
+        "init_weights": [None, Rule(_check_init_weights)],
     }
     """The accepted form of every parameter, checked at the start of ``fit``
     (:func:`~intrinsic_rank.estimators._params.validate_params`)."""
@@ -758,8 +805,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             for row in self.history_:
                 row["train_loss"] = row["train_loss"] / y_scale**2
                 row["train_loss_per_rank"] = [v / y_scale**2 for v in row["train_loss_per_rank"]]
-        for n in nets:
-            warn_if_loss_never_fell(n)
+        if self.init_weights is None:
+            # a warm start may begin at the teacher itself, where the loss cannot fall
+            for n in nets:
+                warn_if_loss_never_fell(n)
         self._store_kernels(X_train)
         train_risk = self._risks(X_train, Y_train, "the training data")
         if sweep:
@@ -814,7 +863,16 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             callbacks.append(("plateau", PlateauStopping(X_held, Y_held, patience, min_delta)))
         net = self._build_net(ranks, seed, device, len(X_train), loss_limit=limit,
                               extra_callbacks=callbacks)
-        net.fit(X_train, Y_train)
+        if self.init_weights is None:
+            net.fit(X_train, Y_train)
+            return net
+        # a warm start: skorch's fit is initialize() then partial_fit()
+        net.initialize()
+        weights = _check_init_weights(self, self.init_weights)
+        # scores of tokens scaled by x_scale: each projection divided by it
+        net.module_.start_from(weights["query"] / self.x_scale_,
+                               weights["key"] / self.x_scale_)
+        net.partial_fit(X_train, Y_train)
         return net
 
     def _adaptive_search(self, coarse, seed, device, data, held, variance, limit):

@@ -175,6 +175,38 @@ class RotarySoftmaxStudent(RankBatchedStudent):
         """
         return self.query_projection() @ self.key.transpose(1, 2)
 
+    @torch.no_grad()
+    def start_from(self, query, key):
+        """Start every slot from a teacher's projections: its rank-``r`` truncated query.
+
+        Slot ``r`` gets ``A C`` equal to the best rank-``r`` approximation of
+        ``query`` (its SVD truncation, the factors sharing the singular values
+        as square roots) and the keys ``key``: the warm start of distilling a
+        real head, whose full-width slot then starts at the head itself.
+
+        Parameters
+        ----------
+        query, key : array-like of shape (d, head_dim)
+        """
+        query = self._projection(query, "query")
+        key = self._projection(key, "key")
+        U, S, Vh = torch.linalg.svd(query.double(), full_matrices=False)
+        for slot, r in enumerate(self.ranks):
+            root = S[:r].sqrt()
+            self.query_in[slot].zero_()
+            self.query_out[slot].zero_()
+            self.query_in[slot, :, :r] = (U[:, :r] * root).to(self.query_in.dtype)
+            self.query_out[slot, :, :r] = (Vh[:r].T * root).to(self.query_out.dtype)
+            self.key[slot] = key
+
+    def _projection(self, weight, name):
+        weight = torch.as_tensor(weight, dtype=torch.float32, device=self.key.device)
+        if tuple(weight.shape) != (self.d, self.head_dim):
+            raise ValueError(f"the {name} projection to start from must have shape (d, "
+                             f"head_dim) = ({self.d}, {self.head_dim}); got "
+                             f"{tuple(weight.shape)}")
+        return weight
+
     # -- what the student computes -------------------------------------------------
     def _queries_keys(self, X):
         """Rotated queries and keys of every slot, rank-major ``(R, n, L, head_dim)`` each.

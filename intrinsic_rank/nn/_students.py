@@ -320,6 +320,33 @@ class _QueryKeyMixin:
         """Query-key kernels ``K = W_Q W_K^T`` of every slot, ``(R, d, d)``."""
         return self._masked(self.query) @ self._masked(self.key).transpose(1, 2)
 
+    @torch.no_grad()
+    def start_from(self, query, key):
+        """Start every slot from the rank-``r`` truncation of a teacher's kernel ``query key^T``.
+
+        Slot ``r`` gets ``W_Q W_K^T`` equal to the best rank-``r``
+        approximation of the kernel (the factors share its singular values as
+        square roots).
+
+        Parameters
+        ----------
+        query, key : array-like of shape (d, k)
+            A teacher's query and key projections (any common width ``k``).
+        """
+        query = torch.as_tensor(query, dtype=torch.float64)
+        key = torch.as_tensor(key, dtype=torch.float64)
+        if query.ndim != 2 or query.shape != key.shape or query.shape[0] != self.d:
+            raise ValueError(f"the query and key projections to start from must both have "
+                             f"shape (d, k) with d = {self.d}; got {tuple(query.shape)} and "
+                             f"{tuple(key.shape)}")
+        U, S, Vh = torch.linalg.svd(query @ key.T)
+        for slot, r in enumerate(self.ranks):
+            root = S[:r].sqrt()
+            for name, factor in (("query", U[:, :r] * root), ("key", Vh[:r].T * root)):
+                target = getattr(self, name)
+                target[slot].zero_()
+                target[slot, :, :r] = factor.to(dtype=target.dtype, device=target.device)
+
     def _used_columns(self):
         """Flat indices, into ``(d, R * r_max)``, of the factor columns the slots use."""
         key = (self.ranks, self.r_max, self.query.device)
