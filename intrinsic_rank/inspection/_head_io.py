@@ -610,7 +610,7 @@ def head_activations(model, input_ids, heads, *, batch_size=64, device="cpu", pr
         A tqdm bar over batches on stderr (on a terminal only).
     max_bytes : int or None, default=None
         The most bytes the returned arrays may take; None: half of this
-        machine's memory (:func:`~intrinsic_rank._validation.memory_limit`).
+        machine's memory (the physical memory, or the cgroup's limit when lower).
         They take ``4 * n_inputs * length * d_model`` bytes per distinct layer
         (``X``, float32) plus ``4 * n_inputs * length * head_dim`` per head
         (``Y``), allocated once before the first pass; the forward pass of one
