@@ -490,3 +490,57 @@ def test_works_without_transformers():
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def _family_build(family):
+    return {**{k: v[0] for k, v in ABSOLUTE.items()}, **{k: v[0] for k, v in ROTARY.items()}}[
+        family]
+
+
+# family: (attention whose input is x, module whose input is the heads' concatenated output)
+VALUE_SITES = {
+    "bert": (lambda m, l: m.encoder.layer[l].attention.self,
+             lambda m, l: m.encoder.layer[l].attention.output.dense),
+    "distilbert": (lambda m, l: m.transformer.layer[l].attention,
+                   lambda m, l: m.transformer.layer[l].attention.out_lin),
+    "gpt2": (lambda m, l: m.h[l].attn, lambda m, l: m.h[l].attn.c_proj),
+    "opt": (lambda m, l: m.decoder.layers[l].self_attn,
+            lambda m, l: m.decoder.layers[l].self_attn.out_proj),
+    "llama_gqa": (lambda m, l: m.model.layers[l].self_attn,
+                  lambda m, l: m.model.layers[l].self_attn.o_proj),
+    "qwen2_bias": (lambda m, l: m.layers[l].self_attn, lambda m, l: m.layers[l].self_attn.o_proj),
+    "gpt_neox": (lambda m, l: m.layers[l].attention, lambda m, l: m.layers[l].attention.dense),
+    "phi3_fused_gqa": (lambda m, l: m.layers[l].self_attn,
+                       lambda m, l: m.layers[l].self_attn.o_proj),
+}
+
+
+@pytest.mark.parametrize("family", list(VALUE_SITES))
+def test_value_weights_mix_into_the_models_attention_output(family):
+    """Per head, the model's attention probabilities times ``x @ w_v + b_v`` is its output."""
+    from intrinsic_rank.nn import value_weights
+
+    model = _family_build(family)()
+    with torch.no_grad():  # random biases, so that a dropped or misplaced value bias shows
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0.0, 0.1)
+    x_site, y_site = VALUE_SITES[family]
+    outputs = {}
+    hooks = [y_site(model, l).register_forward_pre_hook(
+        lambda mod, args, l=l: outputs.__setitem__(l, args[0].detach().double().numpy()))
+        for l in range(LAYERS)]
+    try:
+        attentions, inputs = _eager_reference(model, [x_site(model, l) for l in range(LAYERS)],
+                                              RNG_IDS, np.ones_like(RNG_IDS))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    values = value_weights(model)
+    assert len(values) == LAYERS
+    for l, (w_v, b_v) in enumerate(values):
+        assert w_v.shape == (HEADS, WIDTH, D_HEAD) and b_v.shape == (HEADS, D_HEAD)
+        for h in range(HEADS):
+            mixed = attentions[:, l, h] @ (inputs[l] @ w_v[h] + b_v[h])
+            np.testing.assert_allclose(mixed, outputs[l][..., h * D_HEAD:(h + 1) * D_HEAD],
+                                       atol=1e-5)

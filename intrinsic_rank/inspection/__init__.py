@@ -10,6 +10,11 @@ loading it measures) and the estimators and experiments that use its numbers:
   induction scores of attention maps, as TransformerLens's head detector
   defines them, and this package's conditional share; the field's induction
   test (``_repeated_tokens``): BOS, random tokens and the same tokens again;
+* one head as a function (``_head_io``): :func:`head_facts` (its weights,
+  positional scheme, scale and mask), :func:`head_activations` (its input
+  ``X`` and output ``Y`` on given inputs, by forward hooks) and
+  :func:`head_output` (``Y`` recomputed from ``X``); the inputs of four corpora
+  (``_head_inputs``): :func:`corpus_token_ids`;
 * hidden-state geometry (``_geometry``): :func:`reachability_geometry`, the
   radius, box and cone of a model's final hidden states and the reachability
   bounds they give at each precision convention;
@@ -33,6 +38,15 @@ from ._geometry import (
     refinement_rows,
     slope_ratio,
 )
+from ._head_inputs import TOKEN_CORPORA, corpus_token_ids
+from ._head_io import (
+    READ_FAMILIES,
+    HeadData,
+    HeadFacts,
+    head_activations,
+    head_facts,
+    head_output,
+)
 from ._head_profiles import PROFILE_COLUMNS, profile_heads, save_profile_csv
 from ._head_scores import HEAD_PATTERNS, SCORE_MEASURES, head_pattern_masks, head_pattern_scores
 from ._repeated_tokens import ordinary_token_ids
@@ -42,8 +56,12 @@ __all__ = [
     "CONVENTION_NAMES",
     "GEOMETRY_BOUND_COLUMNS",
     "HEAD_PATTERNS",
+    "HeadData",
+    "HeadFacts",
     "PROFILE_COLUMNS",
+    "READ_FAMILIES",
     "SCORE_MEASURES",
+    "TOKEN_CORPORA",
     "bound_rows",
     "bound_table_row",
     "cell_facts",
@@ -51,7 +69,11 @@ __all__ = [
     "check_decoder",
     "check_precision",
     "convention_label",
+    "corpus_token_ids",
     "decoder_cell_proportions",
+    "head_activations",
+    "head_facts",
+    "head_output",
     "head_pattern_masks",
     "head_pattern_scores",
     "ordinary_token_ids",

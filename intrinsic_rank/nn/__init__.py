@@ -34,6 +34,7 @@ from ._heads import (
     model_vocab_size,
     query_key_weights,
     unwrap_model,
+    value_weights,
 )
 from ._hf import (
     HFCausalLMAdapter,
@@ -129,6 +130,7 @@ __all__ = [
     "model_vocab_size",
     "query_key_weights",
     "unwrap_model",
+    "value_weights",
     # students and Min-IP heads
     "STUDENTS",
     "DenseAttentionStudent",

@@ -7,7 +7,8 @@ per-layer record and the one attention-map hook that the profiles read.
 Two views of every attention head of a trained model:
 
 * the *static* query-key kernel ``W_Q^h W_K^h^T`` (times the model's logit
-  scale), from the projection weights alone -- :func:`query_key_weights`;
+  scale), from the projection weights alone -- :func:`query_key_weights`, with
+  the value projections beside it -- :func:`value_weights`;
 * the *realised* attention probabilities on given inputs, exactly as the model
   computes them -- :func:`attention_maps`.
 
@@ -57,6 +58,7 @@ __all__ = [
     "model_vocab_size",
     "query_key_weights",
     "unwrap_model",
+    "value_weights",
 ]
 
 
@@ -393,47 +395,9 @@ def _has_qk_norm(module):
     return False
 
 
-def _read_hf_layer(index, kind, module, model, rotary):
+def _q_proj_head_dim(module, model):
+    """The head width of a ``q_proj``/``k_proj`` attention, checked to split its projections."""
     config = model.config
-    if kind in ("bert", "distilbert"):
-        q, k = ((module.query, module.key) if kind == "bert" else (module.q_lin, module.k_lin))
-        H = int(getattr(module, "num_attention_heads", None) or getattr(module, "n_heads"))
-        dh = int(module.attention_head_size)
-        wq, bq = _linear_heads(q, H, dh)
-        wk, bk = _linear_heads(k, H, dh)
-        scale = getattr(module, "scaling", dh ** -0.5)
-        return _make(index, wq, bq, wk, bk, scale)
-    if kind == "gpt2":
-        H, dh = int(module.num_heads), int(module.head_dim)
-        D = H * dh
-        # Conv1D: y = x @ weight + bias with weight (in, out); transpose to (out, in)
-        weight, bias = module.c_attn.weight.t(), module.c_attn.bias
-        wq, bq = _split_rows(weight, bias, 0, H, dh)
-        wk, bk = _split_rows(weight, bias, D, H, dh)
-        return _make(index, wq, bq, wk, bk, module.scaling)
-    if kind == "gpt_neox":
-        H = int(config.num_attention_heads)
-        dh = int(module.head_size)
-        # the fused output is viewed as (..., H, 3 * dh) and chunked into q, k, v
-        weight = module.query_key_value.weight.reshape(H, 3, dh, -1)
-        bias = module.query_key_value.bias
-        bias = None if bias is None else bias.reshape(H, 3, dh)
-        wq = _as64(weight[:, 0]).transpose(0, 2, 1)
-        wk = _as64(weight[:, 1]).transpose(0, 2, 1)
-        bq = np.zeros((H, dh)) if bias is None else _as64(bias[:, 0])
-        bk = np.zeros((H, dh)) if bias is None else _as64(bias[:, 1])
-        return _make(index, np.ascontiguousarray(wq), bq, np.ascontiguousarray(wk), bk,
-                     module.scaling, rotary=rotary)
-    if kind == "phi3":
-        H = int(config.num_attention_heads)
-        n_kv = int(module.num_key_value_heads)
-        dh = int(module.head_dim)
-        fused = module.qkv_proj
-        wq, bq = _split_rows(fused.weight, fused.bias, 0, H, dh)
-        wk, bk = _split_rows(fused.weight, fused.bias, H * dh, n_kv, dh)
-        return _make(index, wq, bq, wk, bk, module.scaling, n_kv=n_kv, rotary=rotary,
-                     qk_norm=_has_qk_norm(module))
-    # q_proj / k_proj: Llama, Mistral, Qwen, OPT, GPT-Neo, ...
     dh = getattr(module, "head_dim", None) or getattr(config, "head_dim", None)
     if not dh:
         heads = getattr(module, "num_heads", None) or getattr(config, "num_attention_heads")
@@ -444,8 +408,54 @@ def _read_hf_layer(index, kind, module, model, rotary):
             f"{type(model).__name__}: the projections ({module.q_proj.out_features}, "
             f"{module.k_proj.out_features} outputs) are not whole heads of width {dh}"
         )
-    H = module.q_proj.out_features // dh
-    n_kv = module.k_proj.out_features // dh
+    return dh
+
+
+def _head_shape(kind, module, model):
+    """``(query heads, key/value heads, head width)`` of one attention layer."""
+    config = model.config
+    if kind in ("bert", "distilbert"):
+        H = int(getattr(module, "num_attention_heads", None) or getattr(module, "n_heads"))
+        return H, H, int(module.attention_head_size)
+    if kind == "gpt2":
+        return int(module.num_heads), int(module.num_heads), int(module.head_dim)
+    if kind == "gpt_neox":
+        H = int(config.num_attention_heads)
+        return H, H, int(module.head_size)
+    if kind == "phi3":
+        return (int(config.num_attention_heads), int(module.num_key_value_heads),
+                int(module.head_dim))
+    dh = _q_proj_head_dim(module, model)
+    return module.q_proj.out_features // dh, module.k_proj.out_features // dh, dh
+
+
+def _read_hf_layer(index, kind, module, model, rotary):
+    config = model.config
+    H, n_kv, dh = _head_shape(kind, module, model)
+    if kind in ("bert", "distilbert"):
+        q, k = ((module.query, module.key) if kind == "bert" else (module.q_lin, module.k_lin))
+        wq, bq = _linear_heads(q, H, dh)
+        wk, bk = _linear_heads(k, H, dh)
+        scale = getattr(module, "scaling", dh ** -0.5)
+        return _make(index, wq, bq, wk, bk, scale)
+    if kind == "gpt2":
+        D = H * dh
+        # Conv1D: y = x @ weight + bias with weight (in, out); transpose to (out, in)
+        weight, bias = module.c_attn.weight.t(), module.c_attn.bias
+        wq, bq = _split_rows(weight, bias, 0, H, dh)
+        wk, bk = _split_rows(weight, bias, D, H, dh)
+        return _make(index, wq, bq, wk, bk, module.scaling)
+    if kind == "gpt_neox":
+        wq, bq = _neox_part(module, H, dh, 0)
+        wk, bk = _neox_part(module, H, dh, 1)
+        return _make(index, wq, bq, wk, bk, module.scaling, rotary=rotary)
+    if kind == "phi3":
+        fused = module.qkv_proj
+        wq, bq = _split_rows(fused.weight, fused.bias, 0, H, dh)
+        wk, bk = _split_rows(fused.weight, fused.bias, H * dh, n_kv, dh)
+        return _make(index, wq, bq, wk, bk, module.scaling, n_kv=n_kv, rotary=rotary,
+                     qk_norm=_has_qk_norm(module))
+    # q_proj / k_proj: Llama, Mistral, Qwen, OPT, GPT-Neo, ...
     wq, bq = _linear_heads(module.q_proj, H, dh)
     wk, bk = _linear_heads(module.k_proj, n_kv, dh)
     if getattr(config, "model_type", None) == "gpt_neo":
@@ -457,6 +467,42 @@ def _read_hf_layer(index, kind, module, model, rotary):
     return _make(index, wq, bq, wk, bk, scale, n_kv=n_kv, rotary=rotary,
                  qk_norm=_has_qk_norm(module))
 
+
+def _neox_part(module, H, dh, part):
+    """Part ``part`` (0 query, 1 key, 2 value) of GPT-NeoX's fused per-head projection."""
+    # the fused output is viewed as (..., H, 3 * dh) and chunked into q, k, v
+    weight = module.query_key_value.weight.reshape(H, 3, dh, -1)
+    bias = module.query_key_value.bias
+    w = np.ascontiguousarray(_as64(weight[:, part]).transpose(0, 2, 1))
+    b = np.zeros((H, dh)) if bias is None else _as64(bias.reshape(H, 3, dh)[:, part])
+    return w, b
+
+
+def _tiny_values(model):
+    values = []
+    for block in model.blocks:
+        D = block.qkv.in_features
+        values.append(_split_rows(block.qkv.weight, block.qkv.bias, 2 * D, block.n_heads,
+                                  D // block.n_heads))
+    return values
+
+
+def _read_hf_values(kind, module, model):
+    """``(w_v, b_v)`` of one layer, from the projections :func:`_read_hf_layer` reads."""
+    H, n_kv, dh = _head_shape(kind, module, model)
+    if kind in ("bert", "distilbert"):
+        return _linear_heads(module.value if kind == "bert" else module.v_lin, H, dh)
+    if kind == "gpt2":
+        return _split_rows(module.c_attn.weight.t(), module.c_attn.bias, 2 * H * dh, H, dh)
+    if kind == "gpt_neox":
+        return _neox_part(module, H, dh, 2)
+    if kind == "phi3":
+        fused = module.qkv_proj
+        wv, bv = _split_rows(fused.weight, fused.bias, (H + n_kv) * dh, n_kv, dh)
+    else:
+        wv, bv = _linear_heads(module.v_proj, n_kv, dh)
+    group = np.arange(H) // (H // n_kv)  # one value head per query head, as w_k
+    return np.ascontiguousarray(wv[group]), np.ascontiguousarray(bv[group])
 
 # ----------------------------------------------------------------------------
 # public functions
@@ -517,6 +563,53 @@ def query_key_weights(model):
     rotary = _is_rotary(model)
     return [_read_hf_layer(index, k, module, model, rotary)
             for index, (k, module) in enumerate(found)]
+
+
+def value_weights(model):
+    """Value projection weights of every head of every layer.
+
+    The value side of :func:`query_key_weights`, read from the same
+    projections: for an input row ``x`` of the attention projections, head
+    ``h`` of layer ``l`` mixes the values ``v_h = x @ w_v[h] + b_v[h]``.
+
+    Parameters
+    ----------
+    model : TinyCausalLM, transformers.PreTrainedModel, TinyLMAdapter or HFCausalLMAdapter
+        The models :func:`query_key_weights` reads.
+
+    Returns
+    -------
+    values : list of (w_v, b_v)
+        One pair per layer, in order: ``w_v`` of shape ``(n_heads, d_model,
+        d_head)`` and ``b_v`` of shape ``(n_heads, d_head)``, float64, zeros
+        where the projection has no bias. With grouped-query or multi-query
+        attention the value heads are expanded to one entry per *query* head,
+        as ``w_k`` is (head ``h`` reads value head ``kv_group[h]``).
+
+    Raises
+    ------
+    TypeError
+        When ``model`` is none of the accepted types.
+    ValueError
+        For a ``transformers`` architecture whose attention layout is not read.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from intrinsic_rank.nn import TinyCausalLM
+    >>> _ = torch.manual_seed(0)
+    >>> lm = TinyCausalLM(vocab_size=10, d_model=8, n_layers=2, n_heads=2, max_length=16)
+    >>> w_v, b_v = value_weights(lm)[1]
+    >>> w_v.shape, b_v.shape
+    ((2, 8, 4), (2, 4))
+    >>> block = lm.blocks[1]   # the rows 2 d_model ... 3 d_model of the fused qkv
+    >>> bool(torch.allclose(torch.from_numpy(w_v[0].T).float(), block.qkv.weight[16:20]))
+    True
+    """
+    model, kind = unwrap_model(model)
+    if kind == "tiny":
+        return _tiny_values(model)
+    return [_read_hf_values(k, module, model) for k, module in _hf_attention_modules(model)]
 
 
 def model_max_positions(model, kind):
