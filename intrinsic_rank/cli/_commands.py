@@ -379,6 +379,33 @@ def _corpus_ranks(parser):
                         help="length of the repeated passage (default: 16)")
 
 
+def _head_ranks(parser):
+    parser.add_argument("model", nargs="?", default="smollm2-135m",
+                        help="a causal LM: 'smollm2-135m', 'default' (the embedded model), a "
+                        "Hugging Face Llama, Qwen2, Mistral or GPT-2 folder, or a .pt file "
+                        "(default: smollm2-135m)")
+    parser.add_argument("--heads", type=_own_type("head-ranks", "heads"), default=None,
+                        help="comma-separated heads such as L18H6,L16H0 (default: 3 induction, "
+                        "2 previous-token, 2 sink and 4 drawn heads, chosen by measurement)")
+    parser.add_argument("--plant-rank", type=int, default=None,
+                        help="plant this query rank (>= 2) in every head and test that the "
+                        "sweep finds it")
+    parser.add_argument("--corpora", type=_own_type("head-ranks", "corpora"),
+                        default=list(_CORPORA),
+                        help=f"comma-separated corpora (default: {','.join(_CORPORA)})")
+    parser.add_argument("--n-inputs", type=_own_type("head-ranks", "n_inputs"), default=768,
+                        help="sequences per corpus (default: 768)")
+    parser.add_argument("--length", type=_own_type("head-ranks", "length"), default=64,
+                        help="tokens per sequence, BOS included (default: 64)")
+    parser.add_argument("--rank-grid", type=_own_type("head-ranks", "rank_grid"), default=None,
+                        help="query ranks to sweep (default: 1, 2, 4, ... up to the head width)")
+    parser.add_argument("--epochs", type=_own_type("head-ranks", "epochs"), default=None,
+                        help="epochs per sweep (default: 40 from the head's own truncations, "
+                        "100 from a random draw with --plant-rank)")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="learning rate (default: 1e-3, or 6e-3 with --plant-rank)")
+
+
 _ENTROPIC = "The Entropic Bound"
 _MIN_IP = "Three tokens force exponential feature rank in nonnegative kernel attention"
 _REACH = "How many different outputs can a Transformer generate?"
@@ -484,5 +511,21 @@ COMMANDS = (
         "separate the ranks (range of medians against the head spread; Friedman's test).",
         writes="corpus_ranks.json and corpus_ranks.png (energy rank per corpus)",
         add_arguments=_corpus_ranks),
+    Command(
+        name="head-ranks", command="head-ranks",
+        paper="The Entropic Bound (open problem: the ranks of trained models' realised "
+        "operators)",
+        help="r*_attn of a causal LM's heads by distillation under each head's own rotary or "
+        "absolute positions, per corpus, with a planted-rank test",
+        description="Reads chosen heads of a causal LM (SmolLM2-135M by default) by hooks: X, "
+        "the input of the head's attention, and Y, the head's output. For each head and "
+        "corpus (random tokens, repeated random tokens, prose, code) a causal softmax "
+        "student with the head's own positions, scale and values sweeps its query rank, and "
+        "r*_attn is the smallest rank leaving at most tol of Y's variance unexplained (the "
+        "head's floor is 0). With --plant-rank K every head's query is replaced by a sharp "
+        "rank-K plant first, and the sweep must find K.",
+        writes="head_ranks.json (one record per head and corpus), head_ranks.csv and "
+        "head_ranks.png (relative risk against rank per head)",
+        add_arguments=_head_ranks),
 )
 """Every experiment's command line, in report order (``experiments.REPORT_ORDER``'s)."""

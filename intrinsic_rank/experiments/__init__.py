@@ -119,6 +119,7 @@ REPORT_ORDER = (
     reachability.LM_GEOMETRY,
     entropic.PROFILE,
     entropic.CORPUS_RANKS,
+    entropic.HEAD_RANKS,
 )
 """Every experiment of the three papers, in report order (the order of ``--help`` too)."""
 

@@ -46,6 +46,7 @@ from ._head_io import (
     head_activations,
     head_facts,
     head_output,
+    parse_head,
 )
 from ._head_profiles import PROFILE_COLUMNS, profile_heads, save_profile_csv
 from ._head_scores import HEAD_PATTERNS, SCORE_MEASURES, head_pattern_masks, head_pattern_scores
@@ -74,6 +75,7 @@ __all__ = [
     "head_activations",
     "head_facts",
     "head_output",
+    "parse_head",
     "head_pattern_masks",
     "head_pattern_scores",
     "ordinary_token_ids",

@@ -37,12 +37,15 @@ from ..nn import (
     model_max_positions,
     model_vocab_size,
     query_key_weights,
+    rope_frequencies,
+    rope_tables,
+    rotate,
     unwrap_model,
     value_weights,
 )
 
 __all__ = ["READ_FAMILIES", "HeadData", "HeadFacts", "head_activations", "head_facts",
-           "head_output"]
+           "head_output", "parse_head"]
 
 READ_FAMILIES = ("llama", "mistral", "qwen2", "gpt2")
 """The ``transformers`` ``model_type`` values whose heads are read (besides TinyCausalLM)."""
@@ -293,17 +296,12 @@ def _rotary_facts(model, label, head_dim):
     theta = _rope_parameters(model.config).get("rope_theta",
                                                getattr(model.config, "rope_theta", None))
     inv_freq = inv_freq.detach().to("cpu", torch.float64).numpy().copy()
-    if theta is None or not np.allclose(inv_freq, _default_inv_freq(float(theta), head_dim),
-                                        rtol=1e-6, atol=0):
+    # transformers computes them in float32: equal to the float64 formula within 1e-6
+    if theta is None or not np.allclose(
+            inv_freq, rope_frequencies(head_dim, float(theta)).numpy(), rtol=1e-6, atol=0):
         _refuse(label, f"rotary frequencies that are not the default rope's of "
                        f"rope_theta={theta}")
     return float(theta), inv_freq
-
-
-def _default_inv_freq(theta, head_dim):
-    """The default rope's frequencies, in float32 as ``transformers`` computes them."""
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim
-    return (1.0 / (theta ** exponents)).double().numpy()
 
 
 def _facts_of(model, kind, label, pairs):
@@ -412,19 +410,6 @@ def _as_query(w_q, facts):
     return w_q
 
 
-def _rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def _rope_tables(facts, length):
-    """``(cos, sin)`` of shape ``(L, head_dim)`` in the rotate-half layout, float64."""
-    angles = (torch.arange(length, dtype=torch.float64)[:, None]
-              * torch.as_tensor(facts.inv_freq, dtype=torch.float64)[None])
-    angles = torch.cat((angles, angles), dim=-1)
-    return angles.cos(), angles.sin()
-
-
 def head_output(X, facts, *, w_q=None):
     """A head's output recomputed from its input with its own weights.
 
@@ -469,7 +454,7 @@ def head_output(X, facts, *, w_q=None):
     t = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
     wq, wk, wv, bq, bk, bv = map(t, (w_q, facts.w_k, facts.w_v, facts.b_q, facts.b_k,
                                      facts.b_v))
-    rope = _rope_tables(facts, L) if facts.positional == "rope" else None
+    rope = rope_tables(facts.inv_freq, L) if facts.positional == "rope" else None
     future = torch.ones(L, L, dtype=torch.bool).triu(1)
     rows = max(1, _CHUNK_BYTES // (8 * L * (L + facts.d_model + 3 * facts.head_dim)))
     Y = np.empty((n, L, facts.head_dim))
@@ -478,8 +463,7 @@ def head_output(X, facts, *, w_q=None):
             x = t(X[start:start + rows])
             q, k, v = x @ wq + bq, x @ wk + bk, x @ wv + bv
             if rope is not None:
-                cos, sin = rope
-                q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+                q, k = rotate(q, *rope), rotate(k, *rope)
             logits = facts.scale * (q @ k.transpose(-1, -2))
             if facts.causal:
                 logits = logits.masked_fill(future, float("-inf"))
@@ -495,7 +479,27 @@ class _StopForward(Exception):
     """Raised by the last hook a forward pass needs, so the layers above it never run."""
 
 
-def _head_key(item):
+def parse_head(item):
+    """``(layer, head)`` of a head named ``"L18H6"`` (any case) or given as a pair.
+
+    Parameters
+    ----------
+    item : str or (int, int)
+
+    Returns
+    -------
+    layer, head : int
+
+    Raises
+    ------
+    ValueError
+        For another spelling, or a negative layer or head.
+
+    Examples
+    --------
+    >>> parse_head("l18h6"), parse_head((2, 0))
+    ((18, 6), (2, 0))
+    """
     if isinstance(item, str):
         match = re.fullmatch(r"L(\d+)H(\d+)", item.strip(), flags=re.IGNORECASE)
         if match is None:
@@ -641,7 +645,7 @@ def head_activations(model, input_ids, heads, *, batch_size=64, device="cpu", pr
     True
     """
     bare, kind, label = _resolve(model)
-    pairs = list(dict.fromkeys(_head_key(item) for item in heads))
+    pairs = list(dict.fromkeys(parse_head(item) for item in heads))
     if not pairs:
         raise ValueError("heads must name at least one (layer, head)")
     batch_size = check_int(batch_size, "batch_size")

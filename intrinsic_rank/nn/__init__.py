@@ -74,7 +74,13 @@ from ._loading import (
 from ._saving import save_model_folder
 from ._prompted import PromptedLM, random_prompt_hidden_states
 from ._registry import STUDENTS, make_student
-from ._rotary_students import ROPE_LAYOUTS, RotarySoftmaxStudent, rope_frequencies, rotate
+from ._rotary_students import (
+    ROPE_LAYOUTS,
+    RotarySoftmaxStudent,
+    rope_frequencies,
+    rope_tables,
+    rotate,
+)
 from ._students import (
     FixedOperatorStudent,
     LinearAttentionStudent,
@@ -155,6 +161,7 @@ __all__ = [
     "normalized_kernel_attention",
     "rank_one_min_ip_head",
     "rope_frequencies",
+    "rope_tables",
     "rotate",
     "row_softmax",
     # kernel feature maps

@@ -20,7 +20,7 @@ import torch
 
 from ._students import RankBatchedStudent, causal_mask, fixed_value_map, known_values, row_softmax
 
-__all__ = ["ROPE_LAYOUTS", "RotarySoftmaxStudent", "rope_frequencies", "rotate"]
+__all__ = ["ROPE_LAYOUTS", "RotarySoftmaxStudent", "rope_frequencies", "rope_tables", "rotate"]
 
 ROPE_LAYOUTS = ("rotate_half",)
 """Channel pairings of rotary embeddings that :func:`rotate` implements: ``"rotate_half"``
@@ -55,9 +55,32 @@ def rope_frequencies(head_dim, theta=10000.0):
     return float(theta) ** (-exponents)
 
 
-def _cos_sin(inv_freq, length, dtype, device):
-    """``cos`` and ``sin`` of the angles ``p * f`` for positions ``0 .. length-1``, rotate-half layout."""
-    angles = torch.arange(length, dtype=torch.float64)[:, None] * inv_freq[None, :].cpu()
+def rope_tables(inv_freq, length, dtype=torch.float64, device="cpu"):
+    """``cos`` and ``sin`` of the rotary angles ``p * f``, positions ``0 .. length-1``.
+
+    In the ``"rotate_half"`` layout: the ``head_dim / 2`` frequencies twice, so that
+    channel ``i`` and channel ``i + head_dim / 2`` turn by the same angle. The
+    angles are computed in float64.
+
+    Parameters
+    ----------
+    inv_freq : array-like of shape (head_dim // 2,)
+    length : int
+    dtype : torch.dtype, default=torch.float64
+    device : str or torch.device, default="cpu"
+
+    Returns
+    -------
+    cos, sin : torch.Tensor of shape (length, head_dim)
+
+    Examples
+    --------
+    >>> cos, sin = rope_tables([1.0, 0.5], 3)
+    >>> cos.shape, float(sin[2, 1]) == float(sin[2, 3])
+    (torch.Size([3, 4]), True)
+    """
+    inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64).cpu()
+    angles = torch.arange(length, dtype=torch.float64)[:, None] * inv_freq[None, :]
     angles = torch.cat([angles, angles], dim=-1)
     return (angles.cos().to(device=device, dtype=dtype),
             angles.sin().to(device=device, dtype=dtype))
@@ -225,7 +248,7 @@ class RotarySoftmaxStudent(RankBatchedStudent):
         queries = torch.stack([parts[s] @ self.query_out[s, :, :r].T
                                for s, r in enumerate(self.ranks)])
         keys = parts[-1].view(n * L, R, h).transpose(0, 1)
-        cos, sin = _cos_sin(self.inv_freq, L, projected.dtype, X.device)
+        cos, sin = rope_tables(self.inv_freq, L, projected.dtype, X.device)
         return (rotate(queries.view(R, n, L, h), cos, sin),
                 rotate(keys.reshape(R, n, L, h), cos, sin))
 

@@ -9,7 +9,10 @@
   realised ranks of pretrained models, and the kernel-rank trajectory of a
   small causal LM along its training (``_trajectory``), and ``corpus-ranks``
   (``_corpus_ranks``): one causal LM's per-head ranks on corpora of different
-  complexity.
+  complexity; ``head-ranks`` (``_head_ranks``, its measurements in
+  ``_real_heads``): the attention-native rank
+  ``r*_attn`` of a causal LM's heads, by distillation under each head's own
+  positional scheme, with a planted-rank test.
 """
 
 from ._sweep import (
@@ -55,6 +58,13 @@ from ._corpus_ranks import (
     plot_corpus_ranks,
     EXPERIMENT as CORPUS_RANKS,
 )
+from ._real_heads import HEAD_TYPES, head_rank_profiles, plant_query, select_heads
+from ._head_ranks import (
+    HEAD_RANK_COLUMNS,
+    head_rank_findings,
+    plot_head_ranks,
+    EXPERIMENT as HEAD_RANKS,
+)
 from ._trajectory import (
     TRAJECTORY_COLUMNS,
     kernel_rank_trajectory,
@@ -64,6 +74,9 @@ from ._trajectory import (
 __all__ = [
     "CORPORA",
     "CORPUS_RANKS",
+    "HEAD_RANKS",
+    "HEAD_RANK_COLUMNS",
+    "HEAD_TYPES",
     "CORPUS_RANK_COLUMNS",
     "FRONTIER",
     "FRONTIER_TEACHERS",
@@ -78,6 +91,11 @@ __all__ = [
     "SWEEP_GRID_KEYS",
     "TRAJECTORY_COLUMNS",
     "corpus_inputs",
+    "head_rank_findings",
+    "head_rank_profiles",
+    "plant_query",
+    "plot_head_ranks",
+    "select_heads",
     "corpus_rank_profiles",
     "fit_seeds",
     "interpolation_ladder",
