@@ -317,78 +317,9 @@ def _verdicts(result, rank_tol=RANK_TOL):
     for rec in result["records"]:
         rows.setdefault(rec["teacher"], []).append(rec)
     config = result["config"]
-    verdicts = []
-
-    def exact(label):
-        got = rows.get(label, [])
-        return sum(rec["numerical_rank"] == rec["r_star"] for rec in got), len(got)
-
-    for label, claim in (
-        ("linear, V known", "linear QK with V known: least squares for K gives r* exactly "
-                            "(numerical rank = r*)"),
-        ("linear, V unknown", "linear QK with V unknown: the lifted K (x) V fit gives r* "
-                              "exactly at sufficient sample size"),
-    ):
-        if label in rows:
-            k, n = exact(label)
-            worst = max(abs(rec["energy_rank"] - rec["r_star"]) for rec in rows[label])
-            verdicts.append(Verdict(
-                claim,
-                f"numerical rank exact in {k}/{n}; energy rank within {number_text(worst)} "
-                "of r*",
-                grade(k, n),
-                f"exact in {k} of {n} values of r*; all agrees, some partly",
-            ))
-    fit = rows.get("softmax, linear-QK fit")
-    if fit:
-        k, n = exact("softmax, linear-QK fit")
-        truth = [rec["r_star"] for rec in fit]
-        numerical = [rec["numerical_rank"] for rec in fit]
-        compressed = (max(numerical) - min(numerical)) <= 0.5 * (max(truth) - min(truth))
-        partial = k <= n / 2
-        verdicts.append(Verdict(
-            "softmax: only partial prediction -- the numerical rank of the linear-QK fit "
-            "saturates (the paper saw 17-23)",
-            f"numerical rank {min(numerical)}-{max(numerical)} for r* = "
-            f"{min(truth)}-{max(truth)}; exact in {k}/{n}",
-            grade(partial + compressed, 2),
-            f"exact in at most half ({'yes' if partial else 'no'}) and its range at most "
-            f"half the range of r* ({'yes' if compressed else 'no'}); both agree, one partly",
-        ))
-        small, large = _interior(fit, config["d"])
-        if small and large:
-            over = all(rec["energy_rank"] > rec["r_star"] + rank_tol for rec in small)
-            under = all(rec["energy_rank"] < rec["r_star"] - rank_tol for rec in large)
-            verdicts.append(Verdict(
-                "softmax: the energy effective rank over-estimates small r* and compresses "
-                "large r*",
-                "; ".join(f"r* = {rec['r_star']}: {number_text(rec['energy_rank'])}"
-                          for rec in small + large),
-                grade(over + under, 2),
-                f"above r* + {rank_tol:g} at every small interior r* "
-                f"({', '.join(str(rec['r_star']) for rec in small)}: "
-                f"{'yes' if over else 'no'}) and below r* - {rank_tol:g} at every large "
-                f"interior r* ({', '.join(str(rec['r_star']) for rec in large)}: "
-                f"{'yes' if under else 'no'}); r* = 1 and d are left out, where every "
-                "estimate passes; both agree, one partly",
-            ))
-    inverted = rows.get("softmax, log-inverted mixers")
-    if fit and inverted:
-        k_fit, n_fit = exact("softmax, linear-QK fit")
-        k_inv, n_inv = exact("softmax, log-inverted mixers")
-        fit_partial, inv_partial = k_fit < n_fit, k_inv < n_inv
-        verdicts.append(Verdict(
-            "softmax: r* cannot be read exactly from data alone, before training",
-            f"linear-QK fit exact in {k_fit}/{n_fit}; log-inverted mixers (V known, "
-            f"d_out >= L) exact in {k_inv}/{n_inv}",
-            grade(fit_partial + inv_partial, 2),
-            "neither estimator exact at every r* agrees, one of them partly; "
-            + ("the linear-QK surrogate misses" if fit_partial else
-               "the linear-QK surrogate is exact")
-            + ("; inverting each sequence's mixer through the log, which the paper did "
-               "not try, reads r* exactly in this favourable setting" if not inv_partial
-               else "; the log-inverted mixers miss too"),
-        ))
+    verdicts = _linear_verdicts(rows)
+    if rows.get("softmax, linear-QK fit"):
+        verdicts += _softmax_verdicts(rows, config["d"], rank_tol)
     linear = rows.get("linear, V known")
     if linear:
         slope, pts = _saturation_slope(linear, config["seq_len"])
@@ -419,6 +350,84 @@ def _verdicts(result, rank_tol=RANK_TOL):
             grade(len(close), len(recovery)),
             f"{len(close)} of {len(recovery)} students within {rank_tol:g} of r* (it rounds "
             "to r*); all agrees, some partly",
+        ))
+    return verdicts
+
+
+def _exact(rows, label):
+    """How many grid points of a setting have numerical rank = r*, and of how many."""
+    got = rows.get(label, [])
+    return sum(rec["numerical_rank"] == rec["r_star"] for rec in got), len(got)
+
+
+def _linear_verdicts(rows):
+    verdicts = []
+    for label, claim in (
+        ("linear, V known", "linear QK with V known: least squares for K gives r* exactly "
+                            "(numerical rank = r*)"),
+        ("linear, V unknown", "linear QK with V unknown: the lifted K (x) V fit gives r* "
+                              "exactly at sufficient sample size"),
+    ):
+        if label in rows:
+            k, n = _exact(rows, label)
+            worst = max(abs(rec["energy_rank"] - rec["r_star"]) for rec in rows[label])
+            verdicts.append(Verdict(
+                claim,
+                f"numerical rank exact in {k}/{n}; energy rank within {number_text(worst)} "
+                "of r*",
+                grade(k, n),
+                f"exact in {k} of {n} values of r*; all agrees, some partly",
+            ))
+    return verdicts
+
+
+def _softmax_verdicts(rows, d, rank_tol):
+    fit = rows["softmax, linear-QK fit"]
+    k, n = _exact(rows, "softmax, linear-QK fit")
+    truth = [rec["r_star"] for rec in fit]
+    numerical = [rec["numerical_rank"] for rec in fit]
+    compressed = (max(numerical) - min(numerical)) <= 0.5 * (max(truth) - min(truth))
+    partial = k <= n / 2
+    verdicts = [Verdict(
+        "softmax: only partial prediction -- the numerical rank of the linear-QK fit "
+        "saturates (the paper saw 17-23)",
+        f"numerical rank {min(numerical)}-{max(numerical)} for r* = "
+        f"{min(truth)}-{max(truth)}; exact in {k}/{n}",
+        grade(partial + compressed, 2),
+        f"exact in at most half ({'yes' if partial else 'no'}) and its range at most "
+        f"half the range of r* ({'yes' if compressed else 'no'}); both agree, one partly",
+    )]
+    small, large = _interior(fit, d)
+    if small and large:
+        over = all(rec["energy_rank"] > rec["r_star"] + rank_tol for rec in small)
+        under = all(rec["energy_rank"] < rec["r_star"] - rank_tol for rec in large)
+        verdicts.append(Verdict(
+            "softmax: the energy effective rank over-estimates small r* and compresses "
+            "large r*",
+            "; ".join(f"r* = {rec['r_star']}: {number_text(rec['energy_rank'])}"
+                      for rec in small + large),
+            grade(over + under, 2),
+            f"above r* + {rank_tol:g} at every small interior r* "
+            f"({', '.join(str(rec['r_star']) for rec in small)}: "
+            f"{'yes' if over else 'no'}) and below r* - {rank_tol:g} at every large "
+            f"interior r* ({', '.join(str(rec['r_star']) for rec in large)}: "
+            f"{'yes' if under else 'no'}); r* = 1 and d are left out, where every "
+            "estimate passes; both agree, one partly",
+        ))
+    if rows.get("softmax, log-inverted mixers"):
+        k_inv, n_inv = _exact(rows, "softmax, log-inverted mixers")
+        fit_partial, inv_partial = k < n, k_inv < n_inv
+        verdicts.append(Verdict(
+            "softmax: r* cannot be read exactly from data alone, before training",
+            f"linear-QK fit exact in {k}/{n}; log-inverted mixers (V known, "
+            f"d_out >= L) exact in {k_inv}/{n_inv}",
+            grade(fit_partial + inv_partial, 2),
+            "neither estimator exact at every r* agrees, one of them partly; "
+            + ("the linear-QK surrogate misses" if fit_partial else
+               "the linear-QK surrogate is exact")
+            + ("; inverting each sequence's mixer through the log, which the paper did "
+               "not try, reads r* exactly in this favourable setting" if not inv_partial
+               else "; the log-inverted mixers miss too"),
         ))
     return verdicts
 

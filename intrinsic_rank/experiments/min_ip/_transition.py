@@ -542,9 +542,10 @@ def min_ip_witness_suite_sweep(
 ):
     """In-sample error on the paper-like witness suite: 1,272 sequences of 24-bit tokens.
 
-    The Min-IP paper trains on "a family of 1,272 inputs built from 24-bit
-    vectors" and reports error above 0.80 for feature rank ``r < 8`` and an
-    exact solution at ``r = 32``. This runs the same sizes on
+    The Min-IP paper (seed 003, "Validação Experimental") trains on a
+    constructed family of 1,272 inputs derived from 24-bit vectors and reports
+    error above 0.80 for feature rank ``r < 8`` and an exact solution at
+    ``r = 32``. This runs the same sizes on
     :func:`~intrinsic_rank.datasets.make_min_ip_witness_suite` (a random
     constant-weight code of ``n_codewords`` words, ``n_sequences`` length-3
     witnesses whose candidates' overlaps differ by ``gap``): per seed one

@@ -574,23 +574,15 @@ def _verdicts(result):
     """Copies inside the trained range; fails abruptly past it.
 
     The claims are the paper's (How Many Different Outputs Can a Transformer
-    Generate?, seed 004: "Tarefa de Cópia", models trained to copy sequences
-    up to length 50 fail abruptly on longer ones; "Explicação de Falhas
-    Empíricas", perfect copy up to a length, then total failure, not a gradual
-    degradation). The rules, fixed before any run:
-
-    * **Copies inside the trained range:** exact match >= 0.95 (:data:`EXACT`)
-      at every trained length agrees, at some partly, at none does not agree.
-    * **Fails abruptly past the training length:** two checks. Abrupt: exact
-      match falls from >= 0.95 to <= 0.05 between two evaluated lengths one
-      token apart (the finest step a length has), with nothing in between.
-      Past the training length: the last length copied at >= 0.95 is the
-      longest trained one or beyond. Both agree, one partly, none (or no fall
-      through 1/2 at all) does not agree.
-
-    A gradual decline (intermediate exact-match values over several lengths)
-    fails the first check; a collapse inside the trained range fails the
-    second.
+    Generate?, seed 004: "Tarefa de Cópia" and "Explicação de Falhas Empíricas":
+    perfect copy up to a length, then total failure, not a gradual decline).
+    Rules, fixed before any run: **copies** -- exact match >= 0.95
+    (:data:`EXACT`) at every trained length agrees, at some partly; **abrupt
+    failure** -- exact match falls from >= 0.95 to <= 0.05 between two
+    evaluated lengths one token apart (a gradual decline fails this), and the
+    last length copied is the longest trained one or beyond (a collapse inside
+    the range fails this): both agree, one partly, none or no fall through 1/2
+    does not agree.
     """
     low, high = result["config"]["train_lengths"]
     inside = [rec["exact_match"] for rec in result["records"] if rec["in_training_range"]]
