@@ -228,7 +228,6 @@ def test_reproduce_all_quick_end_to_end(tmp_path):
     assert set(by(run.verdicts["sweep"])) == {"agrees"}
     assert set(by(run.verdicts["ladder"])) == {"agrees"}
     assert by(run.verdicts["copy"]) == ["agrees", "agrees"]
-    assert run.seconds < 15 * 60
     again = reproduce("all", quick=True, out=tmp_path, progress=False)
     assert all(p.cached for p in again.pieces.values())
     assert copy.deepcopy(again.verdicts) == run.verdicts

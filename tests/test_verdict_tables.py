@@ -51,7 +51,8 @@ def test_the_tables_name_the_run_and_hold_its_verdicts(run_folder):
     text = _script().verdict_tables(run_folder)
     manifest = json.loads((run_folder / "manifest.json").read_text())
     last = manifest["last_run"]
-    assert f"`CMD --quick` (finished {last['finished']}; quick scale, seed 0" in text
+    assert (f"`CMD --quick` (finished {last['finished']}, {last['seconds']:.0f} s wall; "
+            "quick scale, seed 0") in text
     start, end = last["machine"]["load_average"][0], last["machine"]["load_average_end"][0]
     assert f"load average (1 min) {start:g} at the start and {end:g} at the end" in text
     assert "| tabled | " in text and "| 1 | 0 | 0 | 1 |" in text
@@ -79,6 +80,7 @@ def test_extra_json_is_judged_by_its_experiment(run_folder, tmp_path):
     text = _script().verdict_tables(run_folder, [f"tabled={extra}"])
     assert "| tabled (big; one_row.json) | the toy has three rows | 1 rows | " \
            "**does not agree** |" in text
+    assert f"Rows not from that run: tabled (big; one_row.json): `{extra}` (written " in text
     with pytest.raises(SystemExit, match="NAME=PATH"):
         _script().verdict_tables(run_folder, ["nope=x.json"])
 
