@@ -364,7 +364,7 @@ def test_a_damaged_manifest_is_rebuilt_from_the_pieces(tmp_path, toy, other_toy,
     assert set(saved["pieces"]) == {"faulty", "other"}  # nothing dropped
     assert saved["pieces"]["faulty"]["settings"] == {"size": 2}
     assert saved["pieces"]["faulty"]["verdicts"] == {"agrees": 1, "partly": 0,
-                                                     "does not agree": 0}
+                                                     "does not agree": 0, "not comparable": 0}
     assert saved["pieces"]["other"]["files"] == ["other/result.json", "other/other.png"]
     assert saved["last_run"]["pieces"] == ["other"]
     assert run.manifest == str(manifest)

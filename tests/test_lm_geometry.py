@@ -80,23 +80,7 @@ def test_tokens_are_shown_with_repr():
     assert _lm_geometry._token_text(None, 5) == "<5>"
 
 
-def _synthetic(top_share, V=1000, n=10000):
-    n_top = 10
-    return dict(model="m", shares=dict(top_fraction=0.01, n_top=n_top, vocab_size=V,
-                                       top_share=top_share, equal_top_share=n_top / V,
-                                       top_factor=top_share / (n_top / V), n_half=30,
-                                       n_empty=400, n_samples=n),
-                tokens=[dict(text="' '", share=top_share / 2)])
-
-
-@pytest.mark.parametrize("top_share, verdict", [
-    (0.5, "agrees"), (0.10, "agrees"), (0.05, "partly"), (0.02, "partly"),
-    (0.015, "does not agree"), (0.01, "does not agree"),
-])
-def test_the_verdict_on_synthetic_shares(top_share, verdict):
-    (v,) = _lm_geometry._verdicts(_synthetic(top_share))
-    assert v.verdict == verdict
-    assert "10 of 1000" in v.measured and "400 of 1000 cells empty" in v.measured
+# the verdict against equal cells at the same size, on synthetic counts: tests/test_verdicts.py
 
 
 def test_a_missing_model_is_recorded_in_the_piece_and_one_line_in_the_command(

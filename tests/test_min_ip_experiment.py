@@ -232,8 +232,13 @@ def test_min_ip_command_prints_tables_and_saves_png_and_json(tmp_path, capsys, m
     assert (out / "min_ip.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     saved = json.loads((out / "min_ip.json").read_text())
     kinds = {rec["experiment"] for rec in saved["records"]}
-    assert kinds == {"in_sample", "ood"}
+    assert kinds == {"in_sample", "suite", "ood"}
     assert saved["config"]["in_sample"]["rank_grid"] == [1, 2]
+    # the paper-like suite: its sizes, the command's ranks and budget
+    assert (saved["config"]["suite"]["n_sequences"], saved["config"]["suite"]["n_bits"]) == (
+        1272, 24)
+    assert saved["config"]["suite"]["rank_grid"] == [1, 2]
+    assert "paper-like suite (1272 sequences of 24 bits): transition" in text
     assert saved["config"]["in_sample"]["max_epochs"] == 2
     assert set(saved["transition"]["in_sample"]) == {"3", "2"}
 

@@ -177,7 +177,7 @@ def test_reproduce_runs_a_registered_experiment_and_passes_the_device(toy, tmp_p
     assert stored["computed_with"]["device"] == "cpu:0"
     assert "torch device cpu:0" in open(run.report).read()
     assert run.summary == [dict(piece="toy", seconds=run.pieces["toy"].seconds, cached=False,
-                                agrees=1, partly=0, does_not_agree=0)]
+                                agrees=1, partly=0, does_not_agree=0, not_comparable=0)]
     # "all" leaves out an experiment registered with in_reproduce=False
     assert "toy" not in _resolve_pieces("all") and _resolve_pieces(["toy"]) == ["toy"]
 

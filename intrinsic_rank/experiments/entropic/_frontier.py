@@ -248,98 +248,98 @@ def _tables(result):
              FRONTIER_COLUMNS)]
 
 
-def _verdicts(result, recovery_tol=0.5):
-    """Exact linear-QK prediction; the softmax frontier; mixer saturation; recovery."""
+RANK_TOL = 0.5
+"""Half a rank: an estimate within it of ``r*`` rounds to ``r*``, one beyond it reads another
+rank. The frontier's over/under-estimation and recovery rules use it."""
+
+SATURATION_SLOPE = 0.5
+"""The mixer energy rank "saturates" when its least-squares slope against ``r*`` over
+``r* <= L`` is below this: halfway between an estimator that tracks ``r*`` (slope 1) and one
+that does not move (slope 0)."""
+
+
+def _interior(rows, d):
+    """The small (``1 < r* <= d/4``) and large (``3d/4 <= r* < d``) interior grid points.
+
+    The ends ``r* = 1`` and ``r* = d`` are left out: every energy rank of a ``d x d``
+    matrix lies in ``[1, d]``, so it cannot be below ``r* = 1`` nor above ``r* = d``.
+    """
+    small = [rec for rec in rows if 1 < rec["r_star"] <= d / 4]
+    large = [rec for rec in rows if 3 * d / 4 <= rec["r_star"] < d]
+    return small, large
+
+
+def _saturation_slope(rows, seq_len):
+    """Least-squares slope of the mixer energy rank against ``r*`` over ``r* <= L``."""
+    pts = [(rec["r_star"], rec["mixer_energy_rank"]) for rec in rows
+           if rec["r_star"] <= seq_len and is_finite(rec["mixer_energy_rank"])]
+    if len({r for r, _ in pts}) < 2:
+        return float("nan"), pts
+    x, y = np.array(pts, dtype=float).T
+    return float(np.polyfit(x, y, 1)[0]), pts
+
+
+def _verdicts(result, rank_tol=RANK_TOL):
+    """Exact linear-QK prediction; the softmax frontier; mixer saturation; recovery.
+
+    The claims are the paper's (The Entropic Bound for Transformers, seed 000
+    section 3, "Fronteira de Previsibilidade Apenas de Dados"). The rules, fixed
+    before any run:
+
+    * **Linear QK, V known / unknown** ("numerical and energy rank coincide
+      perfectly with r*"): agrees when the noise-aware numerical rank equals
+      ``r*`` at every grid point, partly at some, does not agree at none.
+    * **Softmax, the linear-QK fit's numerical rank saturates** ("17-23"):
+      agrees when it is exact at no more than half of the grid *and* its range
+      over the grid is at most half the range of ``r*``; one of the two partly.
+    * **Softmax energy rank over-estimates small and compresses large r*:**
+      judged at the interior points only (:func:`_interior`: ``1 < r* <= d/4``
+      and ``3d/4 <= r* < d``; at ``r* = 1`` and ``r* = d`` the inequalities
+      hold for any estimate). Over-estimates: above ``r* + 0.5`` at every small
+      point; compresses: below ``r* - 0.5`` at every large point (half a rank:
+      :data:`RANK_TOL`, a deviation that rounding does not remove). Both agree,
+      one partly, none does not agree.
+    * **Softmax r* cannot be read exactly from data:** agrees when neither the
+      linear-QK fit nor the log-inverted mixers are exact at every point;
+      partly when one of them is; does not agree when both are.
+    * **The realised mixer's energy rank saturates on linear teachers:** its
+      least-squares slope against ``r*`` over the points ``r* <= L`` (where an
+      ``L x L`` mixer could still follow ``r*``) is below
+      :data:`SATURATION_SLOPE` = 0.5: agrees; otherwise does not agree.
+    * **Recovery on softmax teachers:** every student's energy rank within 0.5
+      of ``r*`` agrees, some partly, none does not agree.
+
+    Plausible alternatives these rules refuse: an exact estimate with small
+    noise (over/under), a mixer rank that follows ``r*`` up to ``L`` (the
+    saturation), an exact softmax fit (the partial frontier).
+    """
     rows = {}
     for rec in result["records"]:
         rows.setdefault(rec["teacher"], []).append(rec)
-    verdicts = []
-
-    def exact(label):
-        got = rows.get(label, [])
-        return sum(rec["numerical_rank"] == rec["r_star"] for rec in got), len(got)
-
-    for label, claim in (
-        ("linear, V known", "linear QK with V known: least squares for K gives r* exactly "
-                            "(numerical rank = r*)"),
-        ("linear, V unknown", "linear QK with V unknown: the lifted K (x) V fit gives r* "
-                              "exactly at sufficient sample size"),
-    ):
-        if label in rows:
-            k, n = exact(label)
-            worst = max(abs(rec["energy_rank"] - rec["r_star"]) for rec in rows[label])
-            verdicts.append(Verdict(
-                claim,
-                f"numerical rank exact in {k}/{n}; energy rank within {number_text(worst)} "
-                "of r*",
-                grade(k, n),
-                f"exact in {k} of {n} values of r*",
-            ))
-    fit = rows.get("softmax, linear-QK fit")
-    if fit:
-        k, n = exact("softmax, linear-QK fit")
-        truth = [rec["r_star"] for rec in fit]
-        numerical = [rec["numerical_rank"] for rec in fit]
-        compressed = (max(numerical) - min(numerical)) <= 0.5 * (max(truth) - min(truth))
-        partial = k <= n / 2
-        verdicts.append(Verdict(
-            "softmax: only partial prediction -- the numerical rank of the linear-QK fit "
-            "saturates (the paper saw 17-23)",
-            f"numerical rank {min(numerical)}-{max(numerical)} for r* = "
-            f"{min(truth)}-{max(truth)}; exact in {k}/{n}",
-            "agrees" if partial and compressed else
-            ("partly" if partial or compressed else "does not agree"),
-            f"exact in at most half ({'yes' if partial else 'no'}) and its range at most "
-            f"half the range of r* ({'yes' if compressed else 'no'})",
-        ))
-        first, last = min(fit, key=lambda r: r["r_star"]), max(fit, key=lambda r: r["r_star"])
-        over = first["energy_rank"] > first["r_star"]
-        under = last["energy_rank"] < last["r_star"]
-        verdicts.append(Verdict(
-            "softmax: the energy effective rank over-estimates small r* and compresses "
-            "large r*",
-            f"r* = {first['r_star']}: {number_text(first['energy_rank'])}; r* = "
-            f"{last['r_star']}: {number_text(last['energy_rank'])}",
-            grade(over + under, 2),
-            f"above r* at the smallest r* ({'yes' if over else 'no'}), below it at the "
-            f"largest ({'yes' if under else 'no'})",
-        ))
-    inverted = rows.get("softmax, log-inverted mixers")
-    if fit and inverted:
-        k_fit, n_fit = exact("softmax, linear-QK fit")
-        k_inv, n_inv = exact("softmax, log-inverted mixers")
-        fit_partial, inv_partial = k_fit < n_fit, k_inv < n_inv
-        verdicts.append(Verdict(
-            "softmax: r* cannot be read exactly from data alone, before training",
-            f"linear-QK fit exact in {k_fit}/{n_fit}; log-inverted mixers (V known, "
-            f"d_out >= L) exact in {k_inv}/{n_inv}",
-            "agrees" if fit_partial and inv_partial else
-            ("partly" if fit_partial or inv_partial else "does not agree"),
-            "the paper's limit holds for the linear-QK surrogate"
-            + ("" if fit_partial else " -- not even there")
-            + ("; inverting each sequence's mixer through the log, which the paper did "
-               "not try, reads r* exactly in this favourable setting" if not inv_partial
-               else "; the log-inverted mixers miss too"),
-        ))
+    config = result["config"]
+    verdicts = _linear_verdicts(rows)
+    if rows.get("softmax, linear-QK fit"):
+        verdicts += _softmax_verdicts(rows, config["d"], rank_tol)
     linear = rows.get("linear, V known")
-    top = max(linear, key=lambda r: r["r_star"]) if linear else None
-    if top is not None and is_finite(top["mixer_energy_rank"]):
-        mixer = top["mixer_energy_rank"]
-        seq_len = result["config"]["seq_len"]
-        saturated = mixer < 0.5 * top["r_star"]
-        verdicts.append(Verdict(
-            "the realised mixer's energy rank, averaged over inputs, saturates on linear "
-            "teachers",
-            f"linear teacher: mixer energy rank {number_text(mixer)} at r* = {top['r_star']} "
-            f"(L = {seq_len})",
-            "agrees" if saturated else "does not agree",
-            f"below half the largest r* ({'yes' if saturated else 'no'}): an L x L mixer "
-            "cannot show a rank above L",
-        ))
+    if linear:
+        slope, pts = _saturation_slope(linear, config["seq_len"])
+        if is_finite(slope):
+            saturated = slope < SATURATION_SLOPE
+            verdicts.append(Verdict(
+                "the realised mixer's energy rank, averaged over inputs, saturates on linear "
+                "teachers",
+                f"linear teacher, L = {config['seq_len']}: mixer energy rank "
+                + ", ".join(f"{number_text(m)} at r* = {r}" for r, m in pts)
+                + f"; slope {number_text(slope)} per unit of r*",
+                "agrees" if saturated else "does not agree",
+                f"least-squares slope over r* <= L below {SATURATION_SLOPE:g} (halfway between "
+                "following r* and not moving) agrees; past r* = L an L x L mixer cannot "
+                "follow r* at all, so those points are left out",
+            ))
     recovery = [rec for rec in result["records"] if is_finite(rec["recovery_energy_rank"])]
     if recovery:
         close = [rec for rec in recovery
-                 if abs(rec["recovery_energy_rank"] - rec["r_star"]) <= recovery_tol]
+                 if abs(rec["recovery_energy_rank"] - rec["r_star"]) <= rank_tol]
         worst = max(abs(rec["recovery_energy_rank"] - rec["r_star"]) for rec in recovery)
         numerical = sorted({rec["recovery_numerical_rank"] for rec in recovery})
         verdicts.append(Verdict(
@@ -348,7 +348,86 @@ def _verdicts(result, recovery_tol=0.5):
             f"energy rank within {number_text(worst)} of r* (numerical rank "
             f"{number_text(min(numerical))}-{number_text(max(numerical))})",
             grade(len(close), len(recovery)),
-            f"{len(close)} of {len(recovery)} students within {recovery_tol} of r*",
+            f"{len(close)} of {len(recovery)} students within {rank_tol:g} of r* (it rounds "
+            "to r*); all agrees, some partly",
+        ))
+    return verdicts
+
+
+def _exact(rows, label):
+    """How many grid points of a setting have numerical rank = r*, and of how many."""
+    got = rows.get(label, [])
+    return sum(rec["numerical_rank"] == rec["r_star"] for rec in got), len(got)
+
+
+def _linear_verdicts(rows):
+    verdicts = []
+    for label, claim in (
+        ("linear, V known", "linear QK with V known: least squares for K gives r* exactly "
+                            "(numerical rank = r*)"),
+        ("linear, V unknown", "linear QK with V unknown: the lifted K (x) V fit gives r* "
+                              "exactly at sufficient sample size"),
+    ):
+        if label in rows:
+            k, n = _exact(rows, label)
+            worst = max(abs(rec["energy_rank"] - rec["r_star"]) for rec in rows[label])
+            verdicts.append(Verdict(
+                claim,
+                f"numerical rank exact in {k}/{n}; energy rank within {number_text(worst)} "
+                "of r*",
+                grade(k, n),
+                f"exact in {k} of {n} values of r*; all agrees, some partly",
+            ))
+    return verdicts
+
+
+def _softmax_verdicts(rows, d, rank_tol):
+    fit = rows["softmax, linear-QK fit"]
+    k, n = _exact(rows, "softmax, linear-QK fit")
+    truth = [rec["r_star"] for rec in fit]
+    numerical = [rec["numerical_rank"] for rec in fit]
+    compressed = (max(numerical) - min(numerical)) <= 0.5 * (max(truth) - min(truth))
+    partial = k <= n / 2
+    verdicts = [Verdict(
+        "softmax: only partial prediction -- the numerical rank of the linear-QK fit "
+        "saturates (the paper saw 17-23)",
+        f"numerical rank {min(numerical)}-{max(numerical)} for r* = "
+        f"{min(truth)}-{max(truth)}; exact in {k}/{n}",
+        grade(partial + compressed, 2),
+        f"exact in at most half ({'yes' if partial else 'no'}) and its range at most "
+        f"half the range of r* ({'yes' if compressed else 'no'}); both agree, one partly",
+    )]
+    small, large = _interior(fit, d)
+    if small and large:
+        over = all(rec["energy_rank"] > rec["r_star"] + rank_tol for rec in small)
+        under = all(rec["energy_rank"] < rec["r_star"] - rank_tol for rec in large)
+        verdicts.append(Verdict(
+            "softmax: the energy effective rank over-estimates small r* and compresses "
+            "large r*",
+            "; ".join(f"r* = {rec['r_star']}: {number_text(rec['energy_rank'])}"
+                      for rec in small + large),
+            grade(over + under, 2),
+            f"above r* + {rank_tol:g} at every small interior r* "
+            f"({', '.join(str(rec['r_star']) for rec in small)}: "
+            f"{'yes' if over else 'no'}) and below r* - {rank_tol:g} at every large "
+            f"interior r* ({', '.join(str(rec['r_star']) for rec in large)}: "
+            f"{'yes' if under else 'no'}); r* = 1 and d are left out, where every "
+            "estimate passes; both agree, one partly",
+        ))
+    if rows.get("softmax, log-inverted mixers"):
+        k_inv, n_inv = _exact(rows, "softmax, log-inverted mixers")
+        fit_partial, inv_partial = k < n, k_inv < n_inv
+        verdicts.append(Verdict(
+            "softmax: r* cannot be read exactly from data alone, before training",
+            f"linear-QK fit exact in {k}/{n}; log-inverted mixers (V known, "
+            f"d_out >= L) exact in {k_inv}/{n_inv}",
+            grade(fit_partial + inv_partial, 2),
+            "neither estimator exact at every r* agrees, one of them partly; "
+            + ("the linear-QK surrogate misses" if fit_partial else
+               "the linear-QK surrogate is exact")
+            + ("; inverting each sequence's mixer through the log, which the paper did "
+               "not try, reads r* exactly in this favourable setting" if not inv_partial
+               else "; the log-inverted mixers miss too"),
         ))
     return verdicts
 

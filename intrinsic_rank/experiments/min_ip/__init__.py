@@ -10,6 +10,7 @@ from ._transition import (
     OOD_SETTINGS,
     min_ip_ood_scaling,
     min_ip_phase_transition,
+    min_ip_witness_suite_sweep,
     summarize_min_ip,
 )
 from ._transition_experiment import (
@@ -37,6 +38,7 @@ __all__ = [
     "min_ip_ood_scaling",
     "min_ip_phase_transition",
     "min_ip_rank_law",
+    "min_ip_witness_suite_sweep",
     "plot_min_ip",
     "plot_min_ip_law",
     "summarize_min_ip",

@@ -19,17 +19,23 @@ from ..runner import (
     save_figure,
     save_plot,
 )
-from ._transition import OOD_SETTINGS, min_ip_ood_scaling, min_ip_phase_transition
+from ._transition import (
+    OOD_SETTINGS,
+    min_ip_ood_scaling,
+    min_ip_phase_transition,
+    min_ip_witness_suite_sweep,
+)
 
 __all__ = [
     "MIN_IP_COLUMNS",
     "MIN_IP_OOD_COLUMNS",
     "MIN_IP_OOD_TRANSITION_COLUMNS",
+    "MIN_IP_SUITE_COLUMNS",
     "plot_min_ip",
 ]
 
 
-def plot_min_ip(phase, ood=None, path=None):
+def plot_min_ip(phase, ood=None, path=None, suite=None):
     """Exact-sequence error against feature rank (log2 axis), in-sample and OOD.
 
     Left panel: :func:`min_ip_phase_transition`, one line per length (mean over
@@ -47,6 +53,9 @@ def plot_min_ip(phase, ood=None, path=None):
         Output of :func:`min_ip_ood_scaling`.
     path : str or None
         Where to save the PNG.
+    suite : Bunch or None, default=None
+        Output of :func:`min_ip_witness_suite_sweep`, drawn in the in-sample
+        panel (kernel mean error, squares, dashed).
 
     Returns
     -------
@@ -87,7 +96,14 @@ def plot_min_ip(phase, ood=None, path=None):
             if dense_rows:
                 ax.axhline(dense_rows[0]["error_mean"], color=colour, ls="--", lw=1,
                            label=f"dense softmax, length {length}")
-        ticks(ax, cfg["rank_grid"], cfg["threshold"])
+        if suite is not None:
+            rows = [row for row in suite["summary"] if row["model"] == "kernel"]
+            ax.plot([row["rank"] for row in rows], [row["error_mean"] for row in rows], "s--",
+                    color="k", mfc="none",
+                    label=f"kernel, paper-like suite ({suite['config']['n_sequences']} "
+                    "sequences, mean)")
+        ticks(ax, sorted(set(cfg["rank_grid"]) | set(
+            suite["config"]["rank_grid"] if suite is not None else [])), cfg["threshold"])
         ax.set_title(
             f"In-sample: {cfg['n_codewords']} codewords, {cfg['n_bits']} bits, gap >= "
             f"{cfg['min_gap']}, {cfg['n_seeds']} seeds", fontsize=9,
@@ -132,6 +148,10 @@ MIN_IP_COLUMNS = ["length", "model", "rank", "n_seeds", "error_mean", "error_min
                   "error_max"]
 """Columns of the in-sample table (the ``summary`` of :func:`min_ip_phase_transition`)."""
 
+MIN_IP_SUITE_COLUMNS = ["model", "rank", "n_seeds", "error_mean", "error_min", "error_max"]
+"""Columns of the paper-like suite's table (the ``summary`` of
+:func:`min_ip_witness_suite_sweep`)."""
+
 MIN_IP_OOD_TRANSITION_COLUMNS = ["n_bits", "pool", "transition_rank",
                                  "kernel_best_test_error", "dense_test_error_mean"]
 """Columns of the OOD transition table (the ``transition`` of :func:`min_ip_ood_scaling`)."""
@@ -146,17 +166,24 @@ def _run(settings, *, random_state, progress, device):
     tic = time.perf_counter()
     phase = min_ip_phase_transition(random_state=random_state, progress=progress,
                                     device=device, **settings["phase"])
+    suite = None
+    if settings.get("suite") is not None:
+        suite = min_ip_witness_suite_sweep(random_state=random_state, progress=progress,
+                                           device=device, **settings["suite"])
     ood = None
     if settings.get("ood") is not None:
         ood = min_ip_ood_scaling(random_state=random_state, progress=progress, device=device,
                                  **settings["ood"])
-    return jsonable({"phase": dict(phase), "ood": None if ood is None else dict(ood),
+    return jsonable({"phase": dict(phase), "suite": None if suite is None else dict(suite),
+                     "ood": None if ood is None else dict(ood),
                      "seconds": time.perf_counter() - tic})
 
 
 def _plot(result, folder):
     ood = None if result["ood"] is None else Bunch(**result["ood"])
-    return [save_plot(plot_min_ip(Bunch(**result["phase"]), ood), folder, "min_ip.png")]
+    suite = None if result.get("suite") is None else Bunch(**result["suite"])
+    return [save_plot(plot_min_ip(Bunch(**result["phase"]), ood, suite=suite), folder,
+                      "min_ip.png")]
 
 
 def _tables(result):
@@ -164,6 +191,13 @@ def _tables(result):
     tables = [(f"in-sample exact-sequence error, {phase['config']['n_codewords']} codewords "
                f"of {phase['config']['n_bits']} bits, {phase['config']['n_seeds']} seed(s)",
                phase["summary"], MIN_IP_COLUMNS)]
+    if result.get("suite") is not None:
+        suite = result["suite"]
+        cfg = suite["config"]
+        tables.append((f"the paper-like witness suite: {cfg['n_sequences']} length-3 sequences "
+                       f"of {cfg['n_bits']}-bit words ({cfg['n_codewords']} codewords, gap "
+                       f"{cfg['gap']}), in-sample, {cfg['n_seeds']} seed(s)", suite["summary"],
+                       MIN_IP_SUITE_COLUMNS))
     if result["ood"] is not None:
         ood = result["ood"]
         tables.append((f"out of distribution: transition rank per setting (test error <= "
@@ -174,8 +208,133 @@ def _tables(result):
     return tables
 
 
-def _verdicts(result, paper_ranks=(8, 32), paper_error=0.8):
-    """Rank 1 at length 2, dense at length 3, the transition, its place, and OOD."""
+PAPER_SMALL_RANK = 8
+"""The Min-IP paper's witness suite: feature rank ``r < 8`` fails on it (seed 003,
+"Validação Experimental")."""
+
+PAPER_SMALL_ERROR = 0.8
+"""... with error above 0.80 (the same section)."""
+
+PAPER_SOLVING_RANK = 32
+"""... and ``r = 32`` solves it exactly (the same section)."""
+
+
+def _seeds_outcome(row, threshold):
+    """Every seed at or below the threshold: agrees; the mean only: partly; else not."""
+    if row["error_max"] <= threshold:
+        return "agrees"
+    return "partly" if row["error_mean"] <= threshold else "does not agree"
+
+
+def _suite_verdict(suite):
+    """The paper's witness-suite claim, on the paper-like suite of the same sizes."""
+    cfg, threshold = suite["config"], suite["config"]["threshold"]
+    kernel = [row for row in suite["summary"] if row["model"] == "kernel"]
+    small = [row for row in kernel if row["rank"] < PAPER_SMALL_RANK]
+    solving = [row for row in kernel if row["rank"] == PAPER_SOLVING_RANK]
+    checks = []
+    if small:
+        checks.append(all(row["error_mean"] > PAPER_SMALL_ERROR for row in small))
+    if solving:
+        checks.append(solving[0]["error_max"] <= threshold)
+    if not checks:
+        return None
+    fails = checks[0] if small else None
+    dense = [row for row in suite["summary"] if row["model"] == "dense"]
+    why = (f"every rank below {PAPER_SMALL_RANK} of the grid errs on more than "
+           f"{PAPER_SMALL_ERROR:g} ({'yes' if fails else 'no' if small else 'none tried'}) "
+           f"and rank {PAPER_SOLVING_RANK} is exact on every seed, up to {threshold:g} ("
+           + (("yes" if checks[-1] else "no") if solving else "not tried") + "); both agree, "
+           "one partly")
+    if small and not fails:
+        why += ("; small ranks fit this suite, as they can: with one gap the suite has an exact "
+                "rank-1 solution (a uniform average and an affine readout), so the paper's "
+                "wall needs its own construction, which the seed does not give")
+    return Verdict(
+        f"on a witness suite of {cfg['n_sequences']:,} length-3 inputs of {cfg['n_bits']}-bit "
+        f"vectors, feature rank r < {PAPER_SMALL_RANK} fails (error > {PAPER_SMALL_ERROR:g}) "
+        f"and r = {PAPER_SOLVING_RANK} solves it exactly",
+        "; ".join(f"r = {row['rank']}: {number_text(row['error_mean'])}" for row in kernel)
+        + (f"; dense {number_text(dense[0]['error_mean'])}" if dense else "")
+        + f" (mean exact-sequence error over {cfg['n_seeds']} seed(s); {cfg['n_codewords']} "
+        f"codewords, gap {cfg['gap']})",
+        grade(sum(checks), len(checks)), why)
+
+
+def _ood_verdicts(ood):
+    """The OOD transition's growth and dense attention's exactness, every seed."""
+    rows, threshold = ood["transition"], ood["config"]["threshold"]
+    found = [r["transition_rank"] for r in rows if r["transition_rank"] is not None]
+    growing = len(found) == len(rows) and all(
+        a <= b for a, b in zip(found, found[1:])) and found[-1] > found[0]
+    best = [r["kernel_best_test_error"] for r in rows]
+    if growing:
+        why = "a transition in every setting, non-decreasing and growing"
+    elif found:
+        why = f"transitions in {len(found)} of {len(rows)} settings, not a growing sequence"
+    else:
+        rising = all(a < b for a, b in zip(best, best[1:]))
+        why = ("no kernel rank of the grid reaches the threshold in any setting; the best "
+               f"test error {'rises' if rising else 'does not rise steadily'} with the bit "
+               f"width ({', '.join(number_text(b) for b in best)})")
+    verdicts = [Verdict(
+        "out of distribution, the transition rank grows with the problem "
+        "(8 -> 16 -> 64 in the paper)",
+        "; ".join(f"m = {r['n_bits']}: "
+                  + ("no transition" if r["transition_rank"] is None
+                     else f"r = {r['transition_rank']}")
+                  + f" (best kernel {number_text(r['kernel_best_test_error'])})" for r in rows),
+        "agrees" if growing else ("partly" if found else "does not agree"),
+        why + f"; a transition is the smallest rank with mean test error <= {threshold:g}; "
+        "growing in every setting agrees, a transition somewhere partly",
+    )]
+    dense = [row for row in ood["summary"] if row["model"] == "dense"]
+    if dense:
+        ok = sum(row["test_error_max"] <= threshold for row in dense)
+        verdicts.append(Verdict(
+            "out of distribution, dense attention stays exact on every seed as the problem "
+            "grows",
+            "dense test error (worst seed) " + ", ".join(
+                f"m = {row['n_bits']}: {number_text(row['test_error_max'])}" for row in dense),
+            grade(ok, len(dense)),
+            f"{ok} of {len(dense)} settings at or below {threshold:g} on every seed; all "
+            "agrees, some partly",
+        ))
+    return verdicts
+
+
+def _verdicts(result):
+    """Rank 1 at length 2, dense at length 3, the transition, the paper's suite, and OOD.
+
+    The claims are the Min-IP paper's (Three Tokens Force Exponential Feature
+    Rank in Nonnegative Kernel Attention, seed 003: "Transição de Fase de Três
+    Tokens Nítida" for lengths 2 and 3 and dense softmax; "Validação
+    Experimental" for the witness suite -- 1,272 inputs of 24-bit vectors,
+    ``r < 8`` errs above 0.80, ``r = 32`` exact -- and for OOD scaling, the
+    transition moving from 8 to 16 to 64 while dense attention "remained exact
+    on every seed"). "Exact" allows the experiment's ``threshold`` (0.05 of
+    the sequences) for a training shortfall: 16 times below the paper's failure
+    level of 0.80, so the paper's two outcomes fall on either side of it. The
+    rules, fixed before any run:
+
+    * **Rank 1 at length 2, dense at length 3** (on the anchored family): every
+      seed within the threshold agrees, the mean only partly, else does not
+      agree.
+    * **A length-3 transition exists** (anchored family): rank 1 fails (mean
+      error above the threshold) and some rank of the grid reaches it; both
+      agree, one partly.
+    * **The paper's suite** (:func:`min_ip_witness_suite_sweep`, the same sizes):
+      every rank below 8 errs above 0.80, and rank 32 is exact on every seed;
+      both agree, one partly.
+    * **OOD growth:** a transition in every setting, non-decreasing and
+      growing agrees; a transition somewhere partly.
+    * **OOD dense:** every setting within the threshold on every seed agrees,
+      some partly.
+
+    The explanations follow from the outcome. The OOD sizes are fixed in the
+    experiment's settings before a run; ``docs/reproduce.md`` states when and
+    why the quick ones were last changed.
+    """
     phase = result["phase"]
     threshold = phase["config"]["threshold"]
     summary = phase["summary"]
@@ -188,88 +347,42 @@ def _verdicts(result, paper_ranks=(8, 32), paper_error=0.8):
         return None
 
     verdicts = []
+    rule = f"every seed <= {threshold:g} agrees, the mean only partly"
     one2 = row(2, "kernel", 1)
     if one2 is not None:
-        err = one2["error_mean"]
         verdicts.append(Verdict(
             "with two tokens, rank 1 suffices",
-            f"rank-1 kernel head, length 2: error {number_text(err)} (worst seed "
-            f"{number_text(one2['error_max'])})",
-            "agrees" if err <= threshold else ("partly" if err <= 4 * threshold
-                                               else "does not agree"),
-            f"mean error <= {threshold:g} agrees, <= {4 * threshold:g} partly",
-        ))
+            f"rank-1 kernel head, length 2: error {number_text(one2['error_mean'])} (worst seed "
+            f"{number_text(one2['error_max'])})", _seeds_outcome(one2, threshold), rule))
     dense3 = row(3, "dense")
     if dense3 is not None:
-        worst = dense3["error_max"]
         verdicts.append(Verdict(
             "dense softmax attention solves three tokens",
             f"dense, length 3: error {number_text(dense3['error_mean'])} (worst seed "
-            f"{number_text(worst)})",
-            "agrees" if worst <= threshold else (
-                "partly" if dense3["error_mean"] <= threshold else "does not agree"),
-            f"every seed <= {threshold:g} agrees, the mean only partly",
-        ))
+            f"{number_text(dense3['error_max'])})", _seeds_outcome(dense3, threshold), rule))
     one3 = row(3, "kernel", 1)
     transition = phase["transition"].get("3")
     if one3 is not None:
         fails = one3["error_mean"] > threshold
+        where = "none of the grid" if transition is None else f"r = {transition}"
         verdicts.append(Verdict(
             "at three tokens a transition in feature rank exists: small ranks fail, a "
             "large enough rank solves the task",
             f"rank 1 errs on {number_text(one3['error_mean'])}; transition (mean error <= "
-            f"{threshold:g}) at {'none of the grid' if transition is None else f'r = {transition}'}"
-            f" of ranks {phase['config']['rank_grid']}",
+            f"{threshold:g}) at {where} of ranks {phase['config']['rank_grid']} "
+            f"({phase['config']['n_codewords']} codewords, every witness of gap >= "
+            f"{phase['config']['min_gap']} and every anchor)",
             grade(fails + (transition is not None), 2),
             f"rank 1 fails ({'yes' if fails else 'no'}) and some rank of the grid succeeds "
-            f"({'yes' if transition is not None else 'no'})",
+            f"({'yes' if transition is not None else 'no'}); both agree, one partly",
         ))
-        placed = transition is not None and paper_ranks[0] <= transition <= paper_ranks[1]
-        small = [rec for rec in summary if rec["length"] == 3 and rec["model"] == "kernel"
-                 and (transition is None or rec["rank"] < transition)]
-        low = min((rec["error_mean"] for rec in small), default=math.nan)
-        high_error = bool(small) and low > paper_error
-        verdicts.append(Verdict(
-            f"the transition lies at r = {paper_ranks[0]}-{paper_ranks[1]} on a 24-bit "
-            f"witness suite, with error > {paper_error:g} below it",
-            f"transition at {'none of the grid' if transition is None else f'r = {transition}'}"
-            f"; ranks below it err on at least {number_text(low)}",
-            grade(placed + high_error, 2),
-            f"transition in {paper_ranks[0]}-{paper_ranks[1]} "
-            f"({'yes' if placed else 'no'}); every rank below it errs on more than "
-            f"{paper_error:g} ({'yes' if high_error else 'no'}) -- on our anchored family "
-            "small ranks fail less often and succeed sooner",
-        ))
-    ood = result["ood"]
+    if result.get("suite") is not None:
+        verdict = _suite_verdict(result["suite"])
+        if verdict is not None:
+            verdicts.append(verdict)
+    ood = result.get("ood")
     if ood is not None and ood["transition"]:
-        rows = ood["transition"]
-        found = [r["transition_rank"] for r in rows if r["transition_rank"] is not None]
-        growing = len(found) == len(rows) and all(
-            a <= b for a, b in zip(found, found[1:])) and found[-1] > found[0]
-        best = [r["kernel_best_test_error"] for r in rows]
-        rising = all(a < b for a, b in zip(best, best[1:]))
-        verdicts.append(Verdict(
-            "out of distribution, the transition rank grows with the problem "
-            "(8 -> 16 -> 64 in the paper)",
-            "; ".join(f"m = {r['n_bits']}: "
-                      + ("no transition" if r["transition_rank"] is None
-                         else f"r = {r['transition_rank']}")
-                      + f" (best kernel {number_text(r['kernel_best_test_error'])})" for r in rows),
-            "agrees" if growing else ("partly" if found else "does not agree"),
-            f"transitions found in {len(found)} of {len(rows)} settings"
-            + ("" if found else "; the kernel heads' best test error "
-               + ("rises" if rising else "does not rise steadily")
-               + f" with the bit width ({', '.join(number_text(b) for b in best)})"),
-        ))
-        dense = [r["dense_test_error_mean"] for r in rows if is_finite(r["dense_test_error_mean"])]
-        if dense:
-            ok = sum(e <= ood["config"]["threshold"] for e in dense)
-            verdicts.append(Verdict(
-                "out of distribution, dense attention stays (near-)exact as the problem grows",
-                "dense test error " + ", ".join(number_text(e) for e in dense),
-                grade(ok, len(dense)),
-                f"{ok} of {len(dense)} settings at or below {ood['config']['threshold']:g}",
-            ))
+        verdicts += _ood_verdicts(ood)
     return verdicts
 
 
@@ -297,7 +410,8 @@ def _settings(args):
                  n_codewords=args.n_codewords, quick=args.quick, **epochs)
     ood = None if args.no_ood else dict(rank_grid=args.rank_grid, n_seeds=args.n_seeds,
                                         quick=args.quick, **epochs)
-    return {"phase": phase, "ood": ood}
+    suite = dict(rank_grid=args.rank_grid, n_seeds=args.n_seeds, quick=args.quick, **epochs)
+    return {"phase": phase, "suite": suite, "ood": ood}
 
 
 def _summary(result):
@@ -326,6 +440,14 @@ def _summary(result):
         where = "none of the grid" if rank is None else f"r = {rank}"
         lines.append(f"length {length}: transition (mean error <= {cfg['threshold']:g}) at "
                      f"{where}")
+    suite = result.get("suite")
+    if suite is not None:
+        where = "none of the grid" if suite["transition"] is None else f"r = {suite['transition']}"
+        lines.append(f"paper-like suite ({suite['config']['n_sequences']} sequences of "
+                     f"{suite['config']['n_bits']} bits): transition (mean error <= "
+                     f"{suite['config']['threshold']:g}) at {where}; " + ", ".join(
+                         f"{row['model']} r={row['rank']}: {row['error_mean']:.3f}"
+                         for row in suite["summary"]))
     bounds = [b for b in phase["rank_bound"] if b is not None]
     if bounds:
         lines.append(f"certificate lower bound on an exact length-3 solution: r >= "
@@ -347,13 +469,20 @@ def _saved(result):
     """The command's ``min_ip.json``: both experiments' records, keyed by experiment."""
     phase, ood = result["phase"], result["ood"]
     records = [dict(rec, experiment="in_sample") for rec in phase["records"]]
+    suite = result.get("suite")
+    if suite is not None:
+        records += [dict(rec, experiment="suite") for rec in suite["records"]]
     if ood is not None:
         records += [dict(rec, experiment="ood") for rec in ood["records"]]
     return dict(
         records=records,
-        config={"in_sample": phase["config"], "ood": None if ood is None else ood["config"]},
-        summary={"in_sample": phase["summary"], "ood": None if ood is None else ood["summary"]},
+        config={"in_sample": phase["config"], "suite": None if suite is None else suite["config"],
+                "ood": None if ood is None else ood["config"]},
+        summary={"in_sample": phase["summary"],
+                 "suite": None if suite is None else suite["summary"],
+                 "ood": None if ood is None else ood["summary"]},
         transition={"in_sample": phase["transition"],
+                    "suite": None if suite is None else suite["transition"],
                     "ood": None if ood is None else ood["transition"]},
         rank_bound=phase["rank_bound"], seconds=result["seconds"],
     )
@@ -367,19 +496,21 @@ EXPERIMENT = Experiment(
     help="Min-IP phase transition of nonnegative kernel attention",
     description="Train normalised nonnegative kernel heads of a grid of feature ranks (one "
     "batched optimisation) on an anchored Min-IP witness family, in-sample at lengths 3 and "
-    "2, with dense softmax attention as the reference; then train on one codeword pool and "
+    "2, with dense softmax attention as the reference; then on the paper-like suite of "
+    "1,272 sequences of 24-bit words; then train on one codeword pool and "
     "test on a disjoint one as the bit width grows. Prints the tables and transition ranks, "
     "saves min_ip.png and min_ip.json.",
+    # The OOD sizes are fixed here, before any run; docs/reproduce.md records the one
+    # change of the quick ones and its reason.
     quick=dict(
         phase=dict(rank_grid=[1, 4, 16], n_seeds=2, quick=True),
-        # The first two full OOD settings: with the 1,000 training sequences of
-        # min_ip_ood_scaling's own quick settings even dense attention does not
-        # generalise (test error 0.14 and 0.33), which would misjudge the claim.
+        suite=dict(rank_grid=[1, 4, 32], n_seeds=1, quick=True),
         ood=dict(settings=jsonable(OOD_SETTINGS[:2]), rank_grid=[1, 4, 16, 64], n_seeds=1,
                  quick=True),
     ),
     full=dict(
         phase=dict(rank_grid=[1, 2, 4, 8, 16, 32, 64], n_seeds=3),
+        suite=dict(rank_grid=[1, 2, 4, 8, 16, 32, 64], n_seeds=3),
         ood=dict(settings=jsonable(OOD_SETTINGS), rank_grid=[1, 2, 4, 8, 16, 32, 64], n_seeds=3),
     ),
     run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,

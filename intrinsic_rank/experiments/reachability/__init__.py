@@ -31,6 +31,7 @@ from ._copy import (
 from ._lm_geometry import (
     LM_GEOMETRY_TOKEN_COLUMNS,
     cell_share_facts,
+    equal_cell_null,
     lm_reachability_geometry,
     plot_cell_shares,
     EXPERIMENT as LM_GEOMETRY,
@@ -60,6 +61,7 @@ __all__ = [
     "TAIL_COLUMNS",
     "accessibility_curves",
     "cell_share_facts",
+    "equal_cell_null",
     "copy_length_cliff",
     "default_copy_lengths",
     "fit_cliff",

@@ -46,6 +46,7 @@ from ._tables import MISSING, format_column, format_table, markdown_table, markd
 from ._progress import StatusLines, Steps, progress_steps, silence_third_party_bars
 from ._registry import (
     EXPERIMENTS,
+    NOT_COMPARABLE,
     VERDICTS,
     Experiment,
     InterruptGuard,
@@ -66,6 +67,7 @@ __all__ = [
     "InterruptGuard",
     "MAX_GRID_SIZE",
     "MISSING",
+    "NOT_COMPARABLE",
     "OutputStage",
     "StatusLines",
     "Steps",

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional
 
 __all__ = [
-    "EXPERIMENTS", "Experiment", "InterruptGuard", "Verdict", "VERDICTS", "get_experiment",
+    "EXPERIMENTS", "Experiment", "InterruptGuard", "NOT_COMPARABLE", "Verdict", "VERDICTS",
+    "get_experiment",
     "grade", "is_finite", "number_text", "one_plot", "register", "save_plot",
 ]
 
@@ -101,8 +102,18 @@ class InterruptGuard:
                                     "swallowed inside the run)") from error
         return False
 
-VERDICTS = ("agrees", "partly", "does not agree")
-"""The three verdicts a claim can get, from best to worst."""
+VERDICTS = ("agrees", "partly", "does not agree", "not comparable")
+"""The four verdicts a claim can get.
+
+The first three grade a comparison, from best to worst. The fourth,
+:data:`NOT_COMPARABLE`, says that the measurement and the claim are about
+unlike things (a small toy model against the paper's pretrained models, say),
+so no grade is given: the numbers are reported beside the claim and the
+explanation says why they are not compared.
+"""
+
+NOT_COMPARABLE = VERDICTS[3]
+"""The verdict of a comparison between unlike things: ``"not comparable"``."""
 
 
 class Verdict(NamedTuple):
@@ -114,8 +125,10 @@ class Verdict(NamedTuple):
         The paper's claim, in plain words.
     measured : str
         What we measured, with the numbers.
-    verdict : {"agrees", "partly", "does not agree"}
-        Computed from the numbers by the piece's verdict function.
+    verdict : {"agrees", "partly", "does not agree", "not comparable"}
+        Computed from the numbers by the piece's verdict function, by a rule
+        written in its docstring before any run; ``"not comparable"`` when the
+        measurement is of another kind of thing than the claim.
     explanation : str
         The check that was applied, and why the verdict follows from it.
 

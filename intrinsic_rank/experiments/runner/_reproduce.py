@@ -15,14 +15,14 @@ The cache
 A piece's folder holds ``result.json`` (the measured result as plain JSON,
 the key it was computed under, its verdicts, its time and the device it ran
 on) and its PNG(s). The key is the piece's name, the mode (``"quick"`` or
-``"full"``), ``random_state``, the exact settings passed to the experiment and
-the package version, and the device when it is not ``"cpu"``; a later run
-reuses the folder only when the key is equal, so switching between quick and
-full, changing the seed or editing a setting recomputes instead of reusing a
-stale result. Plots and verdicts are always made from the stored JSON, whether
-it was just computed or read back, so a cached and a fresh piece give the same
-report. A change to the experiment code itself is not detected: run with
-``force=True`` after one.
+``"full"``), ``random_state``, the exact settings passed to the experiment,
+the package version, a digest of the package's files (:func:`code_digest`)
+and the device when it is not ``"cpu"``; a later run reuses the folder only
+when the key is equal, so switching between quick and full, changing the seed,
+editing a setting or changing any code of the package recomputes instead of
+reusing a stale result. Plots and verdicts are always made from the stored
+JSON, whether it was just computed or read back, so a cached and a fresh piece
+give the same report.
 
 What the cache promises:
 
@@ -80,7 +80,7 @@ from ._output import (
 from ._tables import markdown_table, markdown_text
 from ._registry import EXPERIMENTS, VERDICTS, Verdict
 
-__all__ = ["VERDICTS", "Verdict", "reproduce", "write_report"]
+__all__ = ["VERDICTS", "Verdict", "code_digest", "reproduce", "write_report"]
 
 _RESULT_FILE = "result.json"
 _MANIFEST_FILE = "manifest.json"
@@ -113,9 +113,54 @@ def _resolve_pieces(pieces):
     return [n for n in EXPERIMENTS if n in wanted]  # report order, duplicates dropped
 
 
-def _cache_key(name, mode, settings, random_state, device="cpu"):
+_CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+"""The folder of the ``intrinsic_rank`` package whose files :func:`code_digest` hashes."""
+
+
+def code_digest(root=None):
+    """SHA-256 (16 hex digits) of every file of the package but the command line's.
+
+    Every source file and data file (the embedded model, the corpora) under
+    ``root`` enters, by its path relative to ``root`` and its bytes, in sorted
+    order; ``__pycache__`` folders and ``cli/`` (it parses options into the
+    settings, which are in the key themselves) are left out. A change to any
+    experiment, estimator, model or verdict therefore changes the digest, and
+    with it every piece's cache key.
+
+    Parameters
+    ----------
+    root : str or None, default=None
+        The package folder; ``None`` means the ``intrinsic_rank`` package this
+        module belongs to.
+
+    Returns
+    -------
+    digest : str
+
+    Examples
+    --------
+    >>> len(code_digest()), code_digest() == code_digest()
+    (16, True)
+    """
+    import hashlib
+
+    root = _CODE_ROOT if root is None else os.fspath(root)
+    digest = hashlib.sha256()
+    paths = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if d != "__pycache__"
+                               and os.path.relpath(os.path.join(folder, d), root) != "cli")
+        paths += [os.path.join(folder, f) for f in files if not f.endswith((".pyc", ".pyo"))]
+    for path in sorted(paths, key=lambda p: os.path.relpath(p, root)):
+        digest.update(os.path.relpath(path, root).replace(os.sep, "/").encode() + b"\0")
+        with open(path, "rb") as f:
+            digest.update(f.read() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _cache_key(name, mode, settings, random_state, device="cpu", code=None):
     key = dict(piece=name, mode=mode, random_state=random_state, settings=settings,
-               version=__version__)
+               version=__version__, code=code_digest() if code is None else code)
     if device != "cpu":  # a CPU result stays valid; another device is its own result
         key["device"] = device
     return jsonable(key)
@@ -179,6 +224,10 @@ def _cache_problem(cached, key):
     if missing:
         return f"damaged cache (no {', '.join(missing)})"
     if cached["key"] != key:
+        old = cached["key"] if isinstance(cached["key"], dict) else {}
+        if {k: v for k, v in old.items() if k != "code"} == {
+                k: v for k, v in key.items() if k != "code"}:
+            return "cached by other code of the package"
         return "cached under another scale, seed or settings"
     wrong = [name for name, ok in [
         ("result", isinstance(cached["result"], dict)),
@@ -294,6 +343,7 @@ def _manifest_entry(name, stored):
         verdicts, list) else []
     return dict(mode=key.get("mode"), random_state=key.get("random_state"),
                 settings=key.get("settings"), version=key.get("version"),
+                code=key.get("code"),
                 seconds=stored["seconds"], finished=stored["finished"],
                 device=stored.get("device", "cpu"),
                 files=[os.path.join(name, f) for f in [_RESULT_FILE, *stored.get("files", [])]],
@@ -338,8 +388,9 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
 
     Each requested piece of :data:`EXPERIMENTS` (the registered experiments) is
     loaded from ``out/<piece>/`` when a cached result with the same key (mode,
-    ``random_state``, settings, package version, and the device unless it is
-    ``"cpu"``) is there, and computed otherwise; then its plot(s), its
+    ``random_state``, settings, package version, the digest of the package's
+    files, and the device unless it is ``"cpu"``) is there, and computed
+    otherwise; then its plot(s), its
     tables and its verdicts are made from the stored result, and
     ``out/report.md`` and ``out/manifest.json`` are written. Run it again
     after an interruption and it resumes where it stopped.
@@ -430,8 +481,9 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
                         **extra)
 
         try:
+            code = code_digest()  # once per run: the code this run computes with
             for i, (name, piece, settings) in enumerate(plan, 1):
-                key = _cache_key(name, mode, settings, random_state, device)
+                key = _cache_key(name, mode, settings, random_state, device, code)
                 done[name] = _run_piece(name, piece, os.path.join(out, name), key, settings,
                                         random_state, force, progress,
                                         f"[{i}/{len(names)}] {name} ({mode}):", device)
@@ -459,8 +511,7 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
 
 # -- the report -----------------------------------------------------------------------
 
-_VERDICT_MARK = {"agrees": "**agrees**", "partly": "**partly**",
-                 "does not agree": "**does not agree**"}
+_VERDICT_MARK = {v: f"**{v}**" for v in VERDICTS}
 
 
 def _settings_line(settings):
@@ -512,7 +563,7 @@ def write_report(out, pieces, command, seconds, machine=None, mode="quick", rand
     >>> result = {"records": [{"rung": "B0 fixed operator", "attention": "fixed",
     ...                        "rank": 8, "train_risk": 0.01, "test_risk": 0.01,
     ...                        "excess_risk": 0.0, "excess_to_floor_ratio": 0.0}],
-    ...           "noise_floor": 0.01}
+    ...           "noise_floor": 0.01, "reach_tol": 0.02}
     >>> piece = Bunch(name="ladder", title="The ladder", paper="The Entropic Bound",
     ...               settings={}, result=result,
     ...               verdicts=EXPERIMENTS["ladder"].verdicts(result), seconds=1.0,
@@ -541,20 +592,23 @@ def write_report(out, pieces, command, seconds, machine=None, mode="quick", rand
         f"{machine.get('load_average')}, at the end {machine.get('load_average_end')}; "
         f"torch device {machine.get('device', 'cpu')}",
         "",
-        "Each claim below is checked by an explicit rule on the measured numbers "
-        "(the *why* column says which); *agrees*, *partly* and *does not agree* are "
-        "computed, not written by hand.",
+        "Each claim below is checked by an explicit rule on the measured numbers, written "
+        "in the piece's verdict function before the run (the *why* column says which rule "
+        "and where its threshold comes from); *agrees*, *partly* and *does not agree* are "
+        "computed, not written by hand. *not comparable* marks a claim about another kind "
+        "of thing than we measured (the paper's pretrained models against a small toy "
+        "model): the numbers are shown, no grade is given.",
         "",
         "## Summary",
         "",
-        "| piece | paper | seconds | cached | agrees | partly | does not agree |",
-        "|---|---|---|---|---|---|---|",
+        "| piece | paper | seconds | cached | " + " | ".join(VERDICTS) + " |",
+        "|---|---|---|---|" + "---|" * len(VERDICTS),
     ]
     for p in pieces:
         counts = _verdict_counts(p.verdicts)
         lines.append(f"| [{p.name}](#{p.name}) | {p.paper} | {p.seconds:.1f} | "
-                     f"{'yes' if p.cached else 'no'} | {counts['agrees']} | "
-                     f"{counts['partly']} | {counts['does not agree']} |")
+                     f"{'yes' if p.cached else 'no'} | "
+                     + " | ".join(str(counts[v]) for v in VERDICTS) + " |")
     for p in pieces:
         lines += [
             "",
