@@ -64,7 +64,8 @@ from ._commands import COMMANDS
 # Nothing heavy is imported here: the parser comes from the command table
 # (``_commands``), and a command imports the experiments (torch) when it runs.
 
-__all__ = ["DEFAULT_THREADS", "THREADS_RULE", "main", "parse_ranks", "thread_count"]
+__all__ = ["DEFAULT_THREADS", "THREADS_RULE", "cpu_count", "main", "parse_ranks",
+           "thread_count"]
 
 _INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 _BROKEN_PIPE = 141  # 128 + SIGPIPE
@@ -115,7 +116,40 @@ class _TerminationSignals:
 
     def __exit__(self, *exc):
         for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
+            if signal.getsignal(signum) == self._raise:  # not when a hold replaced it
+                signal.signal(signum, previous)
+        return False
+
+
+class _Finished:
+    """From the moment a run's files start to be renamed in, the run has finished.
+
+    :meth:`hold` is called just before the output stage commits: from then on
+    SIGINT, SIGTERM and SIGHUP are recorded and dropped
+    (:class:`~intrinsic_rank._validation.SignalHold`), so a signal during or
+    after the renames can neither split them nor turn a saved run into exit
+    status 130; the command ends as it would have, with the run in. Leaving
+    the block drops what arrived and puts the handlers back; for the program
+    itself (``keep``) the handlers stay until the process ends.
+    """
+
+    def __init__(self, keep=False):
+        self.keep = keep
+        self._hold = None
+
+    def hold(self):
+        """The point of no return: hold the stop signals from here on."""
+        if self._hold is None:
+            from .._validation import SignalHold
+
+            self._hold = SignalHold().start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._hold is not None and not self.keep:
+            self._hold.release(deliver=False)
         return False
 
 
@@ -176,18 +210,20 @@ independent of the machine's core count.
 THREADS_RULE = (
     "torch CPU threads: --threads N if given; else $OMP_NUM_THREADS if set; "
     f"else {DEFAULT_THREADS} (fastest on a shared 2-core machine; give --threads 2 "
-    "or more on an idle multi-core one)"
+    "or more on an idle multi-core one); at most the CPUs this process may use "
+    "(more is capped, with a note)"
 )
 
 
 THREADS_HELP = (
-    f"torch CPU threads (default: $OMP_NUM_THREADS when set, else {DEFAULT_THREADS}: "
+    f"torch CPU threads, at most the CPUs this process may use (more is capped, with a "
+    f"note) (default: $OMP_NUM_THREADS when set, else {DEFAULT_THREADS}: "
     "fastest on a shared 2-core machine; give 2 or more on an idle multi-core one)"
 )
 
 
 def _threads(text):
-    """``--threads``: an integer >= 1."""
+    """``--threads``: an integer >= 1 (capped at :func:`cpu_count` when the command runs)."""
     try:
         value = int(text)
     except ValueError:
@@ -195,6 +231,20 @@ def _threads(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {value}")
     return value
+
+
+def cpu_count():
+    """The CPUs this process may run on (its affinity where known), at least 1.
+
+    Examples
+    --------
+    >>> cpu_count() >= 1
+    True
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def thread_count(threads=None, environ=None):
@@ -244,20 +294,28 @@ class _ThreadSetting:
 
     With ``--threads N`` the environment's ``OMP_NUM_THREADS`` is set to ``N``
     too, so that worker processes (joblib's) follow it; with the variable set
-    and no ``--threads`` nothing changes.
+    and no ``--threads`` nothing changes. A count above :func:`cpu_count`
+    (``--threads 100000`` would start threads until an allocation fails) is
+    capped at it, with a note on stderr naming ``name``.
     """
 
-    def __init__(self, threads):
+    def __init__(self, threads, name="intrinsic-rank"):
         self.threads, self.source = thread_count(threads)
+        self.capped = self.threads > cpu_count()
+        if self.capped:
+            print(f"{name}: note: {self.source} asks for {self.threads} threads; this "
+                  f"process may use {cpu_count()} CPUs, so {cpu_count()} are used",
+                  file=sys.stderr)
+            self.threads = cpu_count()
 
     def __enter__(self):
         import torch
 
         self._torch = torch.get_num_threads()
         self._environ = os.environ.get("OMP_NUM_THREADS")
-        if self.source == "--threads":
+        if self.source == "--threads" or self.capped:
             os.environ["OMP_NUM_THREADS"] = str(self.threads)
-        if self.source != "OMP_NUM_THREADS":
+        if self.source != "OMP_NUM_THREADS" or self.capped:
             torch.set_num_threads(self.threads)
         return self
 
@@ -422,7 +480,25 @@ def _silence_stdout():
         pass
 
 
-def _run_experiment(experiment, args):
+_INPUT_OPTIONS = (("data", "--data"), ("targets", "--targets"), ("model", "the model"),
+                  ("texts", "--texts"))
+"""Options (argparse destinations) whose value, a path that exists, is read by the run."""
+
+_FILE_OPTIONS = (("save_model", "--save-model"),)
+"""Options naming a file the run writes beside its ``--out`` folder."""
+
+
+def _paths_of(args, options):
+    """``(option, path)`` of the ``options`` given as paths (not ``'default'``)."""
+    found = []
+    for dest, option in options:
+        value = getattr(args, dest, None)
+        if isinstance(value, (str, os.PathLike)) and os.fspath(value) not in ("", "default"):
+            found.append((option, os.fspath(value)))
+    return found
+
+
+def _run_experiment(experiment, args, finished):
     """Checks -> run -> JSON and CSV -> summary and tables -> plots; one run's files together.
 
     Every file of the run (the JSON, the CSV, a saved model, the PNGs) is staged
@@ -430,14 +506,19 @@ def _run_experiment(experiment, args):
     interrupted or failed run leaves the previous run's files as they were, and
     a failed plot after the results were saved keeps the new JSON and CSV (the
     previous run's PNGs are removed, so no file of another run is left beside them).
+    No output may overwrite an input or another output (checked before any work).
     """
     from ..experiments import format_table
+    from ..experiments.runner import check_outputs_apart
 
     _check_device(args.device)
     settings = experiment.settings(args)
     experiment.validate(settings)
+    inputs = _paths_of(args, _INPUT_OPTIONS)
+    check_outputs_apart(args.out, experiment.file_stem, inputs,
+                        _paths_of(args, _FILE_OPTIONS))
     broken_pipe = False
-    with experiment.output_stage(args.out):
+    with experiment.output_stage(args.out, protect=[path for _, path in inputs]):
         result = experiment.execute(settings, random_state=args.seed, progress=not args.quiet,
                                     device=args.device)
         json_path, files = experiment.save_results(result, args.out)
@@ -457,10 +538,15 @@ def _run_experiment(experiment, args):
                 broken_pipe = True  # the reader left: stop printing, keep saving
                 _silence_stdout()
             files = list(experiment.plot(result, args.out)) + files
-        except (KeyboardInterrupt, BrokenPipeError):
+        except KeyboardInterrupt:
+            raise
+        except BrokenPipeError:
+            finished.hold()  # the results are renamed in from here on
             raise
         except Exception as error:
+            finished.hold()
             raise _OutputFailed(error, json_path) from error
+        finished.hold()  # the point of no return: the stage renames the files in
     if broken_pipe:
         return _BROKEN_PIPE
     print("saved " + _listed([os.path.join(args.out, f) for f in files] + [json_path]))
@@ -547,23 +633,23 @@ def main(argv=None):
     try:
         if as_program:
             _give_missing_streams_a_sink()
-        with _TerminationSignals():
+        with _TerminationSignals(), _Finished(keep=as_program) as finished:
             if first is not None and not name.endswith(first):
                 import intrinsic_rank.experiments  # noqa: F401 (a command the table lacks)
             args = _build_parser().parse_args(argv)
             name = f"intrinsic-rank {args.command}"
-            with _ThreadSetting(args.threads):
+            with _ThreadSetting(args.threads, name):
                 if args.experiment is None:
                     status = _run_reproduce(args)
                 else:
                     from ..experiments.runner import get_experiment
 
-                    status = _run_experiment(get_experiment(args.experiment), args)
+                    status = _run_experiment(get_experiment(args.experiment), args, finished)
             sys.stdout.flush()  # a reader that left shows here, not at interpreter exit
         if as_program:
-            # The run is finished and saved: a Ctrl-C from now on, while the interpreter
-            # shuts down, must not turn its status into 130 or a death by signal.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            # The run is finished and saved: a stop signal from now on, while the
+            # interpreter shuts down, must not turn its status into 130 or a death by signal.
+            _ignore_stop_signals()
         return status
     except _UsageError as error:
         print(error, file=sys.stderr)
@@ -572,7 +658,7 @@ def main(argv=None):
         if as_program:
             # We are leaving because of Ctrl-C: a second one during the interpreter's
             # shutdown must not turn the one line into a traceback or a death by signal.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _ignore_stop_signals()
         print(f"{name}: interrupted", file=sys.stderr)
         if as_program:
             # Everything finished is on disk already (atomic writes; the reproduce
@@ -585,6 +671,8 @@ def main(argv=None):
     except _Terminated as stop:
         # The blocks it unwound removed their temporary files (atomic_file) and
         # released the folder lock; nothing half-written is left.
+        if as_program:
+            _ignore_stop_signals()
         what = signal.Signals(stop.signum).name
         print(f"{name}: stopped by {what}", file=sys.stderr)
         if as_program:
@@ -611,6 +699,17 @@ def main(argv=None):
     except OSError as error:  # a disk full, a folder removed under us: one line, no traceback
         print(f"{name}: error: {error}", file=sys.stderr)
         return 1
+
+
+def _ignore_stop_signals():
+    """SIGINT, SIGTERM and SIGHUP ignored from here to the process's end (not when blocked)."""
+    for signame in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signum = getattr(signal, signame, None)
+        if signum is not None:
+            try:
+                signal.signal(signum, signal.SIG_IGN)
+            except (OSError, ValueError):  # not the main thread
+                pass
 
 
 def _give_missing_streams_a_sink():

@@ -56,8 +56,9 @@ from ..runner import atomic_file
 __all__ = ["MODEL_FORMAT", "ModelVersionWarning", "check_model_path", "load_model_file",
            "load_xy", "save_model_file"]
 
-SWEEP_FILES = ("sweep.json", "sweep.png", "sweep.csv")
-"""The files ``intrinsic-rank sweep`` writes in ``--out`` (``--save-model`` may not be one)."""
+SWEEP_FILES = ("sweep.json", "sweep.png", "sweep.csv", ".sweep.files.json")
+"""The files ``intrinsic-rank sweep`` writes in ``--out``, its record of them included
+(``--save-model`` may not be one)."""
 
 MODEL_FORMAT = "intrinsic-rank fitted estimator"
 """The ``format`` entry of a file written by :func:`save_model_file`."""
@@ -239,7 +240,8 @@ def check_model_path(path, out, own_files=SWEEP_FILES):
     """``--save-model``: a file that can be written, checked before any work.
 
     Not empty, not a folder, not one of the command's own files in ``out``
-    (``OUT/sweep.json`` would be overwritten by the JSON), in a folder that
+    (``OUT/sweep.json`` would be overwritten by the JSON, ``OUT/.sweep.files.json``
+    by the folder's record of its files), in a folder that
     exists or can be created where a file can really be written, with free
     space (:func:`~intrinsic_rank._validation.check_output_file`).
 
