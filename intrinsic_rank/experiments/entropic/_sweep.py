@@ -341,14 +341,24 @@ def sweep_warnings(sweep):
     reference = sweep.get("reference_risk")
     beaten = is_finite(reference) and floor > reference + tol
     attention = sweep.get("attention") or config["attention"]
+    trained = [rec["rank"] for rec in sweep["records"]]
+    cut = [r for r in config.get("rank_grid") or [] if r not in trained]
+    if cut:  # ranks above the chosen class's limit (--attention auto): none can be trained
+        listed = (f"{cut[0]}-{cut[-1]}" if cut == list(range(cut[0], cut[-1] + 1))
+                  else ", ".join(map(str, cut)))
+        lines.append(
+            f"--rank-grid was cut to the rank limit of the {attention} class: ranks "
+            f"{listed} left out, {', '.join(map(str, trained))} trained (no larger rank "
+            "exists for these data)")
     if sweep.get("floor_reached") is False and given is None:
         ls_map = (f" (a least-squares map of the whole sequence reaches a held-out risk of "
                   f"{reference:.4g})" if is_finite(reference) else "")
+        widen = "" if cut else "widen --rank-grid, "
         lines.append(
             f"the estimated floor {floor:.4g} is probably not the "
             f"floor: the largest ranks are still improving or a simpler fit does "
             f"better{ls_map}, so estimated r* = {rank} is probably too small; "
-            "widen --rank-grid, train longer (--epochs) or give --noise-floor")
+            f"{widen}train longer (--epochs) or give --noise-floor")
     elif sweep.get("floor_reached") is False and beaten:
         lines.append(
             f"the given noise floor {floor:.4g} lies above the held-out risk {reference:.4g} "
