@@ -57,6 +57,19 @@ def _toy_plot(result, folder):
     return ["toy_signal.png"]
 
 
+@pytest.fixture(autouse=True)
+def default_handlers():
+    """Each test starts from Python's own handlers, whatever an earlier test left behind
+    (a command run as the program keeps dropping stop signals after its run)."""
+    previous = {s: signal.getsignal(s) for s in STOPS}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
 @pytest.fixture
 def toy():
     experiment = Experiment(

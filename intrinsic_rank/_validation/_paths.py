@@ -212,6 +212,7 @@ def check_paths_apart(outputs, inputs=()):
     >>> import tempfile
     >>> folder = tempfile.mkdtemp()
     >>> data = os.path.join(folder, "d.npz")
+    >>> _ = open(data, "w").write("x")
     >>> check_paths_apart([("--out", folder, "folder")], [("--data", data)])
     >>> check_paths_apart([("--save-model", data, "file")],
     ...                   [("--data", data)])  # doctest: +ELLIPSIS

@@ -216,9 +216,9 @@ THREADS_RULE = (
 
 
 THREADS_HELP = (
-    f"torch CPU threads, at most the CPUs this process may use (more is capped, with a "
-    f"note) (default: $OMP_NUM_THREADS when set, else {DEFAULT_THREADS}: "
-    "fastest on a shared 2-core machine; give 2 or more on an idle multi-core one)"
+    f"torch CPU threads (default: $OMP_NUM_THREADS when set, else {DEFAULT_THREADS}: "
+    "fastest on a shared 2-core machine; give 2 or more on an idle multi-core one); at most "
+    "the CPUs this process may use (more is capped, with a note)"
 )
 
 
@@ -498,7 +498,7 @@ def _paths_of(args, options):
     return found
 
 
-def _run_experiment(experiment, args, finished):
+def _run_experiment(experiment, args, finished=None):
     """Checks -> run -> JSON and CSV -> summary and tables -> plots; one run's files together.
 
     Every file of the run (the JSON, the CSV, a saved model, the PNGs) is staged
@@ -511,6 +511,7 @@ def _run_experiment(experiment, args, finished):
     from ..experiments import format_table
     from ..experiments.runner import check_outputs_apart
 
+    finished = _Finished() if finished is None else finished
     _check_device(args.device)
     settings = experiment.settings(args)
     experiment.validate(settings)

@@ -452,8 +452,11 @@ def load_model_file(path, *, strict=False):
     if _class_name(estimator) != header["estimator"]:
         raise ValueError(f"{where} holds a {_class_name(estimator)}, but its header names "
                          f"{header['estimator']}")
-    saved, running = payload.get("version"), __version__
-    if saved != running or header["version"] != running:
+    running = __version__
+    # the header's version and the payload's should agree; name the one that differs
+    saved = next((v for v in (header["version"], payload.get("version")) if v != running),
+                 running)
+    if saved != running:
         message = (f"{path!r} was written by intrinsic_rank {saved}; this is {running}: "
                    "refit it with this version if its numbers matter")
         if strict:

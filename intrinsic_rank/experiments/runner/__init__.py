@@ -17,6 +17,7 @@ command line and :func:`reproduce` read them from :data:`EXPERIMENTS`.
 """
 
 from ._arguments import (
+    MAX_EPOCHS,
     MAX_GRID_SIZE,
     add_refused_data,
     bounded_float,
@@ -66,6 +67,7 @@ __all__ = [
     "EXPERIMENTS",
     "Experiment",
     "InterruptGuard",
+    "MAX_EPOCHS",
     "MAX_GRID_SIZE",
     "MISSING",
     "OutputStage",
