@@ -17,10 +17,16 @@ What a command promises
   or absent ``--device``, or a setting the experiment's ``check`` refuses)
   exits with status 2 and one line on stderr naming it
   (``intrinsic-rank sweep: error: argument --seed: ...``), no usage block.
+* **No output overwrites an input.** Before any work, no output -- ``--out``,
+  the command's files in it and their record ``.NAME.files.json``,
+  ``--save-model`` -- may equal or lie inside an input (``--data``,
+  ``--targets``, ``--texts``, a model file or folder) or another output;
+  symbolic and hard links are followed (exit status 2, one line).
 * **Results first; one run's files together.** The JSON, the CSV and a saved
   model are written before anything is printed or plotted; every file of the
   run is staged beside its target and all are renamed in together at the end,
-  so an interrupted or failed run leaves the previous run's files as they were.
+  so an interrupted or failed run leaves the previous run's files as they were
+  (a rename that fails puts back those renamed before it).
   Two commands writing the same ``--out`` leave whole files, the last writer's
   (``reproduce`` instead takes a lock on the folder).
   If printing or plotting then fails -- matplotlib missing, a plotting error
@@ -36,13 +42,21 @@ What a command promises
   before it (see :class:`~intrinsic_rank.experiments.Experiment`'s
   ``execute`` for interrupts that a library swallows). That holds from the
   first line of :func:`main` on, start-up included: the heavy imports happen
-  inside it. A Ctrl-C once the run has finished (the interpreter shutting down)
+  inside it, and the console script's own import of this module happens inside
+  the guard of :func:`intrinsic_rank.__main__.main`. A Ctrl-C once the run has finished (the interpreter shutting down)
   is ignored: the finished run keeps its status.
-* **SIGTERM and SIGHUP** unwind like an interrupt: a file being written is
-  not left behind as a temporary file, ``reproduce`` releases its lock, and the
-  command exits with 128 + the signal (143, 129) and one line
-  (``intrinsic-rank sweep: stopped by SIGTERM``). A signal the caller set to
-  be ignored (``nohup``) stays ignored.
+* **SIGTERM and SIGHUP** unwind exactly like an interrupt: a file being
+  written is not left behind as a temporary file, nothing of the run is
+  renamed in, ``reproduce`` releases its lock, and the command exits with 128 +
+  the signal (143, 129) and one line (``intrinsic-rank sweep: stopped by
+  SIGTERM``). A signal the caller set to be ignored (``nohup``) stays ignored.
+* **The renames are the point of no return.** From the moment the run's files
+  start to be renamed in, SIGINT, SIGTERM and SIGHUP are held back and then
+  dropped: the run has finished, entirely in, and the command ends as it would
+  have (exit 0 and its ``saved ...`` line). Before that moment a stop leaves
+  the run entirely out.
+* **Threads.** ``--threads`` (or ``OMP_NUM_THREADS``) above the CPUs this
+  process may use is capped at them, with a one-line note on stderr.
 * **No stdout at all** (``intrinsic-rank sweep >&-``): what would be printed
   goes nowhere, the run saves its files and exits 0.
 * **Start-up is light.** The parser comes from the command table
@@ -60,6 +74,7 @@ import sys
 
 from .. import __version__
 from ._commands import COMMANDS
+from ._stops import _Finished, _ignore_stop_signals, _Terminated, _TerminationSignals
 
 # Nothing heavy is imported here: the parser comes from the command table
 # (``_commands``), and a command imports the experiments (torch) when it runs.
@@ -78,79 +93,6 @@ def __getattr__(name):
 
         return parse_ranks
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-class _Terminated(BaseException):
-    """SIGTERM or SIGHUP arrived: unwind (removing temporary files) and exit 128 + signal.
-
-    A ``BaseException``, as ``KeyboardInterrupt``: ``except Exception`` in a
-    library does not swallow it, and ``atomic_file`` removes its temporary file
-    on the way out.
-    """
-
-    def __init__(self, signum):
-        super().__init__(signum)
-        self.signum = signum
-
-
-class _TerminationSignals:
-    """Turn SIGTERM and SIGHUP into :class:`_Terminated` inside the block (main thread only)."""
-
-    _SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
-                     if hasattr(signal, name))
-
-    def __enter__(self):
-        self._previous = {}
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        for signum in self._SIGNALS:
-            if signal.getsignal(signum) in (signal.SIG_DFL, None):  # leave nohup's SIG_IGN
-                self._previous[signum] = signal.signal(signum, self._raise)
-        return self
-
-    @staticmethod
-    def _raise(signum, frame):
-        raise _Terminated(signum)
-
-    def __exit__(self, *exc):
-        for signum, previous in self._previous.items():
-            if signal.getsignal(signum) == self._raise:  # not when a hold replaced it
-                signal.signal(signum, previous)
-        return False
-
-
-class _Finished:
-    """From the moment a run's files start to be renamed in, the run has finished.
-
-    :meth:`hold` is called just before the output stage commits: from then on
-    SIGINT, SIGTERM and SIGHUP are recorded and dropped
-    (:class:`~intrinsic_rank._validation.SignalHold`), so a signal during or
-    after the renames can neither split them nor turn a saved run into exit
-    status 130; the command ends as it would have, with the run in. Leaving
-    the block drops what arrived and puts the handlers back; for the program
-    itself (``keep``) the handlers stay until the process ends.
-    """
-
-    def __init__(self, keep=False):
-        self.keep = keep
-        self._hold = None
-
-    def hold(self):
-        """The point of no return: hold the stop signals from here on."""
-        if self._hold is None:
-            from .._validation import SignalHold
-
-            self._hold = SignalHold().start()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self._hold is not None and not self.keep:
-            self._hold.release(deliver=False)
-        return False
 
 
 class _UsageError(Exception):
@@ -700,17 +642,6 @@ def main(argv=None):
     except OSError as error:  # a disk full, a folder removed under us: one line, no traceback
         print(f"{name}: error: {error}", file=sys.stderr)
         return 1
-
-
-def _ignore_stop_signals():
-    """SIGINT, SIGTERM and SIGHUP ignored from here to the process's end (not when blocked)."""
-    for signame in ("SIGINT", "SIGTERM", "SIGHUP"):
-        signum = getattr(signal, signame, None)
-        if signum is not None:
-            try:
-                signal.signal(signum, signal.SIG_IGN)
-            except (OSError, ValueError):  # not the main thread
-                pass
 
 
 def _give_missing_streams_a_sink():
