@@ -117,6 +117,16 @@ def test_an_underflowed_operator_fit_is_refused(scale, what):
     assert fit.rank_ == 2 and fit.singular_values_[0] > 0
 
 
+@pytest.mark.parametrize("scale", [1e300, 1e-300])
+def test_the_softmax_data_fit_holds_y_to_the_window_too(scale):
+    Xs, Ys, info = make_attention_task("softmax", n_samples=200, seq_len=4, d=6, rank=2,
+                                       random_state=0, return_info=True)
+    # Y's units are tied to X's in this model; Y * 1e-300 gave rank_ = 1 from a zero matrix
+    with pytest.raises(ValueError, match="Y is too far from unit size"):
+        EnergyEffectiveRank(method="data", attention="softmax",
+                            value_map=info.value_map).fit(Xs, Ys * scale)
+
+
 def test_a_0d_target_is_one_line(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"Y must be \(n,\), \(n, k\) or \(n, L, d_out\).*"
                                          "single number"):
@@ -319,6 +329,14 @@ def test_a_damaged_folder_is_one_line_naming_the_file(folders, tmp_path, capsys,
     assert main(["profile", str(folder), "--no-geometry", "--n-inputs", "2", "--max-length",
                  "8", "--quiet", "--out", str(tmp_path / "out")]) == 2
     assert __import__("re").search(message, _one_line(capsys))
+
+
+def test_no_output_of_a_command_goes_into_its_model_folder(folders, capsys):
+    before = sorted(os.listdir(folders / "gpt"))
+    assert main(["profile", str(folders / "gpt"), "--no-geometry", "--quiet",
+                 "--out", str(folders / "gpt" / "runs")]) == 2
+    assert "lies inside the model" in _one_line(capsys)
+    assert sorted(os.listdir(folders / "gpt")) == before
 
 
 @pytest.mark.parametrize("command", ["lm-geometry", "corpus-ranks"])

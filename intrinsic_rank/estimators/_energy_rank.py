@@ -117,6 +117,9 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     each by a power of two (exact) that brings it near 1 (for the softmax fit
     ``Y`` gets the factor of ``X``: ``Y = softmax(X K X^T) X V`` ties their
     units), since far from unit size the normal equations underflow or overflow.
+    ``X`` or ``Y`` whose root mean square lies outside ``[2^-450, 2^450]``, and a
+    fitted matrix whose factor to the data's units lies beyond ``2^±900``, are
+    refused before fitting (the matrix would over- or underflow float64).
     The rank measures are scale-free; ``matrix_``, ``singular_values_``,
     ``noise_threshold_`` and ``predict`` are converted back to the units of the
     data (``fit_`` stays in the fitted units, ``x_scale_`` and ``y_scale_``
@@ -333,7 +336,8 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         gets the factor of ``X`` and ``unit = x_scale^2``.
         """
         x_scale = scale_factor(X, "X")
-        y_scale = x_scale if self.attention == "softmax" else scale_factor(Y, "Y")
+        y_own = scale_factor(Y, "Y")  # the float64 window holds for Y in every model
+        y_scale = x_scale if self.attention == "softmax" else y_own
         if x_scale == 1.0 and y_scale == 1.0:
             return 1.0, 1.0, 1.0
         kx, ky = round(math.log2(x_scale)), round(math.log2(y_scale))

@@ -217,7 +217,7 @@ def validate_sequences(estimator, X, Y=_NO_TARGET, reset=True, keep_float32=Fals
     if with_target and Y is not None:
         check_dtype(Y, "Y")
         y_ndim = getattr(Y, "ndim", None)
-        if (np.ndim(Y) if y_ndim is None else y_ndim) == 0:
+        if (np.asarray(Y).ndim if y_ndim is None else y_ndim) == 0:
             raise ValueError("Y must be (n,), (n, k) or (n, L, d_out): one target per "
                              f"sequence or per token; got a single number ({type(Y).__name__} "
                              "with no axis)")

@@ -204,6 +204,8 @@ class _Reader:
             inner, count = self.take("<I"), self.take("<Q")
             if inner in _GGUF_SCALARS:
                 self.skip(count * _GGUF_SCALARS[inner])
+            elif count * 8 > len(self.data) - self.at:  # each element takes 8 bytes or more
+                raise _Short(self.at)
             else:
                 for _ in range(count):
                     self.value(inner, depth + 1)
