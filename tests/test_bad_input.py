@@ -62,7 +62,7 @@ def test_bad_parameters(params, match):
 
 
 def test_sweep_needs_a_held_out_part():
-    with pytest.raises(ValueError, match="needs at least 2 sequences"):
+    with pytest.raises(ValueError, match="at least 2 held-out sequences"):
         _fit(X[:1], Y[:1], rank_grid=[1, 2])
 
 

@@ -56,7 +56,7 @@ def test_every_command_takes_threads_and_documents_the_rule(capsys, command):
 def test_threads_apply_during_the_command_and_are_restored(monkeypatch, capsys):
     seen = {}
 
-    def fake_run(experiment, args):
+    def fake_run(experiment, args, *rest):
         seen["torch"] = torch.get_num_threads()
         seen["env"] = os.environ.get("OMP_NUM_THREADS")
         return 0

@@ -316,7 +316,7 @@ def test_an_out_of_range_seed_is_refused(tmp_path, checked, capsys, seed, messag
     (["reach", "--n-memory", "4-1"], "argument --n-memory: the range 4-1"),
     (["min-ip", "--rank-grid", "0-99999"], "argument --rank-grid: the grid '0-99999' has 100000"),
     (["ladder", "--device", "nonsense"], "unknown device 'nonsense'"),
-    (["sweep", "--epochs", "many"], "argument --epochs: invalid int value: 'many'"),
+    (["sweep", "--epochs", "many"], "argument --epochs: must be an integer in [1, 1000000]; got 'many'"),
     ([], "the following arguments are required: command"),
 ])
 def test_bad_arguments_are_one_line_naming_them_before_any_work(tmp_path, capsys, argv,

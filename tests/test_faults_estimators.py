@@ -179,7 +179,7 @@ def test_data_fit_whose_matrix_overflows_in_the_users_units_raises():
     # X * 1e-120 with Y unchanged needs a kernel 1e360 times larger: not a float64
     Xd, Yd = make_attention_task("linear", n_samples=200, seq_len=4, d=6, rank=2,
                                  random_state=0)
-    with pytest.raises(ValueError, match="beyond float64's range; rescale X or Y"):
+    with pytest.raises(ValueError, match=r"it would overflow in float64\); rescale X or Y"):
         EnergyEffectiveRank(method="data").fit(Xd * 1e-120, Yd)
     # the same scale on a fixed operator (linear in X) is fine
     Xf, Yf = make_fixed_operator_task(n_samples=200, seq_len=6, d=4, rank=2, random_state=0)
@@ -434,13 +434,13 @@ def test_score_with_wrongly_shaped_targets_names_y():
     assert est.score(X, Y) == pytest.approx(est.score(X, Y.copy()))
 
 
-@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("n", [1, 2, 7])
 def test_too_few_samples_for_a_sweep_does_not_contradict_itself(n):
-    with pytest.raises(ValueError, match=r"needs at least 2 sequences.*validation_fraction=0.2.*"
-                                         rf"n_samples >= 3; got n_samples = {n}\b"):
+    with pytest.raises(ValueError, match=r"at least 2 held-out sequences.*validation_fraction="
+                                         rf"0.2.*n_samples >= 8; got n_samples = {n}\b"):
         AttentionRankEstimator(**FAST, rank_grid=[1, 2]).fit(X[:n], Y[:n])
-    # three sequences are enough, as the message says
-    _quiet_fit(AttentionRankEstimator(**FAST, rank_grid=[1, 2]), X[:3], Y[:3])
+    # eight sequences are enough, as the message says: two held out
+    _quiet_fit(AttentionRankEstimator(**FAST, rank_grid=[1, 2]), X[:8], Y[:8])
 
 
 def test_refit_with_other_settings_clears_the_old_attributes():

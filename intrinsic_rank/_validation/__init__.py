@@ -1,7 +1,8 @@
 """The one home of argument checks and seed derivation, for every package.
 
 One module per kind of check (``_numbers``, ``_seeds``, ``_devices``,
-``_resources``, ``_paths``); every name is imported from here.
+``_resources``, ``_paths``, and ``_signals``: the guards that let a block
+finish or clean up under a stop signal); every name is imported from here.
 
 Everything here needs numpy and scikit-learn only; the two helpers that touch
 torch (:func:`check_device` and :func:`torch_rng`) import it when called, so
@@ -29,7 +30,13 @@ Conventions
   :func:`check_allocation` refuses a size beyond it in one line *before*
   anything is allocated.
 * Output paths: :func:`check_output_file` (a real write probe, the free
-  space, not a folder, not one of the run's own files).
+  space, not a folder, not one of the run's own files) and
+  :func:`check_paths_apart` (no output equals or lies inside an input or
+  another output).
+* Stop signals: :class:`SignalHold` / :func:`signals_held` (SIGINT, SIGTERM
+  and SIGHUP held back while files are renamed in) and
+  :func:`termination_unwinds` (a default SIGTERM or SIGHUP still runs the
+  block's clean-up).
 * Files read as input: :func:`read_text_lines` (size and line-length caps,
   the file's name in every error) and :func:`check_token_ids`.
 * Error messages name the parameter and never print a whole array:
@@ -58,18 +65,29 @@ from ._resources import (
     memory_limit,
     read_text_lines,
 )
-from ._paths import MIN_FREE_BYTES, check_output_file, check_output_folder
+from ._paths import MIN_FREE_BYTES, check_output_file, check_output_folder, check_paths_apart
+from ._signals import (
+    STOP_SIGNALS,
+    SignalHold,
+    TerminationUnwind,
+    signals_held,
+    termination_unwinds,
+)
 
 __all__ = [
     "MAX_SEED",
     "MAX_TEXT_BYTES",
     "MAX_TEXT_LINE",
     "MIN_FREE_BYTES",
+    "STOP_SIGNALS",
+    "SignalHold",
+    "TerminationUnwind",
     "check_allocation",
     "check_device",
     "check_distinct",
     "check_output_file",
     "check_output_folder",
+    "check_paths_apart",
     "check_int",
     "check_random_state",
     "check_real",
@@ -84,5 +102,7 @@ __all__ = [
     "keyed_seed",
     "memory_limit",
     "read_text_lines",
+    "signals_held",
+    "termination_unwinds",
     "torch_rng",
 ]

@@ -159,3 +159,85 @@ def check_output_file(path, name, *, reserved=(), min_free=MIN_FREE_BYTES):
         raise ValueError(f"{name} {path!r} exists and is not a regular file")
     _check_writable_folder(os.path.dirname(full), path, name, min_free)
     return path
+
+
+# -- outputs that would destroy inputs or each other ---------------------------------
+
+
+def _resolved(path):
+    return os.path.realpath(os.path.abspath(os.fspath(path)))
+
+
+def _same(a, b):
+    """Whether paths ``a`` and ``b`` name one file: the same resolved path, or a hard link."""
+    if _resolved(a) == _resolved(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def _inside(path, folder):
+    """Whether ``path`` lies strictly inside ``folder`` (both resolved)."""
+    path, folder = _resolved(path), _resolved(folder)
+    return path != folder and path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_paths_apart(outputs, inputs=()):
+    """Refuse an output path that would overwrite an input or another output, before work.
+
+    The rule: no output equals or lies inside an input (a data file, a model
+    file or folder), and no two outputs are one path or lie one inside the
+    other, except a file inside an output folder (``--out``), which is what the
+    folder is for. Paths are compared resolved (symbolic links followed, ``..``
+    removed), and existing files also by identity (a hard link is the same file).
+
+    Parameters
+    ----------
+    outputs : iterable of (str, path, {"file", "folder"})
+        ``(option, path, kind)`` of every path the run writes: its output
+        folder, its files in it (the JSON, the CSV, the figures and the
+        folder's record of them) and any file the user named (``--save-model``).
+    inputs : iterable of (str, path)
+        ``(option, path)`` of every existing path the run reads.
+
+    Raises
+    ------
+    ValueError
+        One line naming both options and the path.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> data = os.path.join(folder, "d.npz")
+    >>> _ = open(data, "w").write("x")
+    >>> check_paths_apart([("--out", folder, "folder")], [("--data", data)])
+    >>> check_paths_apart([("--save-model", data, "file")],
+    ...                   [("--data", data)])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --save-model '...d.npz' would overwrite --data (the same file); ...
+    """
+    outputs = [(name, os.fspath(path), kind) for name, path, kind in outputs]
+    inputs = [(name, os.fspath(path)) for name, path in inputs
+              if path is not None and os.path.lexists(os.fspath(path))]
+    for name, path, _kind in outputs:
+        for source, read in inputs:
+            if _same(path, read):
+                raise ValueError(f"{name} {path!r} would overwrite {source} (the same "
+                                 "file); give another path")
+            if _inside(path, read):
+                raise ValueError(f"{name} {path!r} lies inside {source} {read!r}, which "
+                                 "the run reads; write the output elsewhere")
+    for i, (name, path, kind) in enumerate(outputs):
+        for other, second, other_kind in outputs[i + 1:]:
+            if _same(path, second):
+                raise ValueError(f"{name} {path!r} and {other} are the same path; each "
+                                 "output needs its own")
+            for (a, pa, ka), (b, pb, _) in (((name, path, kind), (other, second, other_kind)),
+                                            ((other, second, other_kind), (name, path, kind))):
+                if _inside(pb, pa) and ka == "file":
+                    raise ValueError(f"{b} {pb!r} lies inside {a} {pa!r}, which is a file "
+                                     "the run writes; give paths apart")

@@ -17,10 +17,16 @@ What a command promises
   or absent ``--device``, or a setting the experiment's ``check`` refuses)
   exits with status 2 and one line on stderr naming it
   (``intrinsic-rank sweep: error: argument --seed: ...``), no usage block.
+* **No output overwrites an input.** Before any work, no output -- ``--out``,
+  the command's files in it and their record ``.NAME.files.json``,
+  ``--save-model`` -- may equal or lie inside an input (``--data``,
+  ``--targets``, ``--texts``, a model file or folder) or another output;
+  symbolic and hard links are followed (exit status 2, one line).
 * **Results first; one run's files together.** The JSON, the CSV and a saved
   model are written before anything is printed or plotted; every file of the
   run is staged beside its target and all are renamed in together at the end,
-  so an interrupted or failed run leaves the previous run's files as they were.
+  so an interrupted or failed run leaves the previous run's files as they were
+  (a rename that fails puts back those renamed before it).
   Two commands writing the same ``--out`` leave whole files, the last writer's
   (``reproduce`` instead takes a lock on the folder).
   If printing or plotting then fails -- matplotlib missing, a plotting error
@@ -36,13 +42,21 @@ What a command promises
   before it (see :class:`~intrinsic_rank.experiments.Experiment`'s
   ``execute`` for interrupts that a library swallows). That holds from the
   first line of :func:`main` on, start-up included: the heavy imports happen
-  inside it. A Ctrl-C once the run has finished (the interpreter shutting down)
+  inside it, and the console script's own import of this module happens inside
+  the guard of :func:`intrinsic_rank.__main__.main`. A Ctrl-C once the run has finished (the interpreter shutting down)
   is ignored: the finished run keeps its status.
-* **SIGTERM and SIGHUP** unwind like an interrupt: a file being written is
-  not left behind as a temporary file, ``reproduce`` releases its lock, and the
-  command exits with 128 + the signal (143, 129) and one line
-  (``intrinsic-rank sweep: stopped by SIGTERM``). A signal the caller set to
-  be ignored (``nohup``) stays ignored.
+* **SIGTERM and SIGHUP** unwind exactly like an interrupt: a file being
+  written is not left behind as a temporary file, nothing of the run is
+  renamed in, ``reproduce`` releases its lock, and the command exits with 128 +
+  the signal (143, 129) and one line (``intrinsic-rank sweep: stopped by
+  SIGTERM``). A signal the caller set to be ignored (``nohup``) stays ignored.
+* **The renames are the point of no return.** From the moment the run's files
+  start to be renamed in, SIGINT, SIGTERM and SIGHUP are held back and then
+  dropped: the run has finished, entirely in, and the command ends as it would
+  have (exit 0 and its ``saved ...`` line). Before that moment a stop leaves
+  the run entirely out.
+* **Threads.** ``--threads`` (or ``OMP_NUM_THREADS``) above the CPUs this
+  process may use is capped at them, with a one-line note on stderr.
 * **No stdout at all** (``intrinsic-rank sweep >&-``): what would be printed
   goes nowhere, the run saves its files and exits 0.
 * **Start-up is light.** The parser comes from the command table
@@ -60,11 +74,13 @@ import sys
 
 from .. import __version__
 from ._commands import COMMANDS
+from ._stops import _Finished, _ignore_stop_signals, _Terminated, _TerminationSignals
 
 # Nothing heavy is imported here: the parser comes from the command table
 # (``_commands``), and a command imports the experiments (torch) when it runs.
 
-__all__ = ["DEFAULT_THREADS", "THREADS_RULE", "main", "parse_ranks", "thread_count"]
+__all__ = ["DEFAULT_THREADS", "THREADS_RULE", "cpu_count", "main", "parse_ranks",
+           "thread_count"]
 
 _INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 _BROKEN_PIPE = 141  # 128 + SIGPIPE
@@ -77,46 +93,6 @@ def __getattr__(name):
 
         return parse_ranks
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-class _Terminated(BaseException):
-    """SIGTERM or SIGHUP arrived: unwind (removing temporary files) and exit 128 + signal.
-
-    A ``BaseException``, as ``KeyboardInterrupt``: ``except Exception`` in a
-    library does not swallow it, and ``atomic_file`` removes its temporary file
-    on the way out.
-    """
-
-    def __init__(self, signum):
-        super().__init__(signum)
-        self.signum = signum
-
-
-class _TerminationSignals:
-    """Turn SIGTERM and SIGHUP into :class:`_Terminated` inside the block (main thread only)."""
-
-    _SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
-                     if hasattr(signal, name))
-
-    def __enter__(self):
-        self._previous = {}
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        for signum in self._SIGNALS:
-            if signal.getsignal(signum) in (signal.SIG_DFL, None):  # leave nohup's SIG_IGN
-                self._previous[signum] = signal.signal(signum, self._raise)
-        return self
-
-    @staticmethod
-    def _raise(signum, frame):
-        raise _Terminated(signum)
-
-    def __exit__(self, *exc):
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-        return False
 
 
 class _UsageError(Exception):
@@ -176,18 +152,20 @@ independent of the machine's core count.
 THREADS_RULE = (
     "torch CPU threads: --threads N if given; else $OMP_NUM_THREADS if set; "
     f"else {DEFAULT_THREADS} (fastest on a shared 2-core machine; give --threads 2 "
-    "or more on an idle multi-core one)"
+    "or more on an idle multi-core one); at most the CPUs this process may use "
+    "(more is capped, with a note)"
 )
 
 
 THREADS_HELP = (
     f"torch CPU threads (default: $OMP_NUM_THREADS when set, else {DEFAULT_THREADS}: "
-    "fastest on a shared 2-core machine; give 2 or more on an idle multi-core one)"
+    "fastest on a shared 2-core machine; give 2 or more on an idle multi-core one); at most "
+    "the CPUs this process may use (more is capped, with a note)"
 )
 
 
 def _threads(text):
-    """``--threads``: an integer >= 1."""
+    """``--threads``: an integer >= 1 (capped at :func:`cpu_count` when the command runs)."""
     try:
         value = int(text)
     except ValueError:
@@ -195,6 +173,20 @@ def _threads(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {value}")
     return value
+
+
+def cpu_count():
+    """The CPUs this process may run on (its affinity where known), at least 1.
+
+    Examples
+    --------
+    >>> cpu_count() >= 1
+    True
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def thread_count(threads=None, environ=None):
@@ -244,20 +236,28 @@ class _ThreadSetting:
 
     With ``--threads N`` the environment's ``OMP_NUM_THREADS`` is set to ``N``
     too, so that worker processes (joblib's) follow it; with the variable set
-    and no ``--threads`` nothing changes.
+    and no ``--threads`` nothing changes. A count above :func:`cpu_count`
+    (``--threads 100000`` would start threads until an allocation fails) is
+    capped at it, with a note on stderr naming ``name``.
     """
 
-    def __init__(self, threads):
+    def __init__(self, threads, name="intrinsic-rank"):
         self.threads, self.source = thread_count(threads)
+        self.capped = self.threads > cpu_count()
+        if self.capped:
+            print(f"{name}: note: {self.source} asks for {self.threads} threads; this "
+                  f"process may use {cpu_count()} CPUs, so {cpu_count()} are used",
+                  file=sys.stderr)
+            self.threads = cpu_count()
 
     def __enter__(self):
         import torch
 
         self._torch = torch.get_num_threads()
         self._environ = os.environ.get("OMP_NUM_THREADS")
-        if self.source == "--threads":
+        if self.source == "--threads" or self.capped:
             os.environ["OMP_NUM_THREADS"] = str(self.threads)
-        if self.source != "OMP_NUM_THREADS":
+        if self.source != "OMP_NUM_THREADS" or self.capped:
             torch.set_num_threads(self.threads)
         return self
 
@@ -422,7 +422,25 @@ def _silence_stdout():
         pass
 
 
-def _run_experiment(experiment, args):
+_INPUT_OPTIONS = (("data", "--data"), ("targets", "--targets"), ("model", "the model"),
+                  ("texts", "--texts"))
+"""Options (argparse destinations) whose value, a path that exists, is read by the run."""
+
+_FILE_OPTIONS = (("save_model", "--save-model"),)
+"""Options naming a file the run writes beside its ``--out`` folder."""
+
+
+def _paths_of(args, options):
+    """``(option, path)`` of the ``options`` given as paths (not ``'default'``)."""
+    found = []
+    for dest, option in options:
+        value = getattr(args, dest, None)
+        if isinstance(value, (str, os.PathLike)) and os.fspath(value) not in ("", "default"):
+            found.append((option, os.fspath(value)))
+    return found
+
+
+def _run_experiment(experiment, args, finished=None):
     """Checks -> run -> JSON and CSV -> summary and tables -> plots; one run's files together.
 
     Every file of the run (the JSON, the CSV, a saved model, the PNGs) is staged
@@ -430,14 +448,20 @@ def _run_experiment(experiment, args):
     interrupted or failed run leaves the previous run's files as they were, and
     a failed plot after the results were saved keeps the new JSON and CSV (the
     previous run's PNGs are removed, so no file of another run is left beside them).
+    No output may overwrite an input or another output (checked before any work).
     """
     from ..experiments import format_table
+    from ..experiments.runner import check_outputs_apart
 
+    finished = _Finished() if finished is None else finished
     _check_device(args.device)
     settings = experiment.settings(args)
     experiment.validate(settings)
+    inputs = _paths_of(args, _INPUT_OPTIONS)
+    check_outputs_apart(args.out, experiment.file_stem, inputs,
+                        _paths_of(args, _FILE_OPTIONS))
     broken_pipe = False
-    with experiment.output_stage(args.out):
+    with experiment.output_stage(args.out, protect=[path for _, path in inputs]):
         result = experiment.execute(settings, random_state=args.seed, progress=not args.quiet,
                                     device=args.device)
         json_path, files = experiment.save_results(result, args.out)
@@ -457,10 +481,15 @@ def _run_experiment(experiment, args):
                 broken_pipe = True  # the reader left: stop printing, keep saving
                 _silence_stdout()
             files = list(experiment.plot(result, args.out)) + files
-        except (KeyboardInterrupt, BrokenPipeError):
+        except KeyboardInterrupt:
+            raise
+        except BrokenPipeError:
+            finished.hold()  # the results are renamed in from here on
             raise
         except Exception as error:
+            finished.hold()
             raise _OutputFailed(error, json_path) from error
+        finished.hold()  # the point of no return: the stage renames the files in
     if broken_pipe:
         return _BROKEN_PIPE
     print("saved " + _listed([os.path.join(args.out, f) for f in files] + [json_path]))
@@ -547,23 +576,23 @@ def main(argv=None):
     try:
         if as_program:
             _give_missing_streams_a_sink()
-        with _TerminationSignals():
+        with _TerminationSignals(), _Finished(keep=as_program) as finished:
             if first is not None and not name.endswith(first):
                 import intrinsic_rank.experiments  # noqa: F401 (a command the table lacks)
             args = _build_parser().parse_args(argv)
             name = f"intrinsic-rank {args.command}"
-            with _ThreadSetting(args.threads):
+            with _ThreadSetting(args.threads, name):
                 if args.experiment is None:
                     status = _run_reproduce(args)
                 else:
                     from ..experiments.runner import get_experiment
 
-                    status = _run_experiment(get_experiment(args.experiment), args)
+                    status = _run_experiment(get_experiment(args.experiment), args, finished)
             sys.stdout.flush()  # a reader that left shows here, not at interpreter exit
         if as_program:
-            # The run is finished and saved: a Ctrl-C from now on, while the interpreter
-            # shuts down, must not turn its status into 130 or a death by signal.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            # The run is finished and saved: a stop signal from now on, while the
+            # interpreter shuts down, must not turn its status into 130 or a death by signal.
+            _ignore_stop_signals()
         return status
     except _UsageError as error:
         print(error, file=sys.stderr)
@@ -572,7 +601,7 @@ def main(argv=None):
         if as_program:
             # We are leaving because of Ctrl-C: a second one during the interpreter's
             # shutdown must not turn the one line into a traceback or a death by signal.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _ignore_stop_signals()
         print(f"{name}: interrupted", file=sys.stderr)
         if as_program:
             # Everything finished is on disk already (atomic writes; the reproduce
@@ -585,6 +614,8 @@ def main(argv=None):
     except _Terminated as stop:
         # The blocks it unwound removed their temporary files (atomic_file) and
         # released the folder lock; nothing half-written is left.
+        if as_program:
+            _ignore_stop_signals()
         what = signal.Signals(stop.signum).name
         print(f"{name}: stopped by {what}", file=sys.stderr)
         if as_program:

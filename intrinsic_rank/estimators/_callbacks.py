@@ -9,9 +9,10 @@
 * :class:`FitProgress` draws a progress bar at ``verbose=1``.
 
 A user's own callbacks (the estimators' ``callbacks`` parameter) run after
-these, in the order given.
+these, in the order given (:func:`user_callbacks`).
 """
 
+import copy
 import warnings
 
 import numpy as np
@@ -21,8 +22,9 @@ from . import _scaling
 from ._batching import output_entries_per_row, rankwise_risks
 from ._errors import TrainingDivergedError, TrainingFinished
 
-__all__ = ["DIVERGENCE_FACTOR", "LOSS_FALL_RTOL", "DivergenceCheck", "FitProgress",
-           "PlateauStopping", "RankwiseEpochLoss", "warn_if_loss_never_fell"]
+__all__ = ["DIVERGENCE_FACTOR", "LOSS_FALL_RTOL", "MONITORED_INSTEAD", "DivergenceCheck",
+           "FitProgress", "PlateauStopping", "RankwiseEpochLoss", "user_callbacks",
+           "warn_if_loss_never_fell"]
 
 DIVERGENCE_FACTOR = 1e6
 """A training loss above this many times the targets' mean square is divergence.
@@ -43,6 +45,51 @@ softmax and fixed-operator teachers of the tests, at one and two threads, by
 at most ``1.1e-6`` of the loss, ten times below this tolerance. A fit that
 learned anything falls by far more (``1e-4`` after three epochs on the random
 data of scikit-learn's common checks, a tenth or more in the test suite's fits)."""
+
+
+MONITORED_INSTEAD = {"valid_loss": "train_loss", "valid_loss_best": "train_loss_best"}
+"""What a user's callback monitoring skorch's validation loss reads instead.
+
+skorch's ``EarlyStopping()`` monitors ``"valid_loss"`` and ``Checkpoint()``
+``"valid_loss_best"`` by default; the estimators' nets train without a skorch
+validation split (a sweep holds its held-out part out itself), so those keys
+are never recorded and the callback read the training loss's instead."""
+
+
+def user_callbacks(callbacks):
+    """The ``callbacks`` parameter as the net takes it: monitors of skorch's validation loss
+    become the training loss's.
+
+    A callback whose ``monitor`` is a key of :data:`MONITORED_INSTEAD` is copied
+    with the training loss's key (the user's object is not changed); every other
+    callback is passed as given. A monitor of a key that no callback records is
+    refused when training reads it (``InterruptibleNet.notify``), naming the keys
+    the history holds.
+
+    Parameters
+    ----------
+    callbacks : list of callbacks or (name, callback) pairs, or None
+
+    Returns
+    -------
+    callbacks : list
+
+    Examples
+    --------
+    >>> from skorch.callbacks import EarlyStopping
+    >>> stop = EarlyStopping()
+    >>> user_callbacks([stop])[0].monitor, stop.monitor
+    ('train_loss', 'valid_loss')
+    """
+    entries = []
+    for entry in callbacks or []:
+        name, callback = entry if isinstance(entry, tuple) else (None, entry)
+        monitor = getattr(callback, "monitor", None)
+        if isinstance(monitor, str) and monitor in MONITORED_INSTEAD:
+            callback = copy.copy(callback)
+            callback.monitor = MONITORED_INSTEAD[monitor]
+        entries.append(callback if name is None else (name, callback))
+    return entries
 
 
 class FitProgress(Callback):

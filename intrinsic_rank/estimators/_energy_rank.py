@@ -13,7 +13,7 @@ from ._attention_rank import AttentionRankEstimator
 from ._fitted import fits_from_scratch
 from ._inputs import validate_sequences
 from ._params import Callbacks, Options, Real, Rule, Seed, validate_params
-from ._scaling import scale_factor
+from ._scaling import MAX_UNIT_FACTOR, scale_factor
 from ._scoring import SequenceRegressorMixin
 
 __all__ = ["EnergyEffectiveRank"]
@@ -117,6 +117,9 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     each by a power of two (exact) that brings it near 1 (for the softmax fit
     ``Y`` gets the factor of ``X``: ``Y = softmax(X K X^T) X V`` ties their
     units), since far from unit size the normal equations underflow or overflow.
+    ``X`` or ``Y`` whose root mean square lies outside ``[2^-450, 2^450]``, and a
+    fitted matrix whose factor to the data's units lies beyond ``2^±900``, are
+    refused before fitting (the matrix would over- or underflow float64).
     The rank measures are scale-free; ``matrix_``, ``singular_values_``,
     ``noise_threshold_`` and ``predict`` are converted back to the units of the
     data (``fit_`` stays in the fitted units, ``x_scale_`` and ``y_scale_``
@@ -154,7 +157,8 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         Added to the recovery student's callbacks (after its own and after
         those given to ``student``), as skorch's ``callbacks`` adds to a
         net's defaults (``method="recovery"`` only: ``method="data"`` trains
-        no net).
+        no net). A monitor of ``"valid_loss"`` (``EarlyStopping()``'s default)
+        reads ``"train_loss"``, as in :class:`~intrinsic_rank.AttentionRankEstimator`.
 
     Attributes
     ----------
@@ -331,21 +335,22 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         with ``V`` known ties the units of ``Y`` to those of ``X``, so ``Y``
         gets the factor of ``X`` and ``unit = x_scale^2``.
         """
-        x_scale = scale_factor(X)
-        y_scale = x_scale if self.attention == "softmax" else scale_factor(Y)
+        x_scale = scale_factor(X, "X")
+        y_own = scale_factor(Y, "Y")  # the float64 window holds for Y in every model
+        y_scale = x_scale if self.attention == "softmax" else y_own
         if x_scale == 1.0 and y_scale == 1.0:
             return 1.0, 1.0, 1.0
         kx, ky = round(math.log2(x_scale)), round(math.log2(y_scale))
         exponent = {"fixed": kx - ky, "linear": 3 * kx - ky, "softmax": 2 * kx}[self.attention]
-        try:
-            unit = math.ldexp(1.0, exponent)
-        except OverflowError:
+        # both ways: an underflowed unit made matrix_ and singular_values_ all 0
+        if abs(exponent) > math.log2(MAX_UNIT_FACTOR):
             raise ValueError(
                 f"the fitted matrix in the units of X and Y (root mean squares about "
                 f"2^{-kx} and 2^{-ky}) would be 2^{exponent} times the one fitted at "
-                "unit size, beyond float64's range; rescale X or Y"
-            ) from None
-        return x_scale, y_scale, unit
+                f"unit size, beyond 2^±{math.log2(MAX_UNIT_FACTOR):.0f} (it would "
+                f"{'overflow' if exponent > 0 else 'underflow to 0'} in float64); "
+                "rescale X or Y nearer to 1")
+        return x_scale, y_scale, math.ldexp(1.0, exponent)
 
     def _fit_data(self, X, Y):
         value = self._checked_value_map()

@@ -4,7 +4,7 @@ import functools
 
 __all__ = ["clear_fitted", "fits_from_scratch"]
 
-_PRIVATE_FIT_STATE = frozenset({"_x_ndim", "_seed", "_target_rows"})
+_PRIVATE_FIT_STATE = frozenset({"_x_ndim", "_seed", "_target_rows", "_grid_cut"})
 
 
 def clear_fitted(estimator):

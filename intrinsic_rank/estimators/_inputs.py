@@ -16,8 +16,8 @@ the token dimension as ``token_dim_``.
 
 Refused before any conversion, in one line that never prints the array: a
 datetime, timedelta, complex, structured, string or bytes dtype (``X`` of
-dates would otherwise train on the dates as numbers), and ``X`` of fewer than
-two dimensions.
+dates would otherwise train on the dates as numbers), ``X`` of fewer than
+two dimensions and a ``Y`` of none (a single number).
 """
 
 import numpy as np
@@ -26,7 +26,12 @@ from sklearn.utils.validation import check_array, validate_data
 
 from . import _scaling
 
-__all__ = ["check_dtype", "validate_sequences"]
+__all__ = ["MIN_HELDOUT_SEQUENCES", "check_dtype", "heldout_size", "validate_sequences"]
+
+MIN_HELDOUT_SEQUENCES = 2
+"""The fewest sequences a sweep scores its ranks on (its held-out part, or all the data
+in-sample): the reach tolerance is ``tol`` times their variance, and one sequence has
+none (a variance of 0 made every rank's tolerance 0 and the held-out R² undefined)."""
 
 _NO_TARGET = "no_validation"
 
@@ -76,6 +81,62 @@ def check_dtype(array, name):
         if kind in _REFUSED_KINDS:
             raise ValueError(f"{name} must hold real numbers; got a {_REFUSED_KINDS[kind]} "
                              f"array (dtype {dtype})")
+
+
+def heldout_size(n, validation_fraction):
+    """The sequences a rank sweep holds out, checked: at least ``MIN_HELDOUT_SEQUENCES``.
+
+    ``round(validation_fraction * n)`` held out and at least one left to train on;
+    ``validation_fraction=0`` scores in-sample on all ``n``, which must then be at
+    least :data:`MIN_HELDOUT_SEQUENCES`.
+
+    Parameters
+    ----------
+    n : int
+        Sequences in the data.
+    validation_fraction : float
+
+    Returns
+    -------
+    n_heldout : int
+        ``n`` for an in-sample sweep.
+
+    Raises
+    ------
+    ValueError
+        Stating the smallest ``n`` that works at this ``validation_fraction``.
+
+    Examples
+    --------
+    >>> heldout_size(100, 0.2)
+    20
+    >>> heldout_size(5, 0.2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: a rank sweep scores its ranks on at least 2 held-out sequences ...
+    """
+    least = MIN_HELDOUT_SEQUENCES
+    if validation_fraction == 0:
+        if n < least:
+            raise ValueError(
+                f"an in-sample rank sweep (validation_fraction=0) scores its ranks on all "
+                f"the sequences, and the reach tolerance needs their variance: at least "
+                f"{least} sequences; got n_samples = {n}")
+        return n
+    n_heldout = int(round(validation_fraction * n))
+    if n_heldout < least or n - n_heldout < 1:
+        needed = next((m for m in range(least + 1, 10**7)
+                       if least <= int(round(validation_fraction * m)) < m), None)
+        takes = (f"that takes n_samples >= {needed}" if needed is not None
+                 else "no n_samples does")
+        raise ValueError(
+            f"a rank sweep scores its ranks on at least {least} held-out sequences (the "
+            "reach tolerance is tol times their variance, and one sequence has none) and "
+            f"trains on at least one; with validation_fraction={validation_fraction} "
+            f"(round({validation_fraction} * n_samples) held out) {takes}; got n_samples "
+            f"= {n} ({n_heldout} held out). Give more sequences, or validation_fraction=0 "
+            "to score the sweep in-sample")
+    return n_heldout
 
 
 def _finite_float_array(array, name, ndims, keep_float32=False):
@@ -155,6 +216,11 @@ def validate_sequences(estimator, X, Y=_NO_TARGET, reset=True, keep_float32=Fals
     check_dtype(X, "X")
     if with_target and Y is not None:
         check_dtype(Y, "Y")
+        y_ndim = getattr(Y, "ndim", None)
+        if (np.asarray(Y).ndim if y_ndim is None else y_ndim) == 0:
+            raise ValueError("Y must be (n,), (n, k) or (n, L, d_out): one target per "
+                             f"sequence or per token; got a single number ({type(Y).__name__} "
+                             "with no axis)")
     ndim = getattr(X, "ndim", None)
     if ndim is None:
         ndim = np.asarray(X).ndim

@@ -36,6 +36,17 @@ class InterruptibleNet(NeuralNet):
                 getattr(callback, method_name)(self, **cb_kwargs)
             except TrainingFinished:
                 raise
+            except KeyError as missing:
+                monitor = getattr(callback, "monitor", None)
+                if not (isinstance(monitor, str) and self.history
+                        and monitor not in self.history[-1]):
+                    raise
+                recorded = ", ".join(k for k in self.history[-1] if k != "batches")
+                raise ValueError(
+                    f"the callback {type(callback).__name__} monitors {monitor!r}, which "
+                    f"this estimator's history does not record (each epoch records: "
+                    f"{recorded}); give monitor='train_loss' or a key that one of your "
+                    "callbacks records") from missing
             except KeyboardInterrupt as stop:
                 patience_ran_out = (isinstance(callback, EarlyStopping)
                                     and getattr(callback, "misses_", 0) >= callback.patience)

@@ -26,7 +26,7 @@ from ..inspection import decoder_cell_proportions
 from ..nn import CausalLMAdapter, PromptedLM, as_causal_lm, random_prompt_hidden_states
 from ._cramming import AllTargetsDone, CrammingNet, FiniteLoss
 from ._fitted import fits_from_scratch
-from ._callbacks import FitProgress
+from ._callbacks import FitProgress, user_callbacks
 from ._params import Callbacks, Device, Integer, NoCheck, Options, Real, Rule, Seed, validate_params
 
 __all__ = ["ReachabilityEstimator"]
@@ -213,7 +213,10 @@ class ReachabilityEstimator(BaseEstimator):
         once every target is done, the progress bar), after them, as skorch's
         ``callbacks`` parameter takes them. One epoch is one optimiser step,
         so an ``LRScheduler`` steps per optimiser step. Targets crammed anew
-        by ``predict`` run them too.
+        by ``predict`` run them too. There is no skorch validation split: a
+        callback monitoring ``"valid_loss"`` (``EarlyStopping()``'s default)
+        monitors ``"train_loss"`` instead, and a monitor of a key nothing
+        records is a ``ValueError`` naming the keys recorded.
 
     Attributes
     ----------
@@ -487,7 +490,7 @@ class ReachabilityEstimator(BaseEstimator):
         if self.verbose == 1:
             callbacks.append(("progress", FitProgress(desc="cramming", unit="step",
                                                       postfix={"active": "n_active"})))
-        callbacks.extend(self.callbacks or [])
+        callbacks.extend(user_callbacks(self.callbacks))
         # skorch's log table is built every epoch even when silent; a cramming
         # step is a few milliseconds, so it is switched off unless verbose >= 2
         print_log = {} if self.verbose >= 2 else {"callbacks__print_log": None}

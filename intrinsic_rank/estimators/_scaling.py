@@ -9,7 +9,7 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["CHUNK_ELEMENTS", "MAX_UNIT_FACTOR", "SCALE_WINDOW", "as_tensor", "check_units",
+__all__ = ["CHUNK_ELEMENTS", "MAX_SCALE_EXPONENT", "MAX_UNIT_FACTOR", "SCALE_WINDOW", "as_tensor", "check_units",
            "chunk_rows", "in_user_units", "rows_as_tensor", "scale_factor"]
 
 SCALE_WINDOW = (1e-2, 1e2)
@@ -23,6 +23,16 @@ bit-identical to unchunked evaluation; above it, memory stays bounded: about
 ``CHUNK_ELEMENTS`` float64 entries (32 MiB) per temporary instead of the whole
 data set's."""
 
+
+MAX_SCALE_EXPONENT = 450
+"""``X`` and ``Y`` are accepted when their root mean square lies in ``[2^-450, 2^450]``
+(about ``3.5e-136`` to ``2.9e135``), checked by :func:`scale_factor` before any training.
+
+A kernel in the units of ``X`` is ``x_scale^-2`` times a unit-size one and a risk in
+the units of ``Y`` ``y_scale^-2`` times one, so inside this window every such factor is
+at most ``2^900`` (:data:`MAX_UNIT_FACTOR`) and every reported number stays a normal
+float64; outside it a factor over- or underflows (``Y * 1e300`` gave a division by
+zero after training, ``X * 1e-310`` an ``OverflowError``)."""
 
 MAX_UNIT_FACTOR = 2.0**900
 """The largest factor between the data's units and the students' (``x_scale_**2`` for a
@@ -55,8 +65,10 @@ def check_units(factor, name):
     ValueError: X is too far from unit size: ...
     """
     if not (1.0 / MAX_UNIT_FACTOR <= factor <= MAX_UNIT_FACTOR):
+        power = (f"2^{math.log2(factor):.0f}" if 0.0 < factor < math.inf
+                 else "a power of two beyond float64")
         raise ValueError(f"{name} is too far from unit size: its results (kernels, risks) "
-                         f"would need a factor of 2^{math.log2(factor):.0f} to be stated in "
+                         f"would need a factor of {power} to be stated in "
                          f"its units, beyond float64; rescale {name} nearer to 1")
 
 
@@ -106,7 +118,7 @@ def chunk_rows(array, per_row=None):
     return max(1, CHUNK_ELEMENTS // max(1, per_row))
 
 
-def scale_factor(array):
+def scale_factor(array, name="the data"):
     """The power of two that brings ``array`` to unit size, or exactly 1.0.
 
     ``1.0`` when the root mean square of ``array`` lies in ``SCALE_WINDOW``
@@ -119,10 +131,18 @@ def scale_factor(array):
     Parameters
     ----------
     array : ndarray
+    name : str, default="the data"
+        Named in the error.
 
     Returns
     -------
     factor : float
+
+    Raises
+    ------
+    ValueError
+        When the root mean square lies outside ``[2^-450, 2^450]``
+        (:data:`MAX_SCALE_EXPONENT`): results in the data's units would leave float64.
 
     Examples
     --------
@@ -151,7 +171,13 @@ def scale_factor(array):
         rms = peak * math.sqrt(float(np.mean(np.square(array / peak))))
     if SCALE_WINDOW[0] <= rms <= SCALE_WINDOW[1]:
         return 1.0
-    return math.ldexp(1.0, -round(math.log2(rms)))
+    exponent = -round(math.log2(rms))
+    if abs(exponent) > MAX_SCALE_EXPONENT:
+        raise ValueError(
+            f"{name} is too far from unit size: its root mean square {rms:.3g} lies outside "
+            f"[2^-{MAX_SCALE_EXPONENT}, 2^{MAX_SCALE_EXPONENT}] (about 3.5e-136 to 2.9e135), "
+            "where kernels and risks in its units leave float64; rescale it nearer to 1")
+    return math.ldexp(1.0, exponent)
 
 
 def rows_as_tensor(array, name, device, rows=None, scale=1.0):

@@ -3,8 +3,49 @@ adaptive search (``rank_grid="auto"``) that finds it with fewer trained ranks.""
 
 import numpy as np
 
-__all__ = ["AUTO_REFINE_WIDTH", "adaptive_rank_search", "coarse_rank_grid", "refinement_ranks",
-           "select_rank"]
+__all__ = ["AUTO_REFINE_WIDTH", "adaptive_rank_search", "coarse_rank_grid", "grid_cut_text",
+           "refinement_ranks", "select_rank"]
+
+
+def grid_cut_text(grid, kept, limit, attention):
+    """What to say when a rank grid is cut to the chosen class's rank limit, or ``None``.
+
+    With ``attention="auto"`` the limit is known only once the class is chosen
+    (``L`` for ``"fixed"``, ``d`` for the others), so the ranks above it are
+    left out of the sweep instead of refused; the estimator says so.
+
+    Parameters
+    ----------
+    grid : sequence of int
+        The ``rank_grid`` given.
+    kept : sequence of int
+        The ranks that are trained.
+    limit : int
+    attention : str
+        The class chosen.
+
+    Returns
+    -------
+    text : str or None
+        ``None`` when nothing was cut.
+
+    Examples
+    --------
+    >>> grid_cut_text([1, 2, 8], [1, 2], 4, "linear")  # doctest: +ELLIPSIS
+    'rank_grid was cut to the rank limit 4 of the chosen class linear: rank 8 left out, ...'
+    >>> grid_cut_text([1, 2], [1, 2], 4, "linear") is None
+    True
+    """
+    dropped = [int(r) for r in grid if r not in kept]
+    if not dropped:
+        return None
+    listed = (f"rank {dropped[0]}" if len(dropped) == 1 else
+              f"ranks {dropped[0]}-{dropped[-1]}" if dropped == list(
+                  range(dropped[0], dropped[-1] + 1)) else
+              "ranks " + ", ".join(map(str, dropped)))
+    return (f"rank_grid was cut to the rank limit {limit} of the chosen class {attention}: "
+            f"{listed} left out, ranks {[int(r) for r in kept]} trained (no rank above the "
+            "limit can be trained; r* is at most the limit)")
 
 
 def select_rank(ranks, heldout_risk, heldout_variance, tol, noise_floor=None):

@@ -18,6 +18,12 @@ import os
 import torch
 
 from ._causal_lm import CausalLMAdapter, _earlier_outputs_unchanged
+from ._model_files import (
+    check_folder_tokenizer,
+    check_folder_weights,
+    check_gguf_header,
+    read_folder_config,
+)
 
 __all__ = [
     "HFCausalLMAdapter",
@@ -52,15 +58,48 @@ def _full_mask(inputs_embeds, max_length):
 
 
 def _from_folder(auto_class, path, dtype, errors, explain):
-    """``transformers.<auto_class>.from_pretrained(path)`` offline, failures as ValueError."""
+    """``transformers.<auto_class>.from_pretrained(path)`` offline, failures as ValueError.
+
+    The folder's files are checked first (``_model_files``); the load runs with
+    transformers' logs and bars off, and its loading report is read instead:
+    weights whose shapes differ from the config's are one error naming a
+    tensor (transformers printed a 60-line table, then raised), weights the
+    folder lacks a one-line warning (they start at random).
+    """
     transformers = _require_transformers()
     path = _check_folder(path)
+    check_folder_weights(path)
     kwargs = {} if dtype is None else {"dtype": dtype}
     try:
-        return getattr(transformers, auto_class).from_pretrained(
-            path, local_files_only=True, **kwargs)
+        with _quiet_transformers():
+            model, info = getattr(transformers, auto_class).from_pretrained(
+                path, local_files_only=True, output_loading_info=True,
+                ignore_mismatched_sizes=True, **kwargs)
     except errors as error:
-        raise ValueError(explain(path, error)) from None
+        raise ValueError(_one_line(explain(path, error))) from None
+    except Exception as error:  # noqa: BLE001 -- whatever a damaged folder makes it raise
+        raise ValueError(f"transformers cannot load a model from {path!r}: "
+                         f"{type(error).__name__}: {_one_line(error)}") from None
+    mismatched = sorted(info.get("mismatched_keys") or (), key=str)
+    if mismatched:
+        name, stored, wanted = mismatched[0]
+        raise ValueError(
+            f"the weights in {path!r} do not fit its config.json: {len(mismatched)} "
+            f"tensor(s) differ in shape, e.g. {name} is {tuple(stored)} in the weights and "
+            f"{tuple(wanted)} by the config (a damaged folder or an edited config)")
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        import warnings
+
+        warnings.warn(f"{len(missing)} weight(s) of {type(model).__name__} are not in "
+                      f"{path!r} and start at random (e.g. {missing[0]})", UserWarning,
+                      stacklevel=3)
+    return model
+
+
+def _one_line(error, limit=300):
+    text = " ".join(str(error).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _require_transformers():
@@ -75,9 +114,9 @@ def _require_transformers():
 
 
 def _check_folder(path):
+    """``path`` as a string, once its ``config.json`` is read and checked."""
     path = os.fspath(path)
-    if not os.path.isfile(os.path.join(path, "config.json")):
-        raise ValueError(f"{path!r} is not a model folder (no config.json in it)")
+    read_folder_config(path)
     return path
 
 
@@ -132,9 +171,16 @@ class HFCausalLMAdapter(CausalLMAdapter):
                 f"the model ({type(model).__name__}) is an encoder-decoder; "
                 "reachability needs a decoder-only causal language model"
             )
+        output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        if output is None:  # BertModel, GPT2Model: no logits to read
+            raise ValueError(
+                f"the model ({type(model).__name__}) has no next-token head: it is a "
+                "bidirectional encoder or a bare model body, not a causal language model; "
+                "reachability's cramming, the slope bound and next-token losses need one "
+                "(for an encoder, intrinsic_rank.experiments.reachability_geometry measures "
+                "the geometry part)")
         self.model = model
         embeddings = model.get_input_embeddings().weight
-        output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
         self.vocab_size = int(output.weight.shape[0] if output is not None
                               else getattr(config, "vocab_size", embeddings.shape[0]))
         self.width = int(embeddings.shape[1])
@@ -245,17 +291,31 @@ def load_hf_tokenizer(path):
     Returns
     -------
     tokenizer : transformers tokenizer or None
+        None when the folder holds no tokenizer file.
+
+    Raises
+    ------
+    ValueError
+        When it holds tokenizer files that do not load (invalid JSON, a type
+        the tokenizers library does not know), naming the file or the folder.
     """
     transformers = _require_transformers()
     path = _check_folder(path)
     names = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json",
              "tokenizer.model", "spiece.model")
-    if not any(os.path.isfile(os.path.join(path, name)) for name in names):
+    present = [name for name in names if os.path.isfile(os.path.join(path, name))]
+    if not present:
         return None
+    # tokenizer files that do not load are a damaged tokenizer, not none: profiles would
+    # otherwise run on random tokens without a word
+    check_folder_tokenizer(path, present)
     try:
-        return transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except (ValueError, OSError):
-        return None
+        with _quiet_transformers():
+            return transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as error:  # noqa: BLE001 -- tokenizers raises a bare Exception
+        raise ValueError(f"the tokenizer of the model folder {path!r} cannot be loaded "
+                         f"({', '.join(present)}): {type(error).__name__}: "
+                         f"{_one_line(error, 200)}") from None
 
 
 class HFEncoderAdapter(CausalLMAdapter):
@@ -360,6 +420,7 @@ def _check_gguf_file(path):
     with open(path, "rb") as handle:
         if handle.read(4) != b"GGUF":
             raise ValueError(f"{path!r} is not a GGUF file (it does not start with 'GGUF')")
+    check_gguf_header(path)
     return path
 
 
@@ -461,9 +522,9 @@ def load_gguf_causal_lm(path):
         with _quiet_transformers():
             model = transformers.AutoModelForCausalLM.from_pretrained(
                 folder, gguf_file=name, local_files_only=True)
-    except (ValueError, OSError, KeyError, RuntimeError) as error:
+    except Exception as error:  # noqa: BLE001 -- whatever a damaged file makes it raise
         raise ValueError(f"transformers cannot load a causal LM from the GGUF file "
-                         f"{path!r}: {' '.join(str(error).split())[:300]}") from None
+                         f"{path!r}: {type(error).__name__}: {_one_line(error)}") from None
     return unquantized(model).eval()
 
 

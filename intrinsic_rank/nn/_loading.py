@@ -27,7 +27,6 @@ Hugging Face model (one read from a GGUF file included) back as an ordinary fold
 """
 
 import copy
-import json
 import os
 import posixpath
 import sys
@@ -49,6 +48,7 @@ from ._hf import (
     load_hf_model,
     load_hf_tokenizer,
 )
+from ._model_files import read_folder_config
 
 __all__ = [
     "DEFAULT_MODEL_FILE",
@@ -379,8 +379,9 @@ def packaged_model_path(name="all-MiniLM-L6-v2"):
 
 
 def _architectures(path):
-    with open(os.path.join(path, "config.json")) as handle:
-        return json.load(handle).get("architectures") or []
+    architectures = read_folder_config(path).get("architectures") or []
+    return [a for a in architectures if isinstance(a, str)] if isinstance(
+        architectures, list) else []
 
 
 def _has_causal_head(architectures):
@@ -550,7 +551,9 @@ def _locate(model):
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if os.path.isfile(path):
-            kind = "gguf" if _is_gguf_file(path) else "file"
+            # by its content, or by its name: a damaged .gguf is a damaged GGUF file
+            gguf = _is_gguf_file(path) or path.lower().endswith(".gguf")
+            kind = "gguf" if gguf else "file"
             return _Located(kind, path, os.path.basename(path))
         if os.path.isdir(path):
             label = os.path.basename(os.path.normpath(path))

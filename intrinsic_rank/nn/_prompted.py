@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._validation import check_int, keyed_rng
+from .._validation import check_allocation, check_int, keyed_rng
 from ._causal_lm import CausalLMAdapter, greedy_decode
 
 __all__ = ["PromptedLM", "random_prompt_hidden_states"]
@@ -156,6 +156,9 @@ def random_prompt_hidden_states(lm, n_memory, n_tokens, n_prompts=256, init_std=
             f"prompts of {n_memory + n_tokens} positions exceed the model's context of "
             f"{lm.max_length}"
         )
+    # the prompts' vectors and ids drawn up front, and the final hidden states kept
+    check_allocation(4 * n_prompts * ((2 * n_memory + n_tokens) * lm.width + 2 * n_tokens),
+                     "n_prompts", f"{n_prompts} prompts of {n_memory} + {n_tokens} positions")
     generator = torch.Generator().manual_seed(int(random_state))
     E = lm.embedding_matrix().detach()
     std = float(E.float().std()) if init_std is None else float(init_std)

@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 
+from .._validation import termination_unwinds
 from ._causal_lm import TinyCausalLM
 from ._hf import _quiet_transformers, unquantized
 from ._loading import LoadedModel, load_model
@@ -24,7 +25,8 @@ def save_model_folder(model, path, tokenizer=None, overwrite=False, progress=Tru
     so a folder written once loads in a fraction of a second instead of the
     GGUF file's half minute. The folder is written beside ``path`` under a
     hidden temporary name and renamed into place only once complete: an
-    interrupted save leaves no folder at ``path``.
+    interrupted save (Ctrl-C, SIGTERM or SIGHUP) leaves no folder at ``path`` and
+    removes the temporary one (a SIGTERM or SIGHUP then still ends the process).
 
     Parameters
     ----------
@@ -83,16 +85,18 @@ def save_model_folder(model, path, tokenizer=None, overwrite=False, progress=Tru
             if os.path.isdir(path) else f"{path!r} is a file, not a folder")
     parent, name = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent)
-    try:
-        with _quiet_transformers():
-            module.save_pretrained(staging)
-            if tokenizer is not None:
-                tokenizer.save_pretrained(staging)
-        _move_into_place(staging, path)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    # a default SIGTERM or SIGHUP would end the process before the clean-up below
+    with termination_unwinds():
+        staging = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent)
+        try:
+            with _quiet_transformers():
+                module.save_pretrained(staging)
+                if tokenizer is not None:
+                    tokenizer.save_pretrained(staging)
+            _move_into_place(staging, path)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     return path
 
 

@@ -25,6 +25,7 @@ from ...inspection import ordinary_token_ids, profile_heads
 from ...nn import as_causal_lm, load_model, model_vocab_size, unwrap_model
 from ..runner import (
     Experiment,
+    bounded_int,
     Verdict,
     is_finite,
     jsonable,
@@ -440,12 +441,14 @@ def _add_arguments(parser):
                         "(default: smollm2-135m)")
     parser.add_argument("--corpora", type=_corpus_list, default=list(CORPORA),
                         help=f"comma-separated corpora (default: {','.join(CORPORA)})")
-    parser.add_argument("--n-inputs", type=int, default=8,
-                        help="inputs per corpus (default: 8)")
-    parser.add_argument("--length", type=int, default=64,
-                        help="tokens per input, BOS included (default: 64)")
-    parser.add_argument("--period", type=int, default=16,
-                        help="length of the repeated passage (default: 16)")
+    parser.add_argument("--n-inputs", type=bounded_int(1, 4096), default=8,
+                        help="inputs per corpus, 1..4096 (default: 8)")
+    parser.add_argument("--length", type=bounded_int(4, 8192), default=64,
+                        help="tokens per input, BOS included, 4..8192 and within the "
+                        "model's context (default: 64)")
+    parser.add_argument("--period", type=bounded_int(1, 8192), default=16,
+                        help="length of the repeated passage, 1..8192 and below --length "
+                        "- 1 (default: 16)")
 
 
 def _settings(args):

@@ -56,8 +56,9 @@ from ..runner import atomic_file
 __all__ = ["MODEL_FORMAT", "ModelVersionWarning", "check_model_path", "load_model_file",
            "load_xy", "save_model_file"]
 
-SWEEP_FILES = ("sweep.json", "sweep.png", "sweep.csv")
-"""The files ``intrinsic-rank sweep`` writes in ``--out`` (``--save-model`` may not be one)."""
+SWEEP_FILES = ("sweep.json", "sweep.png", "sweep.csv", ".sweep.files.json")
+"""The files ``intrinsic-rank sweep`` writes in ``--out``, its record of them included
+(``--save-model`` may not be one)."""
 
 MODEL_FORMAT = "intrinsic-rank fitted estimator"
 """The ``format`` entry of a file written by :func:`save_model_file`."""
@@ -239,7 +240,8 @@ def check_model_path(path, out, own_files=SWEEP_FILES):
     """``--save-model``: a file that can be written, checked before any work.
 
     Not empty, not a folder, not one of the command's own files in ``out``
-    (``OUT/sweep.json`` would be overwritten by the JSON), in a folder that
+    (``OUT/sweep.json`` would be overwritten by the JSON, ``OUT/.sweep.files.json``
+    by the folder's record of its files), in a folder that
     exists or can be created where a file can really be written, with free
     space (:func:`~intrinsic_rank._validation.check_output_file`).
 
@@ -450,8 +452,11 @@ def load_model_file(path, *, strict=False):
     if _class_name(estimator) != header["estimator"]:
         raise ValueError(f"{where} holds a {_class_name(estimator)}, but its header names "
                          f"{header['estimator']}")
-    saved, running = payload.get("version"), __version__
-    if saved != running or header["version"] != running:
+    running = __version__
+    # the header's version and the payload's should agree; name the one that differs
+    saved = next((v for v in (header["version"], payload.get("version")) if v != running),
+                 running)
+    if saved != running:
         message = (f"{path!r} was written by intrinsic_rank {saved}; this is {running}: "
                    "refit it with this version if its numbers matter")
         if strict:

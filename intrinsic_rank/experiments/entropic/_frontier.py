@@ -11,7 +11,9 @@ from sklearn.utils import Bunch
 
 from ...datasets import make_attention_task
 from ...estimators import AttentionRankEstimator, EnergyEffectiveRank
-from ..runner import add_refused_data, parse_ranks, refuse_data
+from ..._validation import check_allocation
+from ..runner import MAX_EPOCHS, add_refused_data, bounded_float, bounded_int, parse_ranks
+from ..runner import refuse_data
 from ..runner import MISSING, jsonable, pyplot, save_figure
 from ..runner import Experiment, Verdict, grade, is_finite, number_text, one_plot
 
@@ -439,17 +441,22 @@ def _add_arguments(parser):
     parser.add_argument("--r-star", dest="r_stars", type=parse_ranks, default=None,
                         help="true ranks, e.g. 1-16 or 1,2,4,8 (default 1..d; --quick "
                         "1,2,4,8,12,16 when d = 16)")
-    parser.add_argument("--d", type=int, default=16, help="token dimension")
-    parser.add_argument("--seq-len", type=int, default=8, help="sequence length L")
-    parser.add_argument("--n-samples", type=int, default=4096, help="number of sequences")
-    parser.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
-    parser.add_argument("--kernel-scale", type=float, default=2.0,
-                        help="scale of the attention teachers' kernel")
+    parser.add_argument("--d", type=bounded_int(1, 4096), default=16,
+                        help="token dimension, 1..4096 and within memory (the lifted "
+                        "least squares of an unknown value map holds about d^6 / 4 numbers)")
+    parser.add_argument("--seq-len", type=bounded_int(1, 4096), default=8,
+                        help="sequence length L, 1..4096")
+    parser.add_argument("--n-samples", type=bounded_int(2, 10**8), default=4096,
+                        help="number of sequences, 2..10^8 and within memory")
+    parser.add_argument("--noise", type=bounded_float(0.0, 1e6), default=0.1,
+                        help="noise standard deviation, 0..1e6")
+    parser.add_argument("--kernel-scale", type=bounded_float(0.0, 1e6), default=2.0,
+                        help="scale of the attention teachers' kernel, 0..1e6")
     parser.add_argument("--no-recovery", action="store_true",
                         help="skip the recovery students (data-only estimates only)")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="full-batch optimiser steps of the recovery students (default "
-                        "200, --quick 150)")
+    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=None,
+                        help="full-batch optimiser steps of the recovery students, "
+                        "1..1000000 (default 200, --quick 150)")
     add_refused_data(parser)  # the sweep's option, refused with a reason
 
 
@@ -459,6 +466,10 @@ def _settings(args):
     r_stars = args.r_stars
     if r_stars is None and args.quick:
         r_stars = [r for r in size["r_stars"] if r <= args.d] or None
+    d, L, n = args.d, args.seq_len, args.n_samples
+    unknowns = d * d * (d + 1) // 2  # the lifted fit of an unknown value map
+    check_allocation(24 * n * L * d + 8 * unknowns**2, "--d, --seq-len and --n-samples",
+                     "the teacher tasks and the lifted normal equations")
     return dict(r_stars=r_stars, d=args.d, seq_len=args.seq_len,
                 n_samples=args.n_samples, noise=args.noise, kernel_scale=args.kernel_scale,
                 recovery=not args.no_recovery,

@@ -11,7 +11,8 @@ from sklearn.utils import Bunch
 
 from ...datasets import make_fixed_operator_task
 from ...estimators import AttentionRankEstimator
-from ..runner import add_refused_data, refuse_data
+from ..._validation import check_allocation
+from ..runner import MAX_EPOCHS, add_refused_data, bounded_float, bounded_int, refuse_data
 from ..runner import jsonable, pyplot, save_figure
 from ..runner import Experiment, Verdict, grade, is_finite, number_text, one_plot
 
@@ -279,22 +280,32 @@ def _verdicts(result):
 def _add_arguments(parser):
     parser.add_argument("--quick", action="store_true",
                         help="the reproduce report's quick size: 1536 samples, 150 epochs")
-    parser.add_argument("--r-star", type=int, default=4, help="rank of the operator")
-    parser.add_argument("--d", type=int, default=16, help="token dimension")
-    parser.add_argument("--seq-len", type=int, default=8, help="sequence length L")
-    parser.add_argument("--n-samples", type=int, default=None,
-                        help="training sequences (default 2048, --quick 1536)")
-    parser.add_argument("--noise", type=float, default=0.1, help="noise standard deviation")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="full-batch optimiser steps (default 200, --quick 150)")
+    parser.add_argument("--r-star", type=bounded_int(1, 4096), default=4,
+                        help="rank of the operator, 1..L (at most 4096)")
+    parser.add_argument("--d", type=bounded_int(1, 4096), default=16,
+                        help="token dimension, 1..4096")
+    parser.add_argument("--seq-len", type=bounded_int(1, 4096), default=8,
+                        help="sequence length L, 1..4096")
+    parser.add_argument("--n-samples", type=bounded_int(2, 10**8), default=None,
+                        help="training sequences, 2..10^8 and within memory (default 2048, "
+                        "--quick 1536)")
+    parser.add_argument("--noise", type=bounded_float(0.0, 1e6), default=0.1,
+                        help="noise standard deviation, 0..1e6")
+    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=None,
+                        help="full-batch optimiser steps, 1..1000000 (default 200, --quick "
+                        "150)")
     add_refused_data(parser)  # the sweep's option, refused with a reason
 
 
 def _settings(args):
     refuse_data(args, "ladder", "compares the rungs B0-B3 on a fixed-operator task it draws itself")
     size = EXPERIMENT.quick if args.quick else EXPERIMENT.full
-    return dict(n_samples=size["n_samples"] if args.n_samples is None else args.n_samples,
-                seq_len=args.seq_len, d=args.d, r_star=args.r_star, noise=args.noise,
+    n = size["n_samples"] if args.n_samples is None else args.n_samples
+    # the task (train and test) in float64, before it is drawn
+    check_allocation(8 * args.seq_len**2 + 24 * (n + size["n_test"]) * args.seq_len * args.d,
+                     "--d, --seq-len and --n-samples", "the fixed-operator task")
+    return dict(n_samples=n, seq_len=args.seq_len, d=args.d, r_star=args.r_star,
+                noise=args.noise,
                 max_epochs=size["max_epochs"] if args.epochs is None else args.epochs)
 
 

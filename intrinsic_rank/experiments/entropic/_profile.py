@@ -27,6 +27,7 @@ from sklearn.utils import Bunch
 from ..._validation import read_text_lines
 from ...inspection import (
     GEOMETRY_BOUND_COLUMNS,
+    check_precision,
     HEAD_PATTERNS,
     PROFILE_COLUMNS,
     profile_heads,
@@ -37,6 +38,8 @@ from ...inspection import (
 from ...nn import as_model_adapter, load_model
 from ..runner import (
     Experiment,
+    bounded_float,
+    bounded_int,
     Verdict,
     grade,
     is_finite,
@@ -385,29 +388,31 @@ def _add_arguments(parser):
                         "'repeated-random': the field's induction test, the tokenizer's BOS "
                         "token, --half-length random tokens and the same tokens again, with "
                         "the model's next-token accuracy on each copy (default: default)")
-    parser.add_argument("--n-inputs", type=int, default=32,
-                        help="number of generated inputs (--inputs; not --texts) "
+    parser.add_argument("--n-inputs", type=bounded_int(1, 4096), default=32,
+                        help="number of generated inputs (--inputs; not --texts), 1..4096 "
                         "(default: 32)")
-    parser.add_argument("--half-length", type=int, default=None,
-                        help="random tokens per copy for --inputs repeated-random (default: "
-                        "as many as fit in --max-length)")
-    parser.add_argument("--max-length", type=int, default=64,
-                        help="truncation length in tokens")
-    parser.add_argument("--band", type=int, default=1,
-                        help="half-width of the locality band (0: the diagonal)")
-    parser.add_argument("--n-memory", dest="n_memory", type=int, default=1,
-                        help="prompt vectors m for the reachability geometry")
-    parser.add_argument("--tokens", type=int, default=8,
-                        help="random tokens after the prompt vectors (geometry)")
+    parser.add_argument("--half-length", type=bounded_int(1, 4096), default=None,
+                        help="random tokens per copy for --inputs repeated-random, 1..4096 "
+                        "(default: as many as fit in --max-length)")
+    parser.add_argument("--max-length", type=bounded_int(2, 8192), default=64,
+                        help="truncation length in tokens, 2..8192")
+    parser.add_argument("--band", type=bounded_int(0, 8192), default=1,
+                        help="half-width of the locality band, 0..8192 (0: the diagonal)")
+    parser.add_argument("--n-memory", dest="n_memory", type=bounded_int(1, 8192), default=1,
+                        help="prompt vectors m for the reachability geometry, 1..8192 and "
+                        "within the model's context")
+    parser.add_argument("--tokens", type=bounded_int(0, 8192), default=8,
+                        help="random tokens after the prompt vectors (geometry), 0..8192 and "
+                        "within the model's context")
     parser.add_argument("--precision", type=parse_precision, default=None,
                         help="eps of the summary's bounds: a number, a dtype name such as "
                         "float16, or a convention: machine, paper (2^-10) or relative "
                         "(r_inf / 2048) (default: the model's own dtype); the bounds table "
                         "shows all three conventions")
-    parser.add_argument("--slope", type=float, default=None,
+    parser.add_argument("--slope", type=bounded_float(0.0, 1e9, low_open=True), default=None,
                         help="a measured slope (tokens per prompt vector, e.g. of "
-                        "'intrinsic-rank reach') to divide the slope bounds by (default: none, the "
-                        "ratio column reads –)")
+                        "'intrinsic-rank reach'), a number in (0, 1e9], to divide the slope "
+                        "bounds by (default: none, the ratio column reads –)")
     parser.add_argument("--no-geometry", action="store_true",
                         help="skip the reachability geometry")
     parser.add_argument("--score-measure", choices=["mul", "abs", "conditional"],
@@ -428,6 +433,11 @@ def _add_arguments(parser):
 def _settings(args):
     if args.texts and args.inputs != "default":
         raise ValueError(f"--texts and --inputs {args.inputs} both name the inputs: give one")
+    try:  # checked whatever else is given (--no-geometry skips the code that uses it)
+        check_precision(args.precision)
+    except ValueError as error:
+        raise ValueError(f"argument --precision: {str(error).replace('precision ', '', 1)}"
+                         ) from None
     return dict(model=args.model, texts=_read_texts(args.texts) if args.texts else None,
                 inputs=args.inputs, n_inputs=args.n_inputs, half_length=args.half_length,
                 max_length=args.max_length, band=args.band,

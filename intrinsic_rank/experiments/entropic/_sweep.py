@@ -16,6 +16,7 @@ from ...datasets import make_attention_task, make_fixed_operator_task
 from ...estimators import AttentionRankEstimator
 from ..._validation import check_allocation
 from ..runner import (
+    MAX_EPOCHS,
     Experiment,
     Verdict,
     bounded_float,
@@ -341,14 +342,24 @@ def sweep_warnings(sweep):
     reference = sweep.get("reference_risk")
     beaten = is_finite(reference) and floor > reference + tol
     attention = sweep.get("attention") or config["attention"]
+    trained = [rec["rank"] for rec in sweep["records"]]
+    cut = [r for r in config.get("rank_grid") or [] if r not in trained]
+    if cut:  # ranks above the chosen class's limit (--attention auto): none can be trained
+        listed = (f"{cut[0]}-{cut[-1]}" if cut == list(range(cut[0], cut[-1] + 1))
+                  else ", ".join(map(str, cut)))
+        lines.append(
+            f"--rank-grid was cut to the rank limit of the {attention} class: ranks "
+            f"{listed} left out, {', '.join(map(str, trained))} trained (no larger rank "
+            "exists for these data)")
     if sweep.get("floor_reached") is False and given is None:
         ls_map = (f" (a least-squares map of the whole sequence reaches a held-out risk of "
                   f"{reference:.4g})" if is_finite(reference) else "")
+        widen = "" if cut else "widen --rank-grid, "
         lines.append(
             f"the estimated floor {floor:.4g} is probably not the "
             f"floor: the largest ranks are still improving or a simpler fit does "
             f"better{ls_map}, so estimated r* = {rank} is probably too small; "
-            "widen --rank-grid, train longer (--epochs) or give --noise-floor")
+            f"{widen}train longer (--epochs) or give --noise-floor")
     elif sweep.get("floor_reached") is False and beaten:
         lines.append(
             f"the given noise floor {floor:.4g} lies above the held-out risk {reference:.4g} "
@@ -480,19 +491,21 @@ def _add_arguments(parser):
                         "softmax by the held-out risk of a full-rank student of each "
                         "(default: match the teacher; with --data: auto)")
     parser.add_argument("--r-star", type=bounded_int(1, 4096), default=4,
-                        help="true rank of the teacher, 1..d (default: 4)")
+                        help="true rank of the teacher, 1..d (at most 4096) (default: 4)")
     parser.add_argument("--d", type=bounded_int(1, 4096), default=16,
                         help="token dimension, 1..4096 (default: 16)")
     parser.add_argument("--seq-len", type=bounded_int(1, 4096), default=8,
                         help="sequence length L, 1..4096 (default: 8)")
     parser.add_argument("--n-samples", type=bounded_int(2, 10**8), default=None,
-                        help="number of sequences (default 2048, --quick 1536)")
+                        help="number of sequences, 2..10^8 and within memory (default 2048, "
+                        "--quick 1536)")
     parser.add_argument("--noise", type=bounded_float(0.0, 1e6), default=0.1,
                         help="noise standard deviation, 0..1e6 (default: 0.1)")
     parser.add_argument("--rank-grid", dest="rank_grid", type=parse_ranks, default=None,
                         help="rank grid, e.g. 1-8 or 1,2,4,8 (default 1..2r*)")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="full-batch optimiser steps (default 200, --quick 150)")
+    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=None,
+                        help="full-batch optimiser steps, 1..1000000 (default 200, --quick "
+                        "150)")
     parser.add_argument("--noise-floor", type=_noise_floor, default=None, metavar="RISK",
                         help="the noise floor (an MSE) the ranks are judged against, when "
                         "you know it (default: estimated from the sweep)")

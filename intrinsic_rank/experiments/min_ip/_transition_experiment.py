@@ -6,7 +6,9 @@ import time
 import numpy as np
 from sklearn.utils import Bunch
 
+from ..._validation import check_allocation
 from ..runner import (
+    MAX_EPOCHS,
     Experiment,
     Verdict,
     bounded_int,
@@ -393,18 +395,22 @@ def _add_arguments(parser):
                         help="seeds per setting (default 3, quick 2 in-sample / 1 OOD)")
     parser.add_argument("--rank-grid", dest="rank_grid", type=parse_ranks, default=None,
                         help="feature ranks, e.g. 1,2,4,8,16,32,64 (the default)")
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="full-batch optimiser steps of every fit (default 400 "
-                        "in-sample, 200 OOD)")
-    parser.add_argument("--n-bits", type=int, default=24,
-                        help="bits of the in-sample witness family")
-    parser.add_argument("--n-codewords", type=int, default=16,
-                        help="codewords of the in-sample witness family")
+    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=None,
+                        help="full-batch optimiser steps of every fit, 1..1000000 (default "
+                        "400 in-sample, 200 OOD)")
+    parser.add_argument("--n-bits", type=bounded_int(2, 64), default=24,
+                        help="bits of the in-sample witness family, 2..64")
+    parser.add_argument("--n-codewords", type=bounded_int(3, 256), default=16,
+                        help="codewords of the in-sample witness family, 3..256 and within "
+                        "memory (the family holds about n^3 sequences)")
     parser.add_argument("--no-ood", action="store_true",
                         help="skip the out-of-distribution experiment")
 
 
 def _settings(args):
+    # about n^3 witnesses of 3 tokens of n_bits, in float64 and again in float32
+    check_allocation(36 * args.n_bits * args.n_codewords**3, "--n-bits and --n-codewords",
+                     "the witness family")
     epochs = {} if args.epochs is None else {"max_epochs": args.epochs}
     phase = dict(rank_grid=args.rank_grid, n_seeds=args.n_seeds, n_bits=args.n_bits,
                  n_codewords=args.n_codewords, quick=args.quick, **epochs)

@@ -65,7 +65,7 @@ from sklearn.utils import Bunch
 from ..._validation import check_device, check_int, check_real, torch_rng
 from ...datasets import COPY_SPECIAL_TOKENS, make_copy_task
 from ...nn import TinyCausalLM, train_causal_lm
-from ..runner import bounded_int
+from ..runner import MAX_EPOCHS, bounded_int
 from ._curves import fit_cliff
 from ..runner import jsonable, pyplot, save_figure
 from ..runner import Experiment, Verdict, grade, is_finite, number_text, one_plot
@@ -626,16 +626,18 @@ def _verdicts(result):
 def _add_arguments(parser):
     parser.add_argument("--quick", action="store_true",
                         help="the quick version (train lengths 5-20, d = 48, 1000 steps)")
-    parser.add_argument("--train-min", type=int, default=None,
-                        help="shortest training string (default 5)")
+    parser.add_argument("--train-min", type=bounded_int(1, MAX_EVAL_LENGTH), default=None,
+                        help=f"shortest training string, 1..{MAX_EVAL_LENGTH} (default 5)")
     parser.add_argument("--train-max", type=bounded_int(None, MAX_EVAL_LENGTH), default=None,
-                        help="longest training string (default 50, quick 20)")
+                        help=f"longest training string, at most {MAX_EVAL_LENGTH} (default 50, "
+                        "quick 20)")
     parser.add_argument("--eval-max", type=bounded_int(1, MAX_EVAL_LENGTH), default=None,
                         help="longest evaluated string (default 3 x train max; at most "
                         f"{MAX_EVAL_LENGTH}: the model's context holds {MAX_COPY_CONTEXT} "
                         "positions)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="mini-batch training steps (default 5000, quick 1000)")
+    parser.add_argument("--steps", type=bounded_int(1, MAX_EPOCHS), default=None,
+                        help="mini-batch training steps, 1..1000000 (default 5000, quick "
+                        "1000)")
 
 
 def _settings(args):

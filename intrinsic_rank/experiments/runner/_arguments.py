@@ -9,7 +9,7 @@ the option, with exit status 2, before any work.
 
 import argparse
 
-__all__ = ["MAX_GRID_SIZE", "add_refused_data", "bounded_float", "bounded_int",
+__all__ = ["MAX_EPOCHS", "MAX_GRID_SIZE", "add_refused_data", "bounded_float", "bounded_int",
            "parse_lengths", "parse_precision", "parse_ranks", "refuse_data"]
 
 MAX_GRID_SIZE = 4096
@@ -18,6 +18,14 @@ MAX_GRID_SIZE = 4096
 Checked before a range is expanded, so ``--ranks 1-1000000000`` is an error in
 one line instead of a list that the kernel kills the process for.
 """
+
+
+MAX_EPOCHS = 10**6
+"""The most optimiser steps (``--epochs``, ``--steps``, ``--patience``) a command takes.
+
+Derived from time: the fastest step measured here (a tiny sweep, a few
+milliseconds) makes a million steps about an hour, the default sizes' steps a
+day or more; the documented runs use at most 5,000."""
 
 
 def parse_ranks(text, minimum=0, max_size=MAX_GRID_SIZE):
@@ -156,10 +164,11 @@ def bounded_int(minimum=None, maximum=None):
         return value
 
     parse.__name__ = "integer"
+    parse.minimum, parse.maximum = minimum, maximum
     return parse
 
 
-def bounded_float(minimum=None, maximum=None):
+def bounded_float(minimum=None, maximum=None, low_open=False):
     """An argparse ``type`` reading one finite number in ``[minimum, maximum]``.
 
     ``nan``, ``inf`` and numbers beyond float64 (``1e400``) are refused like
@@ -169,6 +178,8 @@ def bounded_float(minimum=None, maximum=None):
     ----------
     minimum, maximum : float or None, default=None
         Closed bounds; ``None`` leaves that side open.
+    low_open : bool, default=False
+        ``minimum`` itself refused: ``(minimum, maximum]``.
 
     Returns
     -------
@@ -187,6 +198,8 @@ def bounded_float(minimum=None, maximum=None):
     import math
 
     bounds = _bounds_text(minimum, maximum)
+    if low_open:
+        bounds = (f" > {minimum:g}" if maximum is None else f" in ({minimum:g}, {maximum:g}]")
 
     def parse(text):
         try:
@@ -194,8 +207,8 @@ def bounded_float(minimum=None, maximum=None):
         except (TypeError, ValueError):
             raise argparse.ArgumentTypeError(
                 f"must be a finite number{bounds}; got {text!r}") from None
-        if (not math.isfinite(value) or (minimum is not None and value < minimum)
-                or (maximum is not None and value > maximum)):
+        below = minimum is not None and (value <= minimum if low_open else value < minimum)
+        if not math.isfinite(value) or below or (maximum is not None and value > maximum):
             raise argparse.ArgumentTypeError(f"must be a finite number{bounds}; got {value:g}")
         return value
 

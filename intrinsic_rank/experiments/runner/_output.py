@@ -14,9 +14,10 @@ these functions (tables are formatted in ``_tables``, figures saved in
   floats are then stored under the top-level key ``"nonfinite"``, and
   ``read_json(..., restore_nonfinite=True)`` puts them back.
 * Output paths are checked before any work (:func:`check_output_folder`,
-  :func:`check_output_file`): a real write probe (permission bits say nothing
-  for root), the free space, and for a file that it is no folder and not one
-  of the run's own output files.
+  :func:`check_output_file`, :func:`check_outputs_apart`): a real write probe
+  (permission bits say nothing for root), the free space, for a file that it
+  is no folder and not one of the run's own output files, and that no output
+  overwrites an input or another output.
 * A command's files are written through one :func:`output_stage`: every
   :func:`atomic_file` inside it writes its temporary file beside its target
   and the renames wait until the stage ends, so a folder always holds the
@@ -28,19 +29,24 @@ import contextvars
 import json
 import math
 import os
-import signal
 import stat
 import tempfile
-import threading
 
 import numpy as np
 
-from ..._validation import check_output_file, check_output_folder
+from ..._validation import (
+    check_output_file,
+    check_output_folder,
+    check_paths_apart,
+    signals_held,
+)
 
 __all__ = [
     "OutputStage",
     "atomic_file",
+    "command_files",
     "check_output_file",
+    "check_outputs_apart",
     "check_output_folder",
     "jsonable",
     "lock_folder",
@@ -275,18 +281,78 @@ def _companions_file(folder, name):
     return os.path.join(folder, f".{name}.files.json")
 
 
-@contextlib.contextmanager
-def _sigint_deferred():
-    """Hold SIGINT back in the block (main thread, POSIX); it arrives when the block ends."""
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = mask(signal.SIG_BLOCK, {signal.SIGINT})
+def command_files(name):
+    """The names a command with file stem ``name`` may write in its output folder.
+
+    ``NAME.json``, ``NAME.csv``, ``NAME.png`` and ``NAME_*.png`` (its figures),
+    and the folder's record of them, ``.NAME.files.json``; as ``fnmatch``
+    patterns.
+
+    Examples
+    --------
+    >>> command_files("sweep")
+    ('sweep.json', 'sweep.csv', 'sweep.png', 'sweep_*.png', '.sweep.files.json')
+    """
+    return (f"{name}.json", f"{name}.csv", f"{name}.png", f"{name}_*.png",
+            f".{name}.files.json")
+
+
+def check_outputs_apart(folder, name, inputs=(), files=()):
+    """Before any work: no output of the command would overwrite an input or another output.
+
+    The outputs are the folder ``folder`` (``--out``), every path in it that
+    matches :func:`command_files` and the files the user named (``files``:
+    ``--save-model``); see :func:`~intrinsic_rank._validation.check_paths_apart`
+    for the rule. An input inside ``folder`` whose name is one of the command's
+    own files is refused too (the run would replace it).
+
+    Parameters
+    ----------
+    folder : str
+        ``--out``.
+    name : str
+        The command's file stem.
+    inputs : iterable of (str, path)
+        ``(option, path)`` of the paths the run reads (``--data``, a model).
+    files : iterable of (str, path)
+        ``(option, path)`` of the other files the run writes.
+
+    Raises
+    ------
+    ValueError
+        One line naming the options.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = tempfile.mkdtemp()
+    >>> data = os.path.join(out, "sweep.csv")
+    >>> _ = open(data, "w").write("x")
+    >>> check_outputs_apart(out, "sweep", [("--data", data)])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --out file 'sweep.csv' would overwrite --data (the same file); ...
+    """
+    import fnmatch
+
+    given, folder = os.fspath(folder), os.path.abspath(os.fspath(folder))
+    inputs = [(option, os.fspath(path)) for option, path in inputs if path is not None]
+    own = [("--out file", os.path.join(folder, pattern), "file")
+           for pattern in command_files(name) if "*" not in pattern]
+    for option, path in inputs:  # an input matching a figure's pattern in the folder
+        full = os.path.abspath(path)
+        if os.path.dirname(os.path.realpath(full)) == os.path.realpath(folder) and any(
+                fnmatch.fnmatch(os.path.basename(full), p) for p in command_files(name)):
+            own.append(("--out file", full, "file"))
+    outputs = [("--out", given, "folder"), *own,
+               *((option, os.fspath(path), "file") for option, path in files)]
     try:
-        yield
-    finally:
-        mask(signal.SIG_SETMASK, previous)
+        check_paths_apart(outputs, inputs)
+    except ValueError as error:  # the folder's files by name, not by their full path
+        text = str(error)
+        for _, path, _ in own:
+            text = text.replace(repr(path), repr(os.path.basename(path)))
+        raise ValueError(text) from None
 
 
 class OutputStage:
@@ -302,17 +368,33 @@ class OutputStage:
     ----------
     folder : str
     name : str
+    protect : tuple of str
+        Paths the run reads: staging a file that is one of them, or inside
+        one, is an error (the run's inputs are never overwritten).
     """
 
-    def __init__(self, folder, name):
+    def __init__(self, folder, name, protect=()):
         self.folder = os.path.abspath(os.fspath(folder))
         self.name = name
+        self.protect = tuple(os.fspath(p) for p in protect if p is not None)
         self._staged = {}  # target -> (temporary file, companion)
         self._results_saved = False
 
     def add(self, path, tmp, *, companion=True):
-        """Stage ``tmp`` to become ``path`` (a second write of ``path`` replaces the first)."""
+        """Stage ``tmp`` to become ``path`` (a second write of ``path`` replaces the first).
+
+        Raises
+        ------
+        ValueError
+            If ``path`` is, or lies inside, one of :attr:`protect` (``tmp`` is removed).
+        """
         path = os.path.abspath(path)
+        try:
+            check_paths_apart([("an output", path, "file")],
+                              [("an input of the run", p) for p in self.protect])
+        except ValueError:
+            os.remove(tmp)
+            raise
         earlier = self._staged.get(path)
         if earlier is not None and os.path.exists(earlier[0]):
             os.remove(earlier[0])
@@ -336,26 +418,57 @@ class OutputStage:
         return [name for name in listed if isinstance(name, str) and name
                 and os.path.basename(name) == name and not name.startswith(".")]
 
-    def commit(self):
-        """Rename the staged files in, remove the earlier run's others, record the list."""
-        with _sigint_deferred():
-            names = []
-            for path, (tmp, companion) in self._staged.items():
+    def _rename_in(self):
+        """Rename every staged file in, each old target set aside; undo all on a failure."""
+        done = []  # (target, the old target set aside or None)
+        try:
+            for path, (tmp, _) in self._staged.items():
+                aside = None
+                if os.path.lexists(path) and not os.path.isdir(path):
+                    aside = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}."
+                                         f"{os.urandom(6).hex()}.old")
+                    os.replace(path, aside)
+                done.append((path, aside))
                 os.replace(tmp, path)
-                if companion and os.path.dirname(path) == self.folder:
-                    names.append(os.path.basename(path))
+        except BaseException:
+            for path, aside in reversed(done):  # the folder as the earlier run left it
+                with contextlib.suppress(OSError):
+                    if aside is not None:
+                        os.replace(aside, path)
+                    elif os.path.lexists(path) and not os.path.isdir(path):
+                        os.remove(path)
+            self.discard()
+            raise
+        for _, aside in done:
+            if aside is not None:
+                with contextlib.suppress(OSError):
+                    os.remove(aside)
+
+    def commit(self):
+        """Rename the staged files in, remove the earlier run's others, record the list.
+
+        The stop signals (SIGINT, SIGTERM, SIGHUP) are held back meanwhile: one
+        that arrives acts once every file is in. A rename that fails puts back
+        the files renamed before it and removes every staged file, so the
+        folder is left as the earlier run left it.
+        """
+        with signals_held():
+            names = [os.path.basename(path) for path, (_, companion) in self._staged.items()
+                     if companion and os.path.dirname(path) == self.folder]
+            self._rename_in()
             for name in self._previous():
                 old = os.path.join(self.folder, name)
                 if name not in names and os.path.isfile(old) and not os.path.islink(old):
                     with contextlib.suppress(OSError):
                         os.remove(old)
             self._staged = {}
-            if names or os.path.exists(_companions_file(self.folder, self.name)):
-                record = _companions_file(self.folder, self.name)
-                handle, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{self.name}.")
-                with os.fdopen(handle, "w") as stream:
-                    json.dump(names, stream)
-                os.replace(tmp, record)
+            record = _companions_file(self.folder, self.name)
+            if names or os.path.exists(record):
+                with contextlib.suppress(OSError):  # the run is in; the record is bookkeeping
+                    handle, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{self.name}.")
+                    with os.fdopen(handle, "w") as stream:
+                        json.dump(names, stream)
+                    os.replace(tmp, record)
 
     def discard(self):
         """Remove the staged temporary files: the folder stays as the earlier run left it."""
@@ -366,7 +479,7 @@ class OutputStage:
 
 
 @contextlib.contextmanager
-def output_stage(folder, name):
+def output_stage(folder, name, protect=()):
     """Write one run's files so that the folder holds the files of one run only.
 
     Inside the block every :func:`atomic_file` (and so :func:`write_json`,
@@ -376,14 +489,16 @@ def output_stage(folder, name):
     * the block ends normally: all files are renamed in together, and the
       files the last run of ``name`` wrote in ``folder`` that this run did not
       write are removed;
-    * Ctrl-C (``KeyboardInterrupt``), at any point: nothing is renamed in; the
-      earlier run's files stay, all of them;
+    * a stop -- Ctrl-C (``KeyboardInterrupt``), SIGTERM or SIGHUP (any
+      ``BaseException`` that is not an ``Exception``) -- at any point:
+      nothing is renamed in; the earlier run's files stay, all of them;
     * another error after :meth:`OutputStage.results_saved` (plotting failed,
       matplotlib is missing): what was staged (the JSON, the CSV, the model) is
       renamed in and the earlier run's other files (its PNGs) are removed;
       before it (the run itself failed): nothing is renamed in.
 
-    SIGINT is held back during the renames, so an interrupt cannot split them.
+    The stop signals are held back during the renames, so none can split them;
+    a rename that fails undoes the others (see :meth:`OutputStage.commit`).
 
     Parameters
     ----------
@@ -391,6 +506,8 @@ def output_stage(folder, name):
         The output folder (``--out``).
     name : str
         The command's file stem; names the folder's record of its files.
+    protect : iterable of path-like, default=()
+        The run's inputs: no file staged may be one of them or lie inside one.
 
     Yields
     ------
@@ -407,18 +524,18 @@ def output_stage(folder, name):
     >>> read_json(os.path.join(folder, "demo.json"))
     {'a': 1}
     """
-    stage = OutputStage(folder, name)
+    stage = OutputStage(folder, name, protect)
     token = _STAGE.set(stage)
     try:
         yield stage
-    except KeyboardInterrupt:
-        stage.discard()
-        raise
-    except BaseException:
+    except Exception:
         if stage._results_saved:
             stage.commit()
         else:
             stage.discard()
+        raise
+    except BaseException:  # Ctrl-C, SIGTERM or SIGHUP unwinding: the run is out
+        stage.discard()
         raise
     else:
         stage.commit()

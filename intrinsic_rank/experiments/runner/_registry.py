@@ -258,13 +258,15 @@ class Experiment:
         if self.check is not None:
             self.check(settings)
 
-    def output_stage(self, folder):
+    def output_stage(self, folder, protect=()):
         """The :func:`output_stage` of this command's files in ``folder``.
 
         Parameters
         ----------
         folder : str
             ``--out``.
+        protect : iterable of path-like, default=()
+            The run's input paths, which no file of the stage may overwrite.
 
         Returns
         -------
@@ -272,7 +274,7 @@ class Experiment:
         """
         from ._output import output_stage
 
-        return output_stage(folder, self.file_stem)
+        return output_stage(folder, self.file_stem, protect)
 
     def save_results(self, result, folder):
         """Write the results, before any plotting: the JSON, then ``extra_files`` (the CSV).
