@@ -206,7 +206,7 @@ def test_the_command_writes_json_csv_and_figure(tmp_path, capsys):
     (["--heads", "L9H0"], "layer=9 is out of range"),
     (["--heads", "L0H7"], "head=7 is out of range"),
     (["--heads", "X1"], "L<layer>H<head>"),
-    (["--plant-rank", "1"], "--plant-rank must be >= 2"),
+    (["--plant-rank", "1"], "--plant-rank: must be an integer in [2, 4096]"),
     (["--corpora", "poetry"], "give one or more of"),
 ])
 def test_bad_options_are_one_line(tmp_path, capsys, argv, message):

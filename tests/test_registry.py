@@ -22,7 +22,7 @@ from intrinsic_rank.experiments import (
 from intrinsic_rank.experiments.runner._reproduce import _resolve_pieces
 
 ORDER = ["sweep", "ladder", "frontier", "min-ip", "min-ip-law", "reach", "copy", "lm-geometry",
-         "profile", "corpus-ranks"]
+         "profile", "corpus-ranks", "head-ranks"]
 CALLABLES = ["run", "tables", "plot", "verdicts", "add_arguments", "settings", "summary"]
 
 

@@ -415,21 +415,21 @@ def _head_ranks(parser):
     parser.add_argument("--heads", type=_own_type("head-ranks", "heads"), default=None,
                         help="comma-separated heads such as L18H6,L16H0 (default: 3 induction, "
                         "2 previous-token, 2 sink and 4 drawn heads, chosen by measurement)")
-    parser.add_argument("--plant-rank", type=int, default=None,
-                        help="plant this query rank (>= 2) in every head and test that the "
-                        "sweep finds it")
+    parser.add_argument("--plant-rank", type=_own_type("head-ranks", "plant_rank"), default=None,
+                        help="plant this query rank, 2..4096, in every head and test that "
+                        "the sweep finds it")
     parser.add_argument("--corpora", type=_own_type("head-ranks", "corpora"),
                         default=list(_CORPORA),
                         help=f"comma-separated corpora (default: {','.join(_CORPORA)})")
     parser.add_argument("--n-inputs", type=_own_type("head-ranks", "n_inputs"), default=768,
-                        help="sequences per corpus (default: 768)")
+                        help="sequences per corpus, 5..65536 (default: 768)")
     parser.add_argument("--length", type=_own_type("head-ranks", "length"), default=64,
-                        help="tokens per sequence, BOS included (default: 64)")
+                        help="tokens per sequence, BOS included, 4..4096 (default: 64)")
     parser.add_argument("--rank-grid", type=_own_type("head-ranks", "rank_grid"), default=None,
                         help="query ranks to sweep (default: 1, 2, 4, ... up to the head width)")
     parser.add_argument("--epochs", type=_own_type("head-ranks", "epochs"), default=None,
-                        help="epochs per sweep (default: 40 from the head's own truncations, "
-                        "100 from a random draw with --plant-rank)")
+                        help="epochs per sweep, 1..1000000 (default: 40 from the head's own "
+                        "truncations, 100 from a random draw with --plant-rank)")
     parser.add_argument("--lr", type=float, default=None,
                         help="learning rate (default: 1e-3, or 6e-3 with --plant-rank)")
 

@@ -368,7 +368,7 @@ def _corpus_list(text):
 
 
 def _add_arguments(parser):
-    from ..runner import bounded_int, parse_ranks
+    from ..runner import MAX_EPOCHS, bounded_int, parse_ranks
 
     parser.add_argument("model", nargs="?", default="smollm2-135m",
                         help="a causal LM: 'smollm2-135m', 'default' (the embedded model), a "
@@ -377,20 +377,20 @@ def _add_arguments(parser):
     parser.add_argument("--heads", type=_head_list, default=None,
                         help="comma-separated heads such as L18H6,L16H0 (default: 3 induction, "
                         "2 previous-token, 2 sink and 4 drawn heads, chosen by measurement)")
-    parser.add_argument("--plant-rank", type=int, default=None,
-                        help="plant this query rank (>= 2) in every head and test that the "
-                        "sweep finds it")
+    parser.add_argument("--plant-rank", type=bounded_int(2, 4096), default=None,
+                        help="plant this query rank, 2..4096, in every head and test that "
+                        "the sweep finds it")
     parser.add_argument("--corpora", type=_corpus_list, default=list(TOKEN_CORPORA),
                         help=f"comma-separated corpora (default: {','.join(TOKEN_CORPORA)})")
-    parser.add_argument("--n-inputs", type=bounded_int(5, 100000), default=768,
-                        help="sequences per corpus (default: 768)")
+    parser.add_argument("--n-inputs", type=bounded_int(5, 65536), default=768,
+                        help="sequences per corpus, 5..65536 (default: 768)")
     parser.add_argument("--length", type=bounded_int(4, 4096), default=64,
-                        help="tokens per sequence, BOS included (default: 64)")
+                        help="tokens per sequence, BOS included, 4..4096 (default: 64)")
     parser.add_argument("--rank-grid", type=parse_ranks, default=None,
                         help="query ranks to sweep (default: 1, 2, 4, ... up to the head width)")
-    parser.add_argument("--epochs", type=bounded_int(1, 100000), default=None,
-                        help="epochs per sweep (default: 40 from the head's own truncations, "
-                        "100 from a random draw with --plant-rank)")
+    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=None,
+                        help="epochs per sweep, 1..1000000 (default: 40 from the head's own "
+                        "truncations, 100 from a random draw with --plant-rank)")
     parser.add_argument("--lr", type=float, default=None,
                         help="learning rate (default: 1e-3, or 6e-3 with --plant-rank)")
 
@@ -402,9 +402,6 @@ def _settings(args):
 
 
 def _check(settings):
-    if settings["plant_rank"] is not None and settings["plant_rank"] < 2:
-        raise ValueError(f"--plant-rank must be >= 2 (its half-rank truncation is the "
-                         f"sharpness check); got {settings['plant_rank']}")
     if settings["lr"] is not None and not (math.isfinite(settings["lr"]) and settings["lr"] > 0):
         raise ValueError(f"--lr must be a finite number > 0; got {settings['lr']}")
 
