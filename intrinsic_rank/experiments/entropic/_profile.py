@@ -24,6 +24,7 @@ import numpy as np
 from scipy import stats
 from sklearn.utils import Bunch
 
+from ..._packaged_models import model_option_help
 from ..._validation import read_text_lines
 from ...inspection import (
     GEOMETRY_BOUND_COLUMNS,
@@ -282,8 +283,7 @@ def _read_texts(path):
 
 def _add_arguments(parser):
     parser.add_argument("model", nargs="?", default="default",
-                        help="'default' (embedded model), a packaged model "
-                        "(all-MiniLM-L6-v2), a Hugging Face model folder or a .pt file")
+                        help=model_option_help("default"))
     parser.add_argument("--texts", default=None,
                         help="a text file, one input per line (default: none, the inputs "
                         "of --inputs)")

@@ -8,6 +8,7 @@ import time
 import numpy as np
 from sklearn.utils import Bunch
 
+from ..._packaged_models import model_option_help
 from ..._validation import check_int, keyed_seed
 from ...bounds import precision_for, reachable_slope_bound
 from ...datasets import make_random_targets
@@ -495,8 +496,7 @@ def _verdicts(result, paper_r2=0.99):
 
 def _add_arguments(parser):
     parser.add_argument("--model", default="default",
-                        help="'default', a Hugging Face model folder, or a saved "
-                        "TinyCausalLM .pt")
+                        help=model_option_help("default", causal=True))
     parser.add_argument("--n-memory", dest="n_memory", type=parse_ranks, default=None,
                         help="numbers of prompt vectors m, e.g. 1-4 or 1,2,4,8 (default: "
                         "1-5, the paper's; 1-4 with --quick)")
