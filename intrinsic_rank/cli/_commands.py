@@ -252,7 +252,7 @@ def _min_ip_law(parser):
 
 def _reach(parser):
     parser.add_argument("--model", default="default",
-                        help=model_option_help("default", causal=True))
+                        help=model_option_help(causal=True))
     parser.add_argument("--n-memory", dest="n_memory", type=_own_type("reach", "n_memory"),
                         default=None,
                         help="numbers of prompt vectors m, e.g. 1-4 or 1,2,4,8 (default: "
@@ -293,7 +293,7 @@ def _copy(parser):
 
 def _profile(parser):
     parser.add_argument("model", nargs="?", default="default",
-                        help=model_option_help("default"))
+                        help=model_option_help())
     parser.add_argument("--texts", default=None,
                         help="a text file, one input per line (default: none, the inputs "
                         "of --inputs)")
@@ -342,7 +342,7 @@ def _profile(parser):
 
 def _lm_geometry(parser):
     parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help=model_option_help("smollm2-135m", causal=True))
+                        help=model_option_help(causal=True))
     parser.add_argument("--n-memory", dest="n_memory", type=int, default=1,
                         help="prompt vectors m (default 1)")
     parser.add_argument("--tokens", type=int, default=8,
@@ -364,7 +364,7 @@ _CORPORA = ("random", "repeated", "prose", "code")
 
 def _corpus_ranks(parser):
     parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help=model_option_help("smollm2-135m", causal=True)
+                        help=model_option_help(causal=True)
                         + "; the embedded model reads byte-level texts")
     parser.add_argument("--corpora", type=_own_type("corpus-ranks", "corpora"),
                         default=list(_CORPORA),

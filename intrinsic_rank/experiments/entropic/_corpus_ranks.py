@@ -376,7 +376,7 @@ def _corpus_list(text):
 
 def _add_arguments(parser):
     parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help=model_option_help("smollm2-135m", causal=True)
+                        help=model_option_help(causal=True)
                         + "; the embedded model reads byte-level texts")
     parser.add_argument("--corpora", type=_corpus_list, default=list(CORPORA),
                         help=f"comma-separated corpora (default: {','.join(CORPORA)})")

@@ -291,7 +291,7 @@ def _read_texts(path):
 
 def _add_arguments(parser):
     parser.add_argument("model", nargs="?", default="default",
-                        help=model_option_help("default"))
+                        help=model_option_help())
     parser.add_argument("--texts", default=None,
                         help="a text file, one input per line (default: none, the inputs "
                         "of --inputs)")

@@ -354,7 +354,7 @@ def _summary(result):
 
 def _add_arguments(parser):
     parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help=model_option_help("smollm2-135m", causal=True))
+                        help=model_option_help(causal=True))
     parser.add_argument("--n-memory", dest="n_memory", type=int, default=1,
                         help="prompt vectors m (default 1)")
     parser.add_argument("--tokens", type=int, default=8,

@@ -496,7 +496,7 @@ def _verdicts(result, paper_r2=0.99):
 
 def _add_arguments(parser):
     parser.add_argument("--model", default="default",
-                        help=model_option_help("default", causal=True))
+                        help=model_option_help(causal=True))
     parser.add_argument("--n-memory", dest="n_memory", type=parse_ranks, default=None,
                         help="numbers of prompt vectors m, e.g. 1-4 or 1,2,4,8 (default: "
                         "1-5, the paper's; 1-4 with --quick)")
