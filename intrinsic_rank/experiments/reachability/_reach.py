@@ -313,10 +313,7 @@ def plot_accessibility(result, path=None):
     right.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     right.set_xlim(0, ms.max() + 0.5)
     right.set_ylim(0, None)
-    fig.tight_layout()
-    if path is not None:
-        save_figure(fig, path)
-    return fig
+    return save_figure(fig, path)
 
 
 # -- the experiment: ``reach`` (the same name as piece and command) --------------------
