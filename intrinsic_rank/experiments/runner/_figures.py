@@ -155,7 +155,7 @@ def fit_titles(fig, pad=4.0):
     >>> plt = pyplot()
     >>> fig, ax = plt.subplots(figsize=(3, 2))
     >>> _ = fig.suptitle("a long title " * 8)
-    >>> fit_titles(fig), fig.get_suptitle().count("\n") > 0
+    >>> fit_titles(fig), len(fig.get_suptitle().splitlines()) > 1
     (1, True)
     >>> plt.close(fig)
     """
