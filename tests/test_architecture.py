@@ -61,7 +61,7 @@ def test_import_linter_contracts_are_kept():
 
 
 #: the private modules every room may import from: the checks, and the table of packaged
-#: models (which imports nothing, so that ``--help`` can list them without torch)
+#: models (which imports only typing, so that ``--help`` can list them without torch)
 _BASE_HOMES = ("intrinsic_rank._validation", "intrinsic_rank._packaged_models")
 
 
