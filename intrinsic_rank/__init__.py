@@ -8,6 +8,8 @@ The public API is the estimators and the sub-modules:
   (trained) or data-fitted (training-free) token mixer;
 * :class:`ReachabilityEstimator` -- which target sequences a frozen causal LM
   can be prompted to produce, and the bound from its hidden-state geometry;
+* :class:`SequenceScaler` -- standardises sequences ``(n, L, d)`` per token
+  feature, for a ``Pipeline`` before the estimators;
 * :mod:`intrinsic_rank.datasets` -- seeded teacher tasks with known ground truth;
 * :mod:`intrinsic_rank.spectral` -- rank measures (numpy only);
 * :mod:`intrinsic_rank.bounds` -- closed-form theory (numpy only);
@@ -35,6 +37,7 @@ _LAZY_ESTIMATORS = (
     "AttentionRankEstimator",
     "EnergyEffectiveRank",
     "ReachabilityEstimator",
+    "SequenceScaler",
     "TrainingDivergedError",
 )
 # Every sub-module loads on first use, the numpy ones too: ``import intrinsic_rank`` and
@@ -47,6 +50,7 @@ __all__ = [
     "AttentionRankEstimator",
     "EnergyEffectiveRank",
     "ReachabilityEstimator",
+    "SequenceScaler",
     "TrainingDivergedError",
     "bounds",
     "datasets",

@@ -434,4 +434,4 @@ def test_help_says_the_files_written_and_what_quick_changes(capsys, command):
 
 def test_a_choice_called_default_is_not_a_stated_default(capsys):
     text = " ".join(_help(capsys, "reach").split())
-    assert "TinyCausalLM .pt (default: default)" in text
+    assert "a .pt file of save_tiny_lm (default: default)" in text

@@ -1,7 +1,7 @@
 """scikit-learn's common estimator checks, run for real on cheap settings.
 
-Every public estimator is discovered from ``intrinsic_rank.estimators.__all__``
-and checked under each entry of ``CHEAP_SETTINGS``; ``SEQUENCE_ONLY_SETTINGS``
+Every public estimator (and the ``SequenceScaler`` transformer) is discovered from
+``intrinsic_rank.estimators.__all__`` and checked under each entry of ``CHEAP_SETTINGS``; ``SEQUENCE_ONLY_SETTINGS``
 (training-free fits that need per-token targets) get our 3-D checks only. The common checks feed 2-D
 ``X``; the estimators read it as ``(n, L)`` scalar tokens (``d = 1``), so the
 attention rungs use rank 1 and the fixed-operator rung sweeps operator ranks.
@@ -71,6 +71,10 @@ CHEAP_SETTINGS["ReachabilityEstimator"] = [
     dict(model=TINY_LM, n_memory=2, max_epochs=3, chunk_size=4, n_radius_prompts=8,
          random_state=0),
 ]
+
+# A transformer, not a sequence regressor: nothing to train, so no cheap settings beyond its
+# own switches (and no 3-D regressor checks below; its own tests are in test_sequence_scaler.py)
+CHEAP_SETTINGS["SequenceScaler"] = [dict(), dict(with_mean=True), dict(with_std=False)]
 
 EXPECTED_FAILED_CHECKS = {}
 

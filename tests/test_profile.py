@@ -696,7 +696,7 @@ def test_cli_induction_test_and_score_options(tmp_path, capsys):
                  "--half-length", "6", "--score-measure", "conditional",
                  "--exclude-current-token", "--no-geometry", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "12-12 tokens" in text and "top 5 induction heads: L" in text
+    assert "12-12 tokens" in text and "  induction (12 queries; uniform " in text
     assert "next-token accuracy on repeated random tokens (6 per copy)" in text
     assert "over the queries where it names one" in text and "current token left out" in text
     saved = json.load(open(out / "profile.json"))
@@ -743,3 +743,69 @@ def test_smollm2_induction_test_finds_the_known_heads():
     assert p.baselines["perfect_induction_score"] == pytest.approx(31 / 63)
     assert s["copy_accuracy_first"] < 0.02 and s["copy_accuracy_second"] == pytest.approx(
         0.662, abs=1e-3)
+
+
+# ---------------------------------------------------------------- what the summary says
+
+
+def test_the_head_counts_name_every_head_they_count():
+    from intrinsic_rank.inspection import HEAD_PATTERNS
+    from intrinsic_rank.inspection._head_profiles import _score_summary
+
+    induction = [0.9, 0.2, 0.6, 0.55, float("nan"), 0.1]
+    records = [dict(layer=i // 3, head=i % 3, induction_score=value,
+                    previous_token_score=0.0, duplicate_token_score=0.0)
+               for i, value in enumerate(induction)]
+    baselines = {f"perfect_{name}_score": 1.0 for name in HEAD_PATTERNS}
+    s = _score_summary(records, 0.5, baselines, n_top=2)
+    # above 0.5 of a perfect head's 1.0: 0.9, 0.6 and 0.55, best first; the NaN never counts
+    assert s["induction_heads"] == 3
+    assert s["counted_induction_heads"] == [[0, 0, 0.9], [0, 2, 0.6], [1, 0, 0.55]]
+    assert s["top_induction_heads"] == [[0, 0, 0.9], [0, 2, 0.6]]  # n_top of them
+    assert s["previous_token_heads"] == 0 and s["counted_previous_token_heads"] == []
+    # a perfect head that scores less (TL's mul on BOS + k + k) moves the line with it:
+    # above 0.1 now, strictly (the head at exactly 0.1 is not counted)
+    baselines["perfect_induction_score"] = 0.2
+    s = _score_summary(records, 0.5, baselines, n_top=2)
+    assert [h[:2] for h in s["counted_induction_heads"]] == [[0, 0], [0, 2], [1, 0], [0, 1]]
+    assert s["induction_heads"] == 4
+
+
+def test_a_large_model_prints_its_summary_first_and_keeps_the_table_in_the_csv(
+        tmp_path, capsys):
+    from intrinsic_rank.nn import save_tiny_lm
+
+    torch.manual_seed(0)
+    model = TinyCausalLM(vocab_size=64, d_model=32, n_layers=3, n_heads=16, max_length=64)
+    path = tmp_path / "wide.pt"
+    save_tiny_lm(model, path)
+    out = tmp_path / "o"
+    assert main(["profile", str(path), "--inputs", "repeated-random", "--n-inputs", "2",
+                 "--half-length", "8", "--no-geometry", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("Per-head profile of wide.pt") and "3 layers x 16 heads" in lines[0]
+    # no per-head table on the terminal (48 heads); it is in the CSV, and the last line
+    # before "saved" says so
+    assert not any(line.startswith("layer  head") for line in lines)
+    assert lines[-2].startswith("the per-head table (48 heads x ") and "profile.csv" in lines[-2]
+    assert len(open(out / "profile.csv").read().splitlines()) == 1 + 48
+    summary = json.load(open(out / "profile.json"))["summary"]
+    for name in ("previous_token", "duplicate_token", "induction"):
+        (line,) = [line for line in lines if line.startswith(f"  {name.replace('_', '-')} (")]
+        counted = summary[f"counted_{name}_heads"]
+        assert len(counted) == summary[f"{name}_heads"]
+        named = [f"L{layer}H{head} {score:.3f}" for layer, head, score in
+                 (counted or summary[f"top_{name}_heads"])]
+        assert line.endswith(", ".join(named)), line
+        assert (f"{len(counted)} head" in line) if counted else "no head above 0.5" in line
+
+
+def test_a_small_model_still_prints_its_table_after_the_summary(tmp_path, capsys):
+    assert main(["profile", "default", "--n-inputs", "2", "--max-length", "16",
+                 "--no-geometry", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = [i for i, line in enumerate(lines) if line.startswith("layer  head")]
+    sink = [i for i, line in enumerate(lines) if line.startswith("sink rate")]
+    assert len(table) == 1 and sink and sink[0] < table[0]  # the summary, then the 8 rows
+    assert lines[table[0] + 8].lstrip().startswith("1     3")
+    assert not any("the per-head table" in line for line in lines)

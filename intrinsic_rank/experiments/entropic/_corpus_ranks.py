@@ -19,6 +19,7 @@ import torch
 from scipy import stats
 from sklearn.utils import Bunch
 
+from ..._packaged_models import model_option_help
 from ..._validation import check_device, check_int
 from ...datasets import load_text_corpus
 from ...inspection import ordinary_token_ids, profile_heads
@@ -436,9 +437,8 @@ def _corpus_list(text):
 
 def _add_arguments(parser):
     parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help="a causal LM: 'smollm2-135m', 'default' (the embedded model, "
-                        "byte-level texts), a Hugging Face folder or a .pt file "
-                        "(default: smollm2-135m)")
+                        help=model_option_help(causal=True)
+                        + "; the embedded model reads byte-level texts")
     parser.add_argument("--corpora", type=_corpus_list, default=list(CORPORA),
                         help=f"comma-separated corpora (default: {','.join(CORPORA)})")
     parser.add_argument("--n-inputs", type=bounded_int(1, 4096), default=8,

@@ -13,6 +13,7 @@ import math
 import numpy as np
 from scipy import stats
 
+from ..._packaged_models import model_option_help
 from ...inspection import TOKEN_CORPORA, parse_head
 from ..runner import (
     Experiment,
@@ -371,9 +372,7 @@ def _add_arguments(parser):
     from ..runner import MAX_EPOCHS, bounded_int, parse_ranks
 
     parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help="a causal LM: 'smollm2-135m', 'default' (the embedded model), a "
-                        "Hugging Face Llama, Qwen2, Mistral or GPT-2 folder, or a .pt file "
-                        "(default: smollm2-135m)")
+                        help=model_option_help(causal=True))
     parser.add_argument("--heads", type=_head_list, default=None,
                         help="comma-separated heads such as L18H6,L16H0 (default: 3 induction, "
                         "2 previous-token, 2 sink and 4 drawn heads, chosen by measurement)")

@@ -24,6 +24,7 @@ import numpy as np
 from scipy import stats
 from sklearn.utils import Bunch
 
+from ..._packaged_models import model_option_help
 from ..._validation import read_text_lines
 from ...inspection import (
     GEOMETRY_BOUND_COLUMNS,
@@ -249,9 +250,17 @@ def _geometry_tables(geometry):
     ]
 
 
+#: models with at most this many heads get the per-head table on the terminal too; every
+#: model gets it in profile.csv (a table of hundreds of rows would bury the summary)
+_PRINTED_HEADS = 32
+
+
 def _tables_one(result):
-    return [(f"per-head profile of {result['config']['model']}", result["records"],
-             PROFILE_COLUMNS), *_geometry_tables(result.get("geometry"))]
+    heads = []
+    if len(result["records"]) <= _PRINTED_HEADS:
+        heads = [(f"per-head profile of {result['config']['model']}", result["records"],
+                  PROFILE_COLUMNS)]
+    return [*heads, *_geometry_tables(result.get("geometry"))]
 
 
 def _proxy_outcome(records):
@@ -377,8 +386,7 @@ def _read_texts(path):
 
 def _add_arguments(parser):
     parser.add_argument("model", nargs="?", default="default",
-                        help="'default' (embedded model), a packaged model "
-                        "(all-MiniLM-L6-v2), a Hugging Face model folder or a .pt file")
+                        help=model_option_help())
     parser.add_argument("--texts", default=None,
                         help="a text file, one input per line (default: none, the inputs "
                         "of --inputs)")
@@ -460,31 +468,32 @@ def _head_text(head):
     return f"L{head[0]}H{head[1]} {number_text(head[2], '{:.3f}')}"
 
 
+def _pattern_line(name, cfg, base, summ):
+    """One pattern's line: its baselines and every head it counts (the best few if none)."""
+    threshold = cfg["threshold"]
+    counted, top = summ[f"counted_{name}_heads"], summ[f"top_{name}_heads"]
+    if counted:
+        heads = (f"{len(counted)} head{'s' * (len(counted) != 1)} above {threshold:g} of "
+                 "perfect: " + ", ".join(_head_text(head) for head in counted))
+    else:
+        heads = (f"no head above {threshold:g} of perfect; the best {len(top)}: "
+                 + (", ".join(_head_text(head) for head in top) or "–"))
+    return (f"  {name.replace('_', '-')} ({cfg['pattern_queries'][name]} queries; uniform "
+            f"{number_text(base[f'{name}_score'], '{:.3g}')}, perfect head "
+            f"{number_text(base[f'perfect_{name}_score'], '{:.3g}')}): {heads}")
+
+
 def _score_lines(cfg, base, summ):
-    """The summary's head-score lines: best and top heads per pattern, the copy accuracy."""
-    parts = []
-    for name in HEAD_PATTERNS:
-        best, head = summ[f"max_{name}_score"], summ[f"best_{name}_head"]
-        where = f" (layer {head[0]}, head {head[1]})" if head is not None else ""
-        parts.append(f"{name.replace('_', '-')} {number_text(best, '{:.3g}')}{where}, "
-                     f"uniform {number_text(base[f'{name}_score'], '{:.3g}')}, perfect head "
-                     f"{number_text(base[f'perfect_{name}_score'], '{:.3g}')}, "
-                     f"{summ[f'{name}_heads']} above {cfg['threshold']:g} of perfect")
-    queries = cfg["pattern_queries"]
+    """The summary's head-score lines: per pattern every head counted, then the copy accuracy."""
     excluded = [what for what, on in (("the first key", cfg["exclude_bos"]),
                                       ("the current token", cfg["exclude_current_token"]))
                 if on]
     lines = [
-        f"head scores ({_MEASURE_TEXT[cfg['score_measure']]}; "
-        f"{queries['previous_token']} / {queries['duplicate_token']} / "
-        f"{queries['induction']} queries where previous-token / duplicate-token / induction "
-        "positions exist" + (f"; {' and '.join(excluded)} left out" if excluded else "")
-        + "): " + "; ".join(parts),
-    ]
-    for name in HEAD_PATTERNS:
-        top = summ[f"top_{name}_heads"]
-        lines.append(f"  top {len(top)} {name.replace('_', '-')} heads: "
-                     + (", ".join(_head_text(head) for head in top) or "–"))
+        f"head scores ({_MEASURE_TEXT[cfg['score_measure']]}"
+        + (f"; {' and '.join(excluded)} left out" if excluded else "")
+        + f"; a head counts when it scores more than {cfg['threshold']:g} of a perfect head; "
+        "queries: those where the pattern names a position):"]
+    lines += [_pattern_line(name, cfg, base, summ) for name in HEAD_PATTERNS]
     if "copy_accuracy_second" in summ:
         lines.append(
             f"next-token accuracy on repeated random tokens ({cfg['half_length']} per copy): "
@@ -500,6 +509,11 @@ def _summary_models(result):
 
 
 def _summary_one(result):
+    """The whole summary above the tables (one entry of several lines), then where the table is.
+
+    The head counts name every head they count; a model of more than
+    ``_PRINTED_HEADS`` heads has its per-head table in ``profile.csv`` only.
+    """
     cfg, base, summ = result["config"], result["baselines"], result["summary"]
     kind = "causal" if cfg["causal"] else "bidirectional"
     extra = ", rotary positions (not in the static kernel)" if cfg["rotary"] else ""
@@ -550,7 +564,11 @@ def _summary_one(result):
                                   if slope is not None else
                                   "ratio – (no measured slope here; give one with --slope)"))
         lines += [f"  does not apply: {item}" for item in g["not_applicable"]]
-    return lines
+    after = []
+    if n > _PRINTED_HEADS:
+        after.append(f"the per-head table ({n} heads x {len(PROFILE_COLUMNS)} columns, and "
+                     "every other rank measure): profile.csv, beside profile.json")
+    return ["\n".join(lines), *after]
 
 
 class _Mode(NamedTuple):

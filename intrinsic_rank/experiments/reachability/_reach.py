@@ -8,6 +8,7 @@ import time
 import numpy as np
 from sklearn.utils import Bunch
 
+from ..._packaged_models import model_option_help
 from ..._validation import check_int, keyed_seed
 from ...bounds import precision_for, reachable_slope_bound
 from ...datasets import make_random_targets
@@ -320,10 +321,7 @@ def plot_accessibility(result, path=None):
     right.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     right.set_xlim(0, ms.max() + 0.5)
     right.set_ylim(0, None)
-    fig.tight_layout()
-    if path is not None:
-        save_figure(fig, path)
-    return fig
+    return save_figure(fig, path)
 
 
 # -- the experiment: ``reach`` (the same name as piece and command) --------------------
@@ -579,8 +577,7 @@ def _verdicts(result, paper_r2=PAPER_R2):
 
 def _add_arguments(parser):
     parser.add_argument("--model", default="default",
-                        help="'default', a Hugging Face model folder, or a saved "
-                        "TinyCausalLM .pt")
+                        help=model_option_help(causal=True))
     parser.add_argument("--n-memory", dest="n_memory", type=parse_ranks, default=None,
                         help="numbers of prompt vectors m, e.g. 1-4 or 1,2,4,8 (default: "
                         "1-5, the paper's; 1-4 with --quick)")
