@@ -94,7 +94,8 @@ def _corpus_ranks():
     summary = [dict(corpus=c, next_token_loss=2.0 + k, uniform_attn_energy_rank=4.6)
                for k, c in enumerate(corpora)]
     return dict(records=records, summary=summary,
-                separation=dict(separation=0.317, kernel_energy_rank_median=41.5),
+                separation=dict(separation=0.317, kernel_energy_rank_median=41.5,
+                                friedman_p=8.2e-19, kendall_w=0.108),
                 config=dict(model=MODEL, corpora=corpora, n_inputs=8, length=64, n_layers=30,
                             d_head=64))
 

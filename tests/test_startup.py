@@ -147,7 +147,7 @@ def test_every_model_taking_help_lists_the_packaged_models(capsys):
 
     commands = _model_commands()
     assert {c.command for c in commands} == {"reach", "profile", "lm-geometry",
-                                            "corpus-ranks"}
+                                            "corpus-ranks", "head-ranks"}
     for command in commands:
         text = _help_of(command.command, capsys)
         assert "'default' (the embedded model)" in text, command.command
