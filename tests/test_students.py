@@ -27,6 +27,9 @@ def test_slot_of_a_grid_equals_the_student_alone(attention):
 
 @pytest.mark.parametrize("attention", sorted(STUDENTS))
 def test_masked_columns_get_no_gradient_and_rank_is_bounded(attention):
+    # seeded: the numerical rank of a 5 x 5 kernel of random tokens is read at rtol 1e-5,
+    # and an unlucky draw (the global generator, moved by whatever ran before) reads 3 of 4
+    torch.manual_seed(0)
     student = make_student(attention, ranks=[1, 2, 4], **SIZES)
     student(torch.randn(8, 5, 6)).pow(2).sum().backward()
     factors = {"fixed": ("left", "right"), "kernel": ("query_map", "key_map")}.get(

@@ -13,7 +13,7 @@ MAX_HIDDEN = 65536
 
 RESERVED_STUDENT_OPTIONS = frozenset({"d", "d_out", "ranks", "seq_len", "init_scale",
                                       "random_state", "final_only", "feature_map", "causal",
-                                      "value_map", "rope_theta"})
+                                      "value_map", "rope_theta", "restarts"})
 """Student arguments that the estimator sets itself (or that come from the data)."""
 
 _OPTIMIZERS = {

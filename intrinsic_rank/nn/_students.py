@@ -159,10 +159,15 @@ def known_values(tokens, value_map, n_slots):
     return values.expand(n_slots, -1, -1, -1)
 
 
-def _slot_generator(random_state, rank, device="cpu"):
-    """Generator of the parameters of the slot of rank ``rank``."""
+def _slot_generator(random_state, rank, restart=0):
+    """Generator of the parameters of the slot of rank ``rank`` (and restart ``restart``).
+
+    The first draw of a rank (``restart=0``) is keyed by ``(random_state, rank)``
+    alone, so it is the same whether or not restarts are asked for.
+    """
     generator = torch.Generator(device="cpu")
-    generator.manual_seed(keyed_seed(random_state, rank))
+    keys = (rank,) if restart == 0 else (rank, restart)
+    generator.manual_seed(keyed_seed(random_state, *keys))
     return generator
 
 
@@ -192,6 +197,12 @@ class RankBatchedStudent(nn.Module):
     final_only : bool, default=False
         Return only the final position's output (for scalar or vector targets
         attached to the whole sequence).
+    restarts : sequence of int or None, default=None
+        The restart index of each slot, for several independent draws of one
+        rank in one batched run (``ranks=[3, 3, 3], restarts=[0, 1, 2]``):
+        restart ``i >= 1`` of rank ``r`` is seeded by ``(random_state, r, i)``,
+        restart 0 by ``(random_state, r)`` as without restarts. ``None``: every
+        slot is restart 0.
     """
 
     max_rank_axis = "d"
@@ -205,11 +216,20 @@ class RankBatchedStudent(nn.Module):
         init_scale=0.1,
         random_state=0,
         final_only=False,
+        restarts=None,
     ):
         super().__init__()
         ranks = tuple(int(r) for r in ranks)
         if not ranks or min(ranks) < 1:
             raise ValueError(f"ranks must be a non-empty list of integers >= 1; got {ranks}")
+        restarts = (0,) * len(ranks) if restarts is None else tuple(int(i) for i in restarts)
+        if len(restarts) != len(ranks) or min(restarts) < 0:
+            raise ValueError(f"restarts must give one index >= 0 per slot of {ranks}; got "
+                             f"{restarts}")
+        if len(set(zip(ranks, restarts))) != len(ranks):
+            raise ValueError(f"two slots draw the same parameters: ranks {ranks} with "
+                             f"restarts {restarts}")
+        self.restarts = restarts
         self.d = int(d)
         self.d_out = int(d_out)
         self.ranks = ranks
@@ -274,8 +294,8 @@ class RankBatchedStudent(nn.Module):
     @torch.no_grad()
     def reset_parameters(self):
         """Draw every slot's parameters from its own ``(random_state, rank)`` generator."""
-        for slot, r in enumerate(self.ranks):
-            generator = _slot_generator(self.random_state, r)
+        for slot, (r, restart) in enumerate(zip(self.ranks, self.restarts)):
+            generator = _slot_generator(self.random_state, r, restart)
             for name, shape, init, fan_in, ranked in self._initializers:
                 target = getattr(self, name)[slot]
                 target.zero_()
