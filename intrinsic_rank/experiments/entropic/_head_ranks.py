@@ -389,7 +389,7 @@ def _add_arguments(parser):
                         help="query ranks to sweep (default: 1, 2, 4, ... up to the head width)")
     parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=None,
                         help="epochs per sweep, 1..1000000 (default: 40 from the head's own "
-                        "truncations, 100 from a random draw with --plant-rank)")
+                        "truncations, 150 from a random draw with --plant-rank)")
     parser.add_argument("--lr", type=float, default=None,
                         help="learning rate (default: 1e-3, or 6e-3 with --plant-rank)")
 

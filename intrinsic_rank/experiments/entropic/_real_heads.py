@@ -337,7 +337,7 @@ def relative_risk_at(record, rank):
 
 def head_rank_profiles(model="smollm2-135m", heads=None, corpora=TOKEN_CORPORA, *,
                        plant_rank=None, n_inputs=768, length=64, rank_grid=None,
-                       max_epochs=None, lr=None, batch_size=64, tol=0.02, n_profile=8,
+                       max_epochs=None, lr=None, batch_size=None, tol=0.02, n_profile=8,
                        random_state=0, progress=False, device="cpu"):
     """``r*_attn`` of attention heads of a causal LM, each on each corpus, by distillation.
 
@@ -366,9 +366,11 @@ def head_rank_profiles(model="smollm2-135m", heads=None, corpora=TOKEN_CORPORA, 
     rank_grid : list of int or None, default=None
         ``None``: ``1, 2, 4, ...`` up to ``min(d_model, head_dim)``.
     max_epochs, lr : int, float or None
-        ``None``: 40 epochs at ``lr=1e-3`` from the head's own truncations; 100
+        ``None``: 40 epochs at ``lr=1e-3`` from the head's own truncations; 150
         epochs at ``lr=6e-3`` from a random draw for a planted rank.
-    batch_size : int, default=64
+    batch_size : int or None, default=None
+        ``None``: 64 from the head's own truncations, 32 from a random draw
+        (twice the steps for the same work: a cold start needs them).
     tol : float, default=0.02
         The estimator's tolerance: the share of ``Y``'s held-out variance a rank
         may leave unexplained and still reach the (zero) floor.
@@ -391,9 +393,9 @@ def head_rank_profiles(model="smollm2-135m", heads=None, corpora=TOKEN_CORPORA, 
     tol = check_real(tol, "tol", 0.0, low_open=True)
     planted = plant_rank is not None
     settings = dict(rank_grid=None if rank_grid is None else sorted(set(rank_grid)), tol=tol,
-                    max_epochs=max_epochs or (100 if planted else 40),
+                    max_epochs=max_epochs or (150 if planted else 40),
                     lr=lr or (6e-3 if planted else 1e-3),
-                    batch_size=check_int(batch_size, "batch_size"))
+                    batch_size=check_int(batch_size or (32 if planted else 64), "batch_size"))
     device = check_device(device)
     loaded = model if isinstance(model, LoadedModel) else load_model(model, progress=progress)
     chosen = _heads_with_types(loaded, heads, random_state, device)
