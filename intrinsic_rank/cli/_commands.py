@@ -413,7 +413,7 @@ def _head_ranks(parser):
                         "2 previous-token, 2 sink and 4 drawn heads, chosen by measurement)")
     parser.add_argument("--plant-rank", type=_own_type("head-ranks", "plant_rank"), default=None,
                         help="plant this query rank, 2..4096, in every head and test that "
-                        "the sweep finds it")
+                        "the sweep finds it (default: none, the heads as trained)")
     parser.add_argument("--corpora", type=_own_type("head-ranks", "corpora"),
                         default=list(_CORPORA),
                         help=f"comma-separated corpora (default: {','.join(_CORPORA)})")

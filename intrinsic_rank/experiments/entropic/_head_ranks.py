@@ -378,7 +378,7 @@ def _add_arguments(parser):
                         "2 previous-token, 2 sink and 4 drawn heads, chosen by measurement)")
     parser.add_argument("--plant-rank", type=bounded_int(2, 4096), default=None,
                         help="plant this query rank, 2..4096, in every head and test that "
-                        "the sweep finds it")
+                        "the sweep finds it (default: none, the heads as trained)")
     parser.add_argument("--corpora", type=_corpus_list, default=list(TOKEN_CORPORA),
                         help=f"comma-separated corpora (default: {','.join(TOKEN_CORPORA)})")
     parser.add_argument("--n-inputs", type=bounded_int(5, 65536), default=768,
