@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from intrinsic_rank.cli import main, parse_ranks
+from intrinsic_rank.cli import main
+from intrinsic_rank.experiments.runner import parse_ranks
 
 
 def test_sweep_command_prints_table_and_saves_plot_and_records(tmp_path, capsys):

@@ -1,12 +1,15 @@
 """Command line: ``intrinsic-rank <experiment> ... | reproduce ...``.
 
-Thin by design: one sub-command per registered experiment
-(:data:`intrinsic_rank.experiments.EXPERIMENTS`: ``sweep``, ``ladder``,
-``frontier``, ``min-ip``, ``reach``, ``copy``, ``profile``), built from the
-experiment's own options plus the options every command shares (``--seed``,
-``--out``, ``--quiet``, ``--device``), and ``reproduce``. One runner serves every
-experiment: settings from the arguments, every check, ``run``, the JSON written
-first, then the printed summary and tables, then the plots and other files.
+Thin by design: one sub-command per experiment of the command table
+(``intrinsic_rank.cli._commands``, in report order: ``sweep``, ``ladder``,
+``frontier``, ``min-ip``, ``min-ip-law``, ``reach``, ``copy``, ``lm-geometry``,
+``profile``, ``corpus-ranks``, ``head-ranks``) and any experiment registered
+from Python, built from the experiment's options plus the options every command
+shares (``--seed``, ``--out``, ``--quiet``, ``--device``, ``--threads``), and
+``reproduce``. One runner serves every experiment: settings from the
+arguments, every check, ``run``, the JSON written first, then the printed
+summary and tables, then the plots and other files. The stop signals are
+``_stops``'s, the thread rule ``_threads``'s.
 
 What a command promises
 -----------------------
@@ -75,24 +78,23 @@ import sys
 from .. import __version__
 from ._commands import COMMANDS
 from ._stops import _Finished, _ignore_stop_signals, _Terminated, _TerminationSignals
+from ._threads import (
+    DEFAULT_THREADS,
+    THREADS_HELP,
+    THREADS_RULE,
+    _threads,
+    _ThreadSetting,
+    cpu_count,
+    thread_count,
+)
 
 # Nothing heavy is imported here: the parser comes from the command table
 # (``_commands``), and a command imports the experiments (torch) when it runs.
 
-__all__ = ["DEFAULT_THREADS", "THREADS_RULE", "cpu_count", "main", "parse_ranks",
-           "thread_count"]
+__all__ = ["DEFAULT_THREADS", "THREADS_RULE", "cpu_count", "main", "thread_count"]
 
 _INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 _BROKEN_PIPE = 141  # 128 + SIGPIPE
-
-
-def __getattr__(name):
-    """``intrinsic_rank.cli.parse_ranks``: the experiments' rank-grid parser, loaded on use."""
-    if name == "parse_ranks":
-        from ..experiments import parse_ranks
-
-        return parse_ranks
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _UsageError(Exception):
@@ -138,138 +140,6 @@ def _check_device(device):
     check_device(device)
     return device
 
-
-DEFAULT_THREADS = 1
-"""Torch CPU threads of a command when neither ``--threads`` nor ``OMP_NUM_THREADS`` is given.
-
-Measured on the project's 2-core machine (README, "How long each command
-takes"): one thread is never slower than two on a busy machine, and two
-threads on cores that other work also uses spin instead of waiting (a sweep
-took minutes instead of seconds). One thread also makes a command's numbers
-independent of the machine's core count.
-"""
-
-THREADS_RULE = (
-    "torch CPU threads: --threads N if given; else $OMP_NUM_THREADS if set; "
-    f"else {DEFAULT_THREADS} (fastest on a shared 2-core machine; give --threads 2 "
-    "or more on an idle multi-core one); at most the CPUs this process may use "
-    "(more is capped, with a note)"
-)
-
-
-THREADS_HELP = (
-    f"torch CPU threads (default: $OMP_NUM_THREADS when set, else {DEFAULT_THREADS}: "
-    "fastest on a shared 2-core machine; give 2 or more on an idle multi-core one); at most "
-    "the CPUs this process may use (more is capped, with a note)"
-)
-
-
-def _threads(text):
-    """``--threads``: an integer >= 1 (capped at :func:`cpu_count` when the command runs)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {value}")
-    return value
-
-
-def cpu_count():
-    """The CPUs this process may run on (its affinity where known), at least 1.
-
-    Examples
-    --------
-    >>> cpu_count() >= 1
-    True
-    """
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def thread_count(threads=None, environ=None):
-    """The torch CPU threads a command uses: the one documented rule.
-
-    ``threads`` (the ``--threads`` option) if given; otherwise the
-    ``OMP_NUM_THREADS`` environment variable when it holds an integer >= 1
-    (torch reads it when it is imported, and the command leaves it alone);
-    otherwise :data:`DEFAULT_THREADS`.
-
-    Parameters
-    ----------
-    threads : int or None, default=None
-        ``--threads``; ``None`` when the option was not given.
-    environ : mapping or None, default=None
-        The environment (``None``: ``os.environ``).
-
-    Returns
-    -------
-    threads : int
-    source : {"--threads", "OMP_NUM_THREADS", "default"}
-        Which part of the rule decided.
-
-    Examples
-    --------
-    >>> thread_count(3, environ={"OMP_NUM_THREADS": "1"})
-    (3, '--threads')
-    >>> thread_count(None, environ={"OMP_NUM_THREADS": "2"})
-    (2, 'OMP_NUM_THREADS')
-    >>> thread_count(None, environ={})
-    (1, 'default')
-    """
-    if threads is not None:
-        return int(threads), "--threads"
-    environ = os.environ if environ is None else environ
-    try:
-        value = int(environ.get("OMP_NUM_THREADS", ""))
-    except ValueError:
-        value = 0
-    if value >= 1:
-        return value, "OMP_NUM_THREADS"
-    return DEFAULT_THREADS, "default"
-
-
-class _ThreadSetting:
-    """Apply :func:`thread_count` for one command; restore torch and the environment after.
-
-    With ``--threads N`` the environment's ``OMP_NUM_THREADS`` is set to ``N``
-    too, so that worker processes (joblib's) follow it; with the variable set
-    and no ``--threads`` nothing changes. A count above :func:`cpu_count`
-    (``--threads 100000`` would start threads until an allocation fails) is
-    capped at it, with a note on stderr naming ``name``.
-    """
-
-    def __init__(self, threads, name="intrinsic-rank"):
-        self.threads, self.source = thread_count(threads)
-        self.capped = self.threads > cpu_count()
-        if self.capped:
-            print(f"{name}: note: {self.source} asks for {self.threads} threads; this "
-                  f"process may use {cpu_count()} CPUs, so {cpu_count()} are used",
-                  file=sys.stderr)
-            self.threads = cpu_count()
-
-    def __enter__(self):
-        import torch
-
-        self._torch = torch.get_num_threads()
-        self._environ = os.environ.get("OMP_NUM_THREADS")
-        if self.source == "--threads" or self.capped:
-            os.environ["OMP_NUM_THREADS"] = str(self.threads)
-        if self.source != "OMP_NUM_THREADS" or self.capped:
-            torch.set_num_threads(self.threads)
-        return self
-
-    def __exit__(self, *exc):
-        import torch
-
-        torch.set_num_threads(self._torch)
-        if self._environ is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
-        else:
-            os.environ["OMP_NUM_THREADS"] = self._environ
-        return False
 
 
 _SAYS_DEFAULT = re.compile(r"\(default\b|\bdefault:|\(the default\)", re.IGNORECASE)

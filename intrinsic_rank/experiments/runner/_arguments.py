@@ -1,8 +1,7 @@
 """Arguments shared by the experiments: option types and the progress/verbose bridge.
 
 An experiment's ``add_arguments`` uses :func:`parse_ranks`, :func:`parse_lengths`,
-:func:`parse_precision` and :func:`bounded_int` as ``type=`` of its options; the
-CLI re-exports :func:`parse_ranks` as ``intrinsic_rank.cli.parse_ranks``. A type
+:func:`parse_precision` and :func:`bounded_int` as ``type=`` of its options. A type
 raises ``argparse.ArgumentTypeError``, which the CLI reports in one line naming
 the option, with exit status 2, before any work.
 """
