@@ -21,6 +21,9 @@ from intrinsic_rank.estimators import _polish, _precision
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAIN = "/work/main"  # the code path before precision="auto" (skipped when absent)
 
+DEVICE = os.environ.get("INTRINSIC_RANK_TEST_DEVICE", "cpu")
+"""Device of the matrix (``gpu_check.sh`` sets ``cuda``)."""
+
 FLOOR_RTOL = 0.05
 """Relative tolerance of the noise floor (``noise_floor_``) of ``auto`` against float32."""
 
@@ -206,7 +209,8 @@ def _compare(name, attention, size, seed, epochs):
                                random_state=seed)
     limit = {"fixed": L, "auto": L}.get(attention, d)  # "auto" cuts the grid per class
     grid = sorted({rank for rank in (1, 2, 3, 4, limit) if rank <= limit})
-    params = dict(attention=attention, rank_grid=grid, max_epochs=epochs, random_state=seed)
+    params = dict(attention=attention, rank_grid=grid, max_epochs=epochs, random_state=seed,
+                  device=DEVICE)
     auto, _ = _fit(X, Y, **params)
     exact, _ = _fit(X, Y, **params, precision="float32")
     assert auto.rank_ == exact.rank_, (auto.precision_reason_, auto.precision_polish_)
