@@ -60,21 +60,25 @@ def _problem_ranks(estimator, rank_grid):
 
 
 def _step(estimator, ranks, seed, device, X_train, Y_train):
-    net = estimator._build_net(ranks, seed, device, len(X_train))
-    net.initialize()
-    module = net.module_
-    module.train()
+    """The cache key of a problem, and its training step (the net built at the first call)."""
     batch = estimator._batch_size(len(X_train))
     x, y = X_train[:batch], Y_train[:batch]
     loss = RankwiseMSELoss()
+    built = []
 
     def step(precision):
+        if not built:  # only when measured: a cached problem builds nothing
+            net = estimator._build_net(ranks, seed, device, len(X_train))
+            net.initialize()
+            built.append(net.module_.train())
+        module = built[0]
         module.zero_grad(set_to_none=True)
         with training_autocast(precision, device):
             out = module(x)
         loss(out.float(), y).sum().backward()
 
-    key = (type(module).__name__, estimator.token_dim_, estimator.d_out_, estimator.seq_len_,
+    cls = estimator._student_class(estimator.attention_)
+    key = (cls.__name__, estimator.token_dim_, estimator.d_out_, estimator.seq_len_,
            batch, tuple(ranks), estimator.target_, bool(estimator.causal), estimator.positional,
            repr(sorted((estimator.student_options or {}).items())))
     return key, step
