@@ -99,7 +99,8 @@ def test_bfloat16_training_finds_the_same_rank_on_a_teacher(kind, seed):
                                rtol=0.05)
 
 
-def test_the_estimator_trains_in_bfloat16_when_asked_and_keeps_rank():
+def test_the_estimator_trains_in_bfloat16_when_asked_and_keeps_rank(monkeypatch):
+    monkeypatch.setenv("INTRINSIC_RANK_BF16", "1")  # the suite's default is "0"
     from intrinsic_rank import AttentionRankEstimator
     from intrinsic_rank.datasets import make_attention_task
 
