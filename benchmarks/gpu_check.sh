@@ -34,6 +34,11 @@ timeout 420 python benchmarks/bench_scale.py --device cuda --threads "$OMP_NUM_T
   --out "$OUT/bench_scale_cuda.json" > "$OUT/bench_scale_cuda.txt" 2>&1 || status=1
 timeout 240 python benchmarks/bench_sweep.py --device cuda > "$OUT/bench_sweep_cuda.txt" 2>&1 || status=1
 timeout 300 python benchmarks/bench_roofline.py --device cuda --threads "$OMP_NUM_THREADS" > "$OUT/bench_roofline_cuda.txt" 2>&1 || status=1
+# issue [22]: precision="auto" under CUDA -- the small precision matrix and auto/float32 times
+INTRINSIC_RANK_TEST_DEVICE=cuda timeout 300 python -m pytest -q -p no:cacheprovider \
+  tests/test_precision_auto.py -k "small or float32 or fallback" > "$OUT/test_precision_cuda.txt" 2>&1 || status=1
+timeout 300 python benchmarks/bench_precision.py --device cuda --dims 16,64,128 \
+  > "$OUT/bench_precision_cuda.txt" 2>&1 || status=1
 if [ "${REACH_SMOLLM2:-0}" = "1" ]; then
   timeout 10800 python -c "from intrinsic_rank.cli import main; raise SystemExit(main())" \
     reach --model smollm2-135m --n-memory 1-5 --targets 20 --device cuda \
@@ -41,5 +46,6 @@ if [ "${REACH_SMOLLM2:-0}" = "1" ]; then
 fi
 grep -hE '^[A-Za-z_]+: ' "$OUT"/bench_*_cuda.txt > "$OUT/metrics.txt" || true
 tail -n 3 "$OUT/test_cuda.txt" >> "$OUT/metrics.txt" || true
+tail -n 1 "$OUT/test_precision_cuda.txt" >> "$OUT/metrics.txt" || true
 cat "$OUT/metrics.txt"
 exit $status

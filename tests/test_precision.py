@@ -1,4 +1,4 @@
-"""The bfloat16 training path of the rank-batched students (off by default)."""
+"""The bfloat16 training path of the rank-batched students, and ``precision="auto"``."""
 
 import numpy as np
 import pytest
@@ -13,9 +13,11 @@ from intrinsic_rank.nn import STUDENTS, make_student
 
 
 def test_precisions_and_a_wrong_one():
-    assert PRECISIONS == ("float32", "bfloat16")
+    assert PRECISIONS == ("float32", "bfloat16", "auto")
     with pytest.raises(ValueError, match="precision must be one of"):
         training_autocast("float16", "cpu")
+    with pytest.raises(ValueError, match="resolved"):
+        training_autocast("auto", "cpu")
 
 
 @pytest.mark.parametrize("attention", ["linear", "softmax"])
@@ -59,7 +61,7 @@ def _net(precision):
     return net.initialize()
 
 
-@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 def test_net_autocasts_training_only(precision):
     net = _net(precision)
     X = torch.randn(8, 3, 4)
@@ -89,22 +91,23 @@ def test_bfloat16_training_finds_the_same_rank_on_a_teacher(kind, seed):
     X, Y = make_attention_task(kind, n_samples=384, seq_len=6, d=8, rank=3, noise=0.1,
                                random_state=seed)
     params = dict(attention=kind, rank_grid=list(range(1, 7)), max_epochs=60, random_state=seed)
-    exact = AttentionRankEstimator(**params).fit(X, Y)
-    reduced = _Bfloat16Estimator(**params).fit(X, Y)
+    exact = AttentionRankEstimator(**params, precision="float32").fit(X, Y)
+    reduced = _Bfloat16Estimator(**params, precision="float32").fit(X, Y)
     assert reduced.rank_ == exact.rank_
     risks = [rec["heldout_risk"] for rec in exact.sweep_]
     np.testing.assert_allclose([rec["heldout_risk"] for rec in reduced.sweep_], risks,
                                rtol=0.05)
 
 
-def test_the_estimator_trains_in_bfloat16_when_asked_and_keeps_rank():
+def test_the_estimator_trains_in_bfloat16_when_asked_and_keeps_rank(monkeypatch):
+    monkeypatch.setenv("INTRINSIC_RANK_BF16", "1")  # the suite's default is "0"
     from intrinsic_rank import AttentionRankEstimator
     from intrinsic_rank.datasets import make_attention_task
 
     X, Y = make_attention_task("linear", n_samples=300, seq_len=5, d=6, rank=2, noise=0.05,
                                random_state=3)
     params = dict(attention="linear", rank_grid=[1, 2, 3, 4], max_epochs=120, random_state=1)
-    fp32 = AttentionRankEstimator(**params).fit(X, Y)
+    fp32 = AttentionRankEstimator(**params, precision="float32").fit(X, Y)
     bf16 = AttentionRankEstimator(**params, precision="bfloat16").fit(X, Y)
     assert bf16.net_.precision == "bfloat16" and fp32.net_.precision == "float32"
     assert bf16.rank_ == fp32.rank_ == 2

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
@@ -43,6 +43,7 @@ from ._fitted import fits_from_scratch
 from ._inputs import heldout_size, validate_sequences
 from ._net import RankSweepNet
 from ._options import check_student_options, resolve_optimizer
+from ._polish import check_class_choice, polish_and_check, resolve_precision
 from ._params import (
     Boolean,
     Callbacks,
@@ -293,14 +294,25 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         Torch device.
     verbose : int, default=0
         0 silent; 1 a progress bar over epochs; 2 skorch's per-epoch table.
-    precision : {"float32", "bfloat16"}, default="float32"
-        Precision of the training forward pass: ``"bfloat16"`` runs the
+    precision : {"auto", "float32", "bfloat16"}, default="auto"
+        Precision of the training forward pass. ``"bfloat16"`` runs the
         students' products under bfloat16 autocast; parameters, optimiser
         state, the loss and every held-out evaluation (so the choice of
-        ``r*``) stay float32. Measured on a CPU with AMX: 1.8-2x faster per
-        step at ``d = 64``, ``L = 32``, slower at small sizes, ``rank_``
-        unchanged on the teachers tried (``docs/performance.md``); the
-        documented results are float32.
+        ``r*``, the floor, the class of ``attention="auto"`` and the kernels)
+        stay float32. ``"auto"`` trains in bfloat16 where that is measured to
+        be faster -- the device has fast bfloat16 (AMX or AVX512-BF16 on a
+        CPU, bfloat16 support on CUDA) and a training step of this problem is
+        at least 1.25x faster (:mod:`intrinsic_rank.estimators._precision`,
+        measured once per process; ``INTRINSIC_RANK_BF16=0`` or ``1``
+        overrides) -- and in float32 elsewhere. After a bfloat16 sweep whose
+        selected rank, or the rank below it, lies near the threshold, those
+        ranks and their neighbours train 10 more epochs in float32 from the
+        bfloat16 weights; when that polish moves ``rank_`` or leaves a risk
+        within three times its change of the threshold, the fit is redone in
+        float32 with a warning (``precision_reason_``). ``"float32"`` gives
+        the numbers of the float32 path bit for bit. ``"bfloat16"`` on a
+        device without fast bfloat16 trains in float32 with a warning. The
+        documented results are float32 (``docs/performance.md``).
     causal : bool, default=False
         ``"linear"`` and ``"softmax"`` students with a causal mask: position
         ``i`` mixes positions ``j <= i`` only, as every head of a causal LM.
@@ -357,6 +369,16 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         training tokens (at most 512), whose rank is at most the feature rank.
     operator_ : ndarray of shape (L, L)
         Learned operator ``A`` of the selected student (``"fixed"`` only).
+    precision_ : {"float32", "bfloat16"}
+        The precision the students trained in (``precision`` resolved).
+    precision_reason_ : str
+        Why: the measurement of ``"auto"``, a fallback, a class choice redone
+        in float32.
+    precision_polish_ : dict or None
+        After a bfloat16 sweep: ``ranks`` polished in float32 (empty when the
+        decision was not near the threshold), ``epochs``, ``risk_change``
+        (``{rank: change of the held-out risk}``) and ``fallback`` (why the fit
+        was redone in float32, or None). ``None`` otherwise.
     kernels_ : ndarray of shape (R, d, d) or (R, L, L)
         Kernels (operators for ``"fixed"``) of every trained rank, in the
         training precision (float32).
@@ -532,7 +554,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         device="cpu",
         verbose=0,
         callbacks=None,
-        precision="float32",
+        precision="auto",
         causal=False,
         positional=None,
         rope_theta=10000.0,
@@ -717,7 +739,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             callbacks=callbacks,
             verbose=int(self.verbose >= 2),
             device=device,
-            precision=self.precision,
+            precision=getattr(self, "precision_", "float32"),
         )
 
     @fits_from_scratch
@@ -738,6 +760,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         """
         params = validate_params(self)
         device = params["device"]
+        given = X, Y  # a float32 fallback of precision="auto" refits on them
         X, Y = validate_sequences(self, X, Y, reset=True, keep_float32=True)
         auto_class = self.attention == "auto"
         if auto_class and self.rank_grid is None:
@@ -748,7 +771,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             )
         self.attention_ = None if auto_class else self.attention
         ranks = None if auto_class else self._rank_grid(params["rank_grid"])
-        seed = draw_seed(self.random_state)
+        seed = self.__dict__.pop("_replay_seed", None)
+        seed = draw_seed(self.random_state) if seed is None else seed
         sweep = self.rank_grid is not None
         if sweep:
             train, heldout = self._split(len(X), seed)
@@ -779,9 +803,20 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             # a fall smaller than a hundredth of the selection tolerance is no progress
             min_delta = EARLY_STOPPING_DELTA * self.tol * variance * y_scale**2
         held = (X_held, Y_held, patience, min_delta)
+        self.precision_, self.precision_reason_ = resolve_precision(
+            self, params["rank_grid"], seed, device, X_train, Y_train)
+        self.precision_polish_ = None
         self.class_risks_ = None
         if auto_class:
             self.class_risks_ = self._class_risks(seed, device, (X_train, Y_train), held, limit)
+            redo = self.precision_ == "bfloat16" and check_class_choice(
+                self.class_risks_, variance, self.tol)
+            if redo:  # too close to call in bfloat16: the classes as float32 trains them
+                self.precision_ = "float32"
+                self.class_risks_ = self._class_risks(seed, device, (X_train, Y_train), held,
+                                                      limit)
+                self.precision_ = "bfloat16"
+                self.precision_reason_ += f"; the class choice trained in float32: {redo}"
             self.attention_ = choose_attention(self.class_risks_, variance, self.tol)
             ranks = self._auto_class_grid(params["rank_grid"])
         if self._auto():
@@ -793,6 +828,12 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             net = self._train(ranks, seed, device, (X_train, Y_train), held, limit)
             nets = [net]
         self.net_ = net
+        if self.precision_ == "bfloat16" and sweep:
+            self.precision_polish_ = polish_and_check(
+                self, nets, net, ranks, (X_train, Y_train), (X_held, Y_held), variance, seed,
+                device, limit)
+            if self.precision_polish_["fallback"]:
+                return self._refit_float32(given, seed, self.precision_polish_)
         self.ranks_ = np.asarray(ranks)
         self.trained_ranks_ = np.asarray(ranks)
         self.search_rounds_ = [
@@ -835,6 +876,23 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             self.train_risk_ = float(train_risk[0])
             self.warnings_ = []
         self._store_selected()
+        return self
+
+    def _refit_float32(self, given, seed, polish):
+        """The float32 fit of ``precision="auto"`` when bfloat16 could change the answer."""
+        reason = polish["fallback"]
+        warnings.warn(f"AttentionRankEstimator: precision='auto' trained in bfloat16, but "
+                      f"{reason}; the fit is redone in float32, whose answer it keeps",
+                      UserWarning)
+        fresh = clone(self).set_params(precision="float32")
+        fresh._replay_seed = seed
+        fresh.fit(*given)
+        params = self.get_params(deep=False)
+        for name, value in vars(fresh).items():
+            if name not in params:
+                setattr(self, name, value)
+        self.precision_reason_ = f"precision='auto' fell back to float32: {reason}"
+        self.precision_polish_ = polish
         return self
 
     def _class_risks(self, seed, device, data, held, limit):

@@ -11,8 +11,9 @@ from . import _scaling
 __all__ = ["PRECISIONS", "RankwiseMSELoss", "TensorBatchIterator", "forward_chunks",
            "output_entries_per_row", "rankwise_risks", "training_autocast"]
 
-#: Precisions of the students' training forward pass (:func:`training_autocast`).
-PRECISIONS = ("float32", "bfloat16")
+#: The estimators' ``precision`` values: ``"auto"`` resolves to one of the other two
+#: before training (:mod:`._polish`), which :func:`training_autocast` takes.
+PRECISIONS = ("float32", "bfloat16", "auto")
 
 
 def training_autocast(precision, device):
@@ -46,6 +47,9 @@ def training_autocast(precision, device):
         return contextlib.nullcontext()
     if precision == "bfloat16":
         return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+    if precision == "auto":
+        raise ValueError("precision='auto' is resolved to 'float32' or 'bfloat16' before "
+                         "training (estimators._polish.resolve_precision)")
     raise ValueError(f"precision must be one of {PRECISIONS}; got {precision!r}")
 
 
