@@ -9,7 +9,7 @@ import torch
 from intrinsic_rank import ReachabilityEstimator, bounds
 from intrinsic_rank._validation import keyed_seed
 from intrinsic_rank.datasets import make_random_targets
-from intrinsic_rank.estimators._reachability import BOUND_NAMES
+from intrinsic_rank.inspection import BOUND_NAMES
 from intrinsic_rank.inspection import check_decoder, decoder_cell_proportions
 from intrinsic_rank.nn import TinyCausalLM, TinyLMAdapter, as_causal_lm, random_prompt_hidden_states
 

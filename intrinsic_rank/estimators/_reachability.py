@@ -6,10 +6,11 @@ make it produce a target sequence (the *cramming* protocol). The fraction of
 random targets reached, as a function of target length and ``m``, is compared
 with a bound computed from the geometry of the model's final hidden states.
 
-One file for one estimator: cramming (the net and its rules) lives in
-:mod:`._cramming`; what remains here is the estimator's own flow (check,
-cram, decode, then measure the geometry and the bounds from the same hidden
-states), whose steps share the fitted attributes they write.
+This module holds the estimator's flow: check the targets, cram them (the
+net and its rules are in :mod:`._cramming`), decode, then measure the
+geometry and the bounds of random-prompt hidden states with
+:func:`~intrinsic_rank.inspection.states_geometry`, the computation
+:func:`~intrinsic_rank.inspection.reachability_geometry` uses too.
 """
 
 import contextlib
@@ -22,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import bounds
 from .._validation import check_real, check_token_ids, draw_seed
-from ..inspection import decoder_cell_proportions
+from ..inspection import states_geometry
 from ..nn import CausalLMAdapter, PromptedLM, as_causal_lm, random_prompt_hidden_states
 from ._cramming import AllTargetsDone, CrammingNet, FiniteLoss
 from ._fitted import fits_from_scratch
@@ -42,10 +43,6 @@ def _check_betas(betas):
     return b1, b2
 
 
-BOUND_NAMES = ("ball", "box", "cone", "box + cells")
-"""Rows of ``ReachabilityEstimator.bounds_table_``, per precision convention."""
-
-_PRECISION_CONVENTIONS = ("machine", "paper", "relative")
 _CELL_REGIONS = ("box", "ball")
 
 
@@ -285,9 +282,12 @@ class ReachabilityEstimator(BaseEstimator):
     bounds_table_ : list of dict
         One row per bound (``"ball"``, ``"box"``, ``"cone"``, ``"box + cells"``)
         and precision convention (``"machine"``, ``"paper"``, ``"relative"``):
-        ``bound``, ``precision_convention``, ``precision`` and ``slope_bound``
-        (tokens per prompt vector; NaN where the convention's ``eps`` is not
-        in ``(0, 1)`` or there are no cells).
+        ``bound``, ``precision_convention``, ``precision``,
+        ``log_count_bound`` (nats, for ``n_memory`` vectors; NaN for
+        ``"box + cells"``) and ``slope_bound`` (tokens per prompt vector; NaN
+        where the convention's ``eps`` is not in ``(0, 1)`` or there are no
+        cells): the table of
+        :func:`~intrinsic_rank.inspection.states_geometry`.
     width_, vocab_size_, context_length_ : int
         Model width ``d``, vocabulary ``|V|`` and context (None if unbounded).
     seq_len_ : int
@@ -535,6 +535,7 @@ class ReachabilityEstimator(BaseEstimator):
         return np.concatenate(out)
 
     def _measure_geometry(self, lm, X, seed):
+        """The radius, box, cone, decoder cells and bounds table of the fitted model."""
         states = random_prompt_hidden_states(
             lm, self.n_memory, self.seq_len_ - 1, n_prompts=self.n_radius_prompts,
             init_std=self.init_scale, batch_size=self.chunk_size,
@@ -543,73 +544,26 @@ class ReachabilityEstimator(BaseEstimator):
             device = self.net_.module_.memory.device
             learned = self.net_.module_.final_hidden(
                 torch.arange(len(X), device=device), torch.as_tensor(X, device=device))
-        geometry = bounds.hidden_state_geometry(states)
-        self.radius_ = float(geometry["radius"])
-        self.hidden_widths_ = np.asarray(geometry["widths"], dtype=float)
         self.learned_radius_ = float(learned.float().abs().max())
-        self.precision_ = float(self._precision(lm))
-        d, m, V = self.width_, self.n_memory, self.vocab_size_
-        self.log_bound_ = float(bounds.reachable_log_count_bound(d, m, self.radius_, self.precision_))
-        self.slope_bound_ = float(bounds.reachable_slope_bound(d, V, self.radius_, self.precision_))
-        self.box_log_bound_ = float(bounds.box_log_count_bound(self.hidden_widths_, m, self.precision_))
-        self.box_slope_bound_ = float(bounds.box_slope_bound(self.hidden_widths_, V, self.precision_))
-        self.log_n_sequences_ = float((self.seq_len_ - 1) * np.log(V))
-        self._measure_refinements(lm, states, seed)
-
-    def _measure_refinements(self, lm, states, seed):
-        """The cone, the decoder cells and the bounds table."""
-        d, m, V = self.width_, self.n_memory, self.vocab_size_
-        flat = np.asarray(states, dtype=np.float64).reshape(-1, d)
-        self.min_cosine_ = float(bounds.min_pairwise_cosine(flat))
-        theta = float(bounds.cone_half_angle(self.min_cosine_))
-        self.cone_half_angle_ = theta
-        self.cone_log_fraction_ = float(bounds.cone_log_fraction(theta, d))
-        self.cone_log_bound_ = float(bounds.cone_log_count_bound(
-            d, m, self.radius_, self.precision_, theta))
-        self.cone_slope_bound_ = float(bounds.cone_slope_bound(
-            d, V, self.radius_, self.precision_, theta))
-        self.cell_proportions_ = self.nearest_cell_proportions_ = self.cell_decay_ = None
-        self.rule_disagreement_ = self.cell_slope_bound_ = float("nan")
-        if self.n_cell_samples:
-            try:
-                cells = decoder_cell_proportions(
-                    lm, flat, region=self.cell_region, n_samples=self.n_cell_samples,
-                    random_state=seed, max_bytes=2**27, verbose=self.verbose >= 1)
-            except ValueError as error:
-                warnings.warn(f"the decoder-cell refinement was skipped: {error}",
-                              UserWarning, stacklevel=5)
-            else:
-                self.cell_proportions_ = cells.proportions
-                self.nearest_cell_proportions_ = cells.nearest.proportions
-                self.rule_disagreement_ = cells.disagreement
-                self.cell_decay_ = bounds.cell_decay(cells, random_state=seed)
-                self.cell_slope_bound_ = self._cell_slope(self.box_slope_bound_)
-        self.bounds_table_ = self._bounds_table(lm, theta)
-
-    def _cell_slope(self, box_slope):
-        if self.cell_decay_ is None:
-            return float("nan")
-        if self.cell_decay_["closed_form"] == 0:
-            return float("inf")  # one cell holds the whole region: no refinement
-        return float(bounds.cell_slope_bound(box_slope, self.vocab_size_, self.cell_decay_))
-
-    def _bounds_table(self, lm, theta):
-        d, V = self.width_, self.vocab_size_
-        rows = []
-        for convention in _PRECISION_CONVENTIONS:
-            try:
-                eps = float(bounds.precision_for(convention, dtype=str(lm.dtype),
-                                                 radius_inf=self.radius_))
-                ball = float(bounds.reachable_slope_bound(d, V, self.radius_, eps))
-                box = float(bounds.box_slope_bound(self.hidden_widths_, V, eps))
-                cone = float(bounds.cone_slope_bound(d, V, self.radius_, eps, theta))
-            except ValueError:  # e.g. "relative" with r >= 2048: eps >= 1
-                eps = ball = box = cone = float("nan")
-            cells = self._cell_slope(box) if np.isfinite(box) else float("nan")
-            for name, slope in zip(BOUND_NAMES, (ball, box, cone, cells)):
-                rows.append(dict(bound=name, precision_convention=convention,
-                                 precision=eps, slope_bound=slope))
-        return rows
+        geo = states_geometry(lm, states, self.n_memory, self._precision(lm),
+                              n_cell_samples=self.n_cell_samples, cell_region=self.cell_region,
+                              random_state=seed, verbose=self.verbose >= 1)
+        self.radius_, self.hidden_widths_, self.precision_ = geo.radius, geo.widths, geo.precision
+        self.log_bound_, self.slope_bound_ = geo.log_count_bound, geo.slope_bound
+        self.box_log_bound_, self.box_slope_bound_ = geo.box_log_count_bound, geo.box_slope_bound
+        self.log_n_sequences_ = float((self.seq_len_ - 1) * np.log(self.vocab_size_))
+        self.min_cosine_, self.cone_half_angle_ = geo.min_cosine, geo.cone_half_angle
+        self.cone_log_fraction_ = geo.cone_log_fraction
+        self.cone_log_bound_, self.cone_slope_bound_ = geo.cone_log_count_bound, geo.cone_slope_bound
+        self.cell_decay_, self.cell_slope_bound_ = geo.decay, geo.cell_slope_bound
+        cells = geo.cells
+        self.cell_proportions_ = None if cells is None else cells.proportions
+        self.nearest_cell_proportions_ = None if cells is None else cells.nearest.proportions
+        self.rule_disagreement_ = float("nan") if cells is None else cells.disagreement
+        if geo.cell_error is not None:
+            warnings.warn(f"the decoder-cell refinement was skipped: {geo.cell_error}",
+                          UserWarning, stacklevel=4)
+        self.bounds_table_ = geo.table
 
     # -- prediction ---------------------------------------------------------------
     def _memories_for(self, X):

@@ -17,7 +17,8 @@ loading it measures) and the estimators and experiments that use its numbers:
   (``_head_inputs``): :func:`corpus_token_ids`;
 * hidden-state geometry (``_geometry``): :func:`reachability_geometry`, the
   radius, box and cone of a model's final hidden states and the reachability
-  bounds they give at each precision convention;
+  bounds they give at each precision convention, from :func:`states_geometry`,
+  which :class:`~intrinsic_rank.ReachabilityEstimator` uses as well;
 * decoder cells (``_decoder_cells``): :func:`decoder_cell_proportions`, each
   token's share of a region of hidden states under the model's real head, by
   Monte Carlo on the device.
@@ -37,6 +38,7 @@ from ._geometry import (
     reachability_geometry,
     refinement_rows,
     slope_ratio,
+    states_geometry,
 )
 from ._head_inputs import TOKEN_CORPORA, corpus_token_ids
 from ._head_io import (
@@ -84,4 +86,5 @@ __all__ = [
     "refinement_rows",
     "save_profile_csv",
     "slope_ratio",
+    "states_geometry",
 ]

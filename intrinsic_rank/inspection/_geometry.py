@@ -30,6 +30,7 @@ __all__ = [
     "reachability_geometry",
     "refinement_rows",
     "slope_ratio",
+    "states_geometry",
 ]
 
 BOUND_NAMES = ("ball", "box", "cone", "box + cells")
@@ -245,11 +246,11 @@ def cell_facts(decay, disagreement, region, vocab_size):
     return facts
 
 
-def _geometry_table(d, m, vocab_size, dtype, radius, widths, theta, decay, causal):
-    """Rows of the bounds table of a geometry: log counts (nats) and slope bounds."""
+def _bounds_table(d, m, vocab_size, dtype, radius, widths, theta, decay, causal):
+    """Rows of the bounds table: log counts (nats) and slope bounds per convention."""
     nan = float("nan")
     rows = []
-    for convention in bounds.PRECISION_CONVENTIONS:
+    for convention in CONVENTION_NAMES:
         try:
             eps = float(bounds.precision_for(convention, dtype=dtype, radius_inf=radius))
             logs = (bounds.reachable_log_count_bound(d, m, radius, eps),
@@ -258,19 +259,122 @@ def _geometry_table(d, m, vocab_size, dtype, radius, widths, theta, decay, causa
             slopes = [nan] * 4
             if causal:
                 box = float(bounds.box_slope_bound(widths, vocab_size, eps))
-                cells = nan
-                if decay is not None:
-                    cells = (float("inf") if decay["closed_form"] == 0 else
-                             float(bounds.cell_slope_bound(box, vocab_size, decay)))
                 slopes = [float(bounds.reachable_slope_bound(d, vocab_size, radius, eps)), box,
                           float(bounds.cone_slope_bound(d, vocab_size, radius, eps, theta)),
-                          cells]
+                          _cell_slope(box, vocab_size, decay)]
         except ValueError:  # e.g. "relative" with r >= 2048: eps >= 1
             eps, logs, slopes = nan, (nan,) * 4, [nan] * 4
         for name, log_count, slope in zip(BOUND_NAMES, logs, slopes):
             rows.append(dict(bound=name, precision_convention=convention, precision=eps,
                              log_count_bound=float(log_count), slope_bound=float(slope)))
     return rows
+
+
+def _cell_slope(box_slope, vocab_size, decay):
+    """``C_cell`` from the box bound and the cells' decay; NaN without cells."""
+    if decay is None:
+        return float("nan")
+    if decay["closed_form"] == 0:
+        return float("inf")  # one cell holds the whole region: no refinement
+    return float(bounds.cell_slope_bound(box_slope, vocab_size, decay))
+
+
+def states_geometry(lm, states, n_memory, precision, *, causal=True, n_cell_samples=0,
+                    cell_region="box", random_state=0, verbose=False):
+    """The geometry of final hidden states and every reachability bound it gives.
+
+    The one computation behind :func:`reachability_geometry` and
+    :class:`~intrinsic_rank.ReachabilityEstimator`: the radius and
+    per-coordinate box of ``states``
+    (:func:`~intrinsic_rank.bounds.hidden_state_geometry`), their smallest
+    pairwise cosine and the cone it gives, for a model with a next-token head
+    the decoder cells of ``region`` (:func:`decoder_cell_proportions`,
+    :func:`~intrinsic_rank.bounds.cell_decay`), the count and slope bounds at
+    ``precision`` and the bounds table at every precision convention.
+
+    Parameters
+    ----------
+    lm : model adapter
+        The model the states came from (its width, vocabulary, dtype and head).
+    states : ndarray of shape (n_prompts, n_positions, width)
+        Final hidden states, e.g. of
+        :func:`~intrinsic_rank.nn.random_prompt_hidden_states`.
+    n_memory : int
+        Prompt vectors ``m`` of the count bounds.
+    precision : float
+        ``eps`` of the top-level bounds, in ``(0, 1)``.
+    causal : bool, default=True
+        Whether the model has a next-token head: without one the slope bounds
+        are NaN and no cells are counted.
+    n_cell_samples : int, default=0
+        Monte Carlo points of the decoder cells; 0 skips them.
+    cell_region : {"box", "ball"}, default="box"
+    random_state : int, default=0
+        Seeds the cell Monte Carlo and the decay's fit.
+    verbose : bool, default=False
+        A progress line on stderr while the cells are counted.
+
+    Returns
+    -------
+    geometry : Bunch
+        ``radius``, ``widths``, ``flat`` (the states as float64 rows),
+        ``precision``, ``min_cosine``, ``cone_half_angle``,
+        ``cone_log_fraction``, ``log_count_bound``, ``box_log_count_bound``,
+        ``cone_log_count_bound`` (nats), ``slope_bound``, ``box_slope_bound``,
+        ``cone_slope_bound``, ``cell_slope_bound`` (NaN where they do not
+        apply), ``cells`` (the result of :func:`decoder_cell_proportions`, or
+        None), ``decay`` (:func:`~intrinsic_rank.bounds.cell_decay`, or None),
+        ``cell_error`` (why the cells could not be counted, or None) and
+        ``table`` (one row per bound of :data:`BOUND_NAMES` and convention of
+        :data:`CONVENTION_NAMES`: ``bound``, ``precision_convention``,
+        ``precision``, ``log_count_bound``, ``slope_bound``).
+
+    Examples
+    --------
+    >>> from intrinsic_rank.nn import as_causal_lm, random_prompt_hidden_states
+    >>> lm = as_causal_lm("default")
+    >>> states = random_prompt_hidden_states(lm, 1, 4, n_prompts=8, random_state=0)
+    >>> g = states_geometry(lm, states, 1, 2.0**-10)
+    >>> bool(g.box_slope_bound <= g.slope_bound), len(g.table), g.cells is None
+    (True, 12, True)
+    """
+    d, m, vocab_size = int(lm.width), int(n_memory), int(lm.vocab_size)
+    eps = float(precision)
+    geo = bounds.hidden_state_geometry(states)
+    radius = float(geo["radius"])
+    widths = np.asarray(geo["widths"], dtype=float)
+    flat = np.asarray(states, dtype=np.float64).reshape(-1, d)
+    min_cosine = float(bounds.min_pairwise_cosine(flat))
+    theta = float(bounds.cone_half_angle(min_cosine))
+    nan = float("nan")
+    result = Bunch(
+        radius=radius, widths=widths, flat=flat, precision=eps,
+        min_cosine=min_cosine, cone_half_angle=theta,
+        cone_log_fraction=float(bounds.cone_log_fraction(theta, d)),
+        log_count_bound=float(bounds.reachable_log_count_bound(d, m, radius, eps)),
+        box_log_count_bound=float(bounds.box_log_count_bound(widths, m, eps)),
+        cone_log_count_bound=float(bounds.cone_log_count_bound(d, m, radius, eps, theta)),
+        slope_bound=nan, box_slope_bound=nan, cone_slope_bound=nan, cell_slope_bound=nan,
+        cells=None, decay=None, cell_error=None,
+    )
+    if causal:
+        if n_cell_samples:
+            try:
+                result.cells = decoder_cell_proportions(
+                    lm, flat, region=cell_region, n_samples=int(n_cell_samples),
+                    random_state=random_state, max_bytes=2**27, verbose=verbose)
+            except ValueError as error:
+                result.cell_error = str(error)
+            else:
+                result.decay = bounds.cell_decay(result.cells, random_state=random_state)
+        result.slope_bound = float(bounds.reachable_slope_bound(d, vocab_size, radius, eps))
+        result.box_slope_bound = float(bounds.box_slope_bound(widths, vocab_size, eps))
+        result.cone_slope_bound = float(bounds.cone_slope_bound(d, vocab_size, radius, eps,
+                                                                 theta))
+        result.cell_slope_bound = _cell_slope(result.box_slope_bound, vocab_size, result.decay)
+    result.table = _bounds_table(d, m, vocab_size, str(lm.dtype), radius, widths, theta,
+                                 result.decay, causal)
+    return result
 
 
 def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=None,
@@ -379,8 +483,7 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
     dtype = str(lm.dtype)
     states = random_prompt_hidden_states(lm, int(n_memory), int(n_tokens),
                                          n_prompts=int(n_prompts), random_state=random_state)
-    geo = bounds.hidden_state_geometry(states)
-    radius = float(geo["radius"])
+    radius = float(bounds.hidden_state_geometry(states)["radius"])
     if precision in CONVENTION_NAMES:
         eps = float(bounds.precision_for(precision, dtype=dtype, radius_inf=radius))
     elif fixed is None:
@@ -390,29 +493,24 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
     else:
         eps = float(fixed)
     encoder = isinstance(lm, HFEncoderAdapter)
-    d, m = lm.width, int(n_memory)
-    flat = np.asarray(states, dtype=np.float64).reshape(-1, d)
-    min_cosine = float(bounds.min_pairwise_cosine(flat))
-    theta = float(bounds.cone_half_angle(min_cosine))
-    nan = float("nan")
+    geo = states_geometry(lm, states, n_memory, eps, causal=not encoder,
+                          n_cell_samples=n_cell_samples, random_state=random_state,
+                          verbose=verbose)
     result = Bunch(
         kind="encoder" if encoder else "causal LM",
         causal=bool(lm.is_causal) if encoder else True,
         model=model if isinstance(model, str) else type(model).__name__,
-        width=int(d), vocab_size=int(lm.vocab_size), n_memory=m, n_tokens=int(n_tokens),
-        n_prompts=int(n_prompts), radius=radius, widths=geo["widths"],
-        precision=float(eps),
-        log_count_bound=bounds.reachable_log_count_bound(d, m, radius, eps),
-        box_log_count_bound=bounds.box_log_count_bound(geo["widths"], m, eps),
-        cone_log_count_bound=float(bounds.cone_log_count_bound(d, m, radius, eps, theta)),
-        slope_bound=nan, box_slope_bound=nan, cone_slope_bound=nan, cell_slope_bound=nan,
-        min_cosine=min_cosine, cone_half_angle=theta,
-        cone_log_fraction=float(bounds.cone_log_fraction(theta, d)),
-        cells=None, bounds=[], measured_slope=measured_slope, not_applicable=[],
+        width=int(lm.width), vocab_size=int(lm.vocab_size), n_memory=int(n_memory),
+        n_tokens=int(n_tokens), n_prompts=int(n_prompts),
+        **{key: geo[key] for key in (
+            "radius", "widths", "precision", "log_count_bound", "box_log_count_bound",
+            "cone_log_count_bound", "slope_bound", "box_slope_bound", "cone_slope_bound",
+            "cell_slope_bound", "min_cosine", "cone_half_angle", "cone_log_fraction")},
+        cells=None, bounds=bound_rows(geo.table, measured_slope),
+        measured_slope=measured_slope, not_applicable=[],
     )
     if keep_cells:
-        result.cell_counts = None
-    decay = None
+        result.cell_counts = None if geo.cells is None else geo.cells.counts
     if encoder:
         result.not_applicable = [
             "slope bound C = d ln(1 + 2r/eps) / ln|V| and its box, cone and box + cells "
@@ -422,32 +520,13 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
             "accessibility_curves): they decode tokens greedily from the model",
             "copy-length cliff: it trains and decodes a causal LM",
         ]
-    else:
-        if n_cell_samples:
-            try:
-                cells = decoder_cell_proportions(lm, flat, region="box",
-                                                 n_samples=int(n_cell_samples),
-                                                 random_state=random_state, max_bytes=2**27,
-                                                 verbose=verbose)
-            except ValueError as error:
-                result.not_applicable = [f"decoder cells (box + cells bound): {error}"]
-            else:
-                decay = bounds.cell_decay(cells, random_state=random_state)
-                result.cells = cell_facts(decay, cells.disagreement, "box", lm.vocab_size)
-                result.cells.update(max_decay=cells.max_decay,
-                                    matmul_dtype=cells.matmul_dtype, seconds=cells.seconds)
-                if keep_cells:
-                    result.cell_counts = cells.counts
-        result.slope_bound = bounds.reachable_slope_bound(d, lm.vocab_size, radius, eps)
-        result.box_slope_bound = bounds.box_slope_bound(geo["widths"], lm.vocab_size, eps)
-        result.cone_slope_bound = float(bounds.cone_slope_bound(d, lm.vocab_size, radius,
-                                                                 eps, theta))
-        if decay is not None:
-            result.cell_slope_bound = (float("inf") if decay["closed_form"] == 0 else float(
-                bounds.cell_slope_bound(result.box_slope_bound, lm.vocab_size, decay)))
-    table = _geometry_table(d, m, int(lm.vocab_size), dtype, radius, geo["widths"], theta,
-                            decay, not encoder)
-    result.bounds = bound_rows(table, measured_slope)
+    elif geo.cell_error is not None:
+        result.not_applicable = [f"decoder cells (box + cells bound): {geo.cell_error}"]
+    elif geo.cells is not None:
+        cells = geo.cells
+        result.cells = cell_facts(geo.decay, cells.disagreement, "box", lm.vocab_size)
+        result.cells.update(max_decay=cells.max_decay, matmul_dtype=cells.matmul_dtype,
+                            seconds=cells.seconds)
     return result
 
 
