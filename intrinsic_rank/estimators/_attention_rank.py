@@ -302,7 +302,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         stay float32. ``"auto"`` trains in bfloat16 where that is measured to
         be faster -- the device has fast bfloat16 (AMX or AVX512-BF16 on a
         CPU, bfloat16 support on CUDA) and a training step of this problem is
-        at least 1.25x faster (:mod:`intrinsic_rank.estimators._precision`,
+        at least 1.25x faster (``intrinsic_rank.estimators._precision``,
         measured once per process; ``INTRINSIC_RANK_BF16=0`` or ``1``
         overrides) -- and in float32 elsewhere. After a bfloat16 sweep whose
         selected rank, or the rank below it, lies near the threshold, those

@@ -106,6 +106,20 @@ class SequenceScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.with_std = with_std
         self.copy = copy
 
+    def set_output(self, *, transform=None):
+        """Set the container of :meth:`transform`'s output, as scikit-learn's transformers do.
+
+        Parameters
+        ----------
+        transform : {"default", "pandas", "polars"} or None, default=None
+            ``None`` leaves the setting unchanged.
+
+        Returns
+        -------
+        self : SequenceScaler
+        """
+        return super().set_output(transform=transform)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]

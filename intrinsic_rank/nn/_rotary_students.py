@@ -28,7 +28,7 @@ pairs channel ``i`` with ``i + head_dim / 2`` (Hugging Face's Llama, Qwen2, Mist
 
 
 def rope_frequencies(head_dim, theta=10000.0):
-    """Rotary inverse frequencies ``theta ** (-2 i / head_dim)``, ``i = 0 .. head_dim/2 - 1``.
+    """Rotary inverse frequencies ``theta ** (-2 i / head_dim)``, for ``0 <= i < head_dim/2``.
 
     The default rotary scheme of Hugging Face's Llama-family models (no
     frequency scaling).
@@ -56,7 +56,7 @@ def rope_frequencies(head_dim, theta=10000.0):
 
 
 def rope_tables(inv_freq, length, dtype=torch.float64, device="cpu"):
-    """``cos`` and ``sin`` of the rotary angles ``p * f``, positions ``0 .. length-1``.
+    """``cos`` and ``sin`` of the rotary angles ``p * f``, positions ``0 <= p < length``.
 
     In the ``"rotate_half"`` layout: the ``head_dim / 2`` frequencies twice, so that
     channel ``i`` and channel ``i + head_dim / 2`` turn by the same angle. The

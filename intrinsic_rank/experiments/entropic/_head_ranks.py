@@ -122,7 +122,7 @@ def head_rank_findings(records):
       Kendall's ``W`` as the effect size; "yes" when ``p < ALPHA``.
 
     Each is also given for the log10 of the relative risk at rank
-    :data:`SECONDARY_RANK` (4), a continuous statistic that still separates heads
+    ``SECONDARY_RANK`` (4), a continuous statistic that still separates heads
     whose ``r*_attn`` are all at the top of the grid. A question with too few heads
     or corpora for its test is "not testable". Planted runs are not asked these
     questions (the plant sets the rank).

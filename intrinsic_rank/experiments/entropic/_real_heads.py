@@ -354,8 +354,8 @@ def head_rank_profiles(model="smollm2-135m", heads=None, corpora=TOKEN_CORPORA, 
         A causal LM that :func:`~intrinsic_rank.inspection.head_facts` reads.
     heads : sequence of str or (layer, head), or None, default=None
         ``"L18H6"`` or ``(18, 6)``; ``None`` chooses them with
-        :func:`select_heads` (3 induction, 2 previous-token, 2 sink and 4 drawn).
-        Given heads get the type :func:`select_heads` would give them, or
+        ``select_heads`` (3 induction, 2 previous-token, 2 sink and 4 drawn).
+        Given heads get the type ``select_heads`` would give them, or
         ``"given"``.
     corpora : sequence of str, default=("random", "repeated", "prose", "code")
     plant_rank : int or None, default=None
