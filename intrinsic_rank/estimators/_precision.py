@@ -155,13 +155,17 @@ def device_bfloat16(device):
             result = {"fast": False, "speedup": float("nan"),
                       "reason": f"bfloat16 autocast failed on {name}: {error}"}
         else:
-            fast = speedup >= SPEEDUP_NEEDED
-            result = {"fast": fast, "speedup": speedup,
-                      "reason": (f"a {_DEVICE_SIZE}^2 product under bfloat16 autocast took "
-                                 f"1/{speedup:.2f} of float32's time on {name} "
-                                 f"({'at least' if fast else 'below'} {SPEEDUP_NEEDED})")}
+            result = _judged(speedup, f"a {_DEVICE_SIZE}^2 product under bfloat16 autocast "
+                             f"took 1/{speedup:.2f} of float32's time on {name}")
     _device_cache[key] = result
     return result
+
+
+def _judged(speedup, measured):
+    """The result of a measured speed-up: fast when it reaches :data:`SPEEDUP_NEEDED`."""
+    fast = speedup >= SPEEDUP_NEEDED
+    return {"fast": fast, "speedup": speedup,
+            "reason": f"{measured} ({'at least' if fast else 'below'} {SPEEDUP_NEEDED})"}
 
 
 def problem_bfloat16(key, step, device):
@@ -206,11 +210,8 @@ def problem_bfloat16(key, step, device):
     devices = [torch.device(device)] if torch.device(device).type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
         speedup = _ratio(step, device, repeats=3)
-    fast = speedup >= SPEEDUP_NEEDED
-    result = {"fast": fast, "speedup": speedup,
-              "reason": (f"a training step of this problem took 1/{speedup:.2f} of float32's "
-                         f"time under bfloat16 autocast ({'at least' if fast else 'below'} "
-                         f"{SPEEDUP_NEEDED})")}
+    result = _judged(speedup, f"a training step of this problem took 1/{speedup:.2f} of "
+                     "float32's time under bfloat16 autocast")
     _problem_cache[full_key] = result
     return result
 
