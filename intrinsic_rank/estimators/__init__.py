@@ -5,6 +5,7 @@ from ._attention_rank import AttentionRankEstimator
 from ._energy_rank import EnergyEffectiveRank
 from ._errors import TrainingDivergedError
 from ._reachability import CrammingNet, ReachabilityEstimator
+from ._selection import adaptive_rank_search, refinement_ranks, select_rank
 from ._sequence_scaler import SequenceScaler
 
 __all__ = [
@@ -13,4 +14,7 @@ __all__ = [
     "ReachabilityEstimator",
     "SequenceScaler",
     "TrainingDivergedError",
+    "adaptive_rank_search",
+    "refinement_ranks",
+    "select_rank",
 ]

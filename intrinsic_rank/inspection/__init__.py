@@ -14,7 +14,9 @@ loading it measures) and the estimators and experiments that use its numbers:
   positional scheme, scale and mask), :func:`head_activations` (its input
   ``X`` and output ``Y`` on given inputs, by forward hooks) and
   :func:`head_output` (``Y`` recomputed from ``X``); the inputs of four corpora
-  (``_head_inputs``): :func:`corpus_token_ids`;
+  (``_head_inputs``): :func:`corpus_token_ids`; the head's query truncated on its
+  own inputs and the precision of its weights (``_head_truncation``):
+  :func:`query_basis`, :func:`truncation_risks`, :func:`precision_floor`;
 * hidden-state geometry (``_geometry``): :func:`reachability_geometry`, the
   radius, box and cone of a model's final hidden states and the reachability
   bounds they give at each precision convention, from :func:`states_geometry`,
@@ -50,6 +52,16 @@ from ._head_io import (
     head_output,
     parse_head,
 )
+from ._head_truncation import (
+    QUANTISATION_BLOCK,
+    QUANTISATION_LEVELS,
+    precision_floor,
+    quantisation_noise,
+    query_basis,
+    relative_error,
+    truncated_head,
+    truncation_risks,
+)
 from ._head_profiles import PROFILE_COLUMNS, profile_heads, save_profile_csv
 from ._head_scores import HEAD_PATTERNS, SCORE_MEASURES, head_pattern_masks, head_pattern_scores
 from ._repeated_tokens import ordinary_token_ids
@@ -62,6 +74,8 @@ __all__ = [
     "HeadData",
     "HeadFacts",
     "PROFILE_COLUMNS",
+    "QUANTISATION_BLOCK",
+    "QUANTISATION_LEVELS",
     "READ_FAMILIES",
     "SCORE_MEASURES",
     "TOKEN_CORPORA",
@@ -78,6 +92,12 @@ __all__ = [
     "head_facts",
     "head_output",
     "parse_head",
+    "precision_floor",
+    "quantisation_noise",
+    "query_basis",
+    "relative_error",
+    "truncated_head",
+    "truncation_risks",
     "head_pattern_masks",
     "head_pattern_scores",
     "ordinary_token_ids",

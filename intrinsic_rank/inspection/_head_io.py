@@ -501,10 +501,11 @@ def parse_head(item):
     ((18, 6), (2, 0))
     """
     if isinstance(item, str):
-        match = re.fullmatch(r"L(\d+)H(\d+)", item.strip(), flags=re.IGNORECASE)
+        match = re.fullmatch(r"L(\d{1,6})H(\d{1,6})", item.strip(), flags=re.IGNORECASE)
         if match is None:
-            raise ValueError(f"a head is (layer, head) or 'L<layer>H<head>' such as 'L18H6'; "
-                             f"got {item!r}")
+            shown = item if len(item) <= 40 else item[:37] + "..."
+            raise ValueError(f"a head is (layer, head) or 'L<layer>H<head>' such as 'L18H6' "
+                             f"(at most 6 digits each); got {shown!r}")
         return int(match[1]), int(match[2])
     try:
         layer, head = item

@@ -11,7 +11,8 @@ Rooms of this package:
 * per-head weights, attention maps and model introspection (``_heads``);
 * the rank-batched students (``_students``, ``_kernel_students``,
   ``_registry``), and the rotary softmax student of real rotary heads
-  (``_rotary_students``); normalised kernel attention and heads with fixed maps
+  (``_rotary_students``) with its distillation from a real head
+  (``_distillation``); normalised kernel attention and heads with fixed maps
   (``_kernel_attention``) and the Min-IP paper's exact heads
   (``_min_ip_constructions``);
 * kernel feature maps equal to their published definitions
@@ -96,6 +97,7 @@ from ._min_ip_constructions import (
     rank_one_min_ip_head,
     tensor_product_min_ip_head,
 )
+from ._distillation import distill_slots
 from ._triple_heads import TripleAttentionHead
 from ._triple_training import fit_triple_heads
 
@@ -157,6 +159,7 @@ __all__ = [
     "tensor_product_min_ip_head",
     "dense_error_bound",
     "dense_min_ip_head",
+    "distill_slots",
     "make_student",
     "normalized_kernel_attention",
     "rank_one_min_ip_head",

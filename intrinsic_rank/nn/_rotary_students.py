@@ -142,6 +142,15 @@ class RotarySoftmaxStudent(RankBatchedStudent):
         Query ``i`` attends to keys ``j <= i`` only.
     value_map : array-like of shape (d, d_out) or None, default=None
         A known value map (not trained); ``None`` learns one per slot.
+    key_map : array-like of shape (d, head_dim) or None, default=None
+        A known key projection (not trained), shared by every slot: the
+        student of a real head then differs from the head only in its query
+        projection, so the trained query can be put back into the model.
+        ``None`` learns the keys per slot.
+    inv_freq : array-like of shape (head_dim // 2,) or None, default=None
+        The rotary frequencies themselves, as a model's rotary module holds
+        them (they take the place of ``rope_theta``); zeros turn no channel,
+        the student of a head whose positions are already inside ``X``.
 
     Examples
     --------
@@ -154,7 +163,7 @@ class RotarySoftmaxStudent(RankBatchedStudent):
     """
 
     def __init__(self, d, d_out, ranks, rope_theta=10000.0, head_dim=None, score_scale=None,
-                 causal=True, value_map=None, **kwargs):
+                 causal=True, value_map=None, key_map=None, inv_freq=None, **kwargs):
         self.head_dim = int(d_out if head_dim is None else head_dim)
         if self.head_dim < 2 or self.head_dim % 2:
             raise ValueError(f"head_dim must be an even integer >= 2; got {self.head_dim}")
@@ -167,7 +176,18 @@ class RotarySoftmaxStudent(RankBatchedStudent):
         self.learned_values = value_map is None
         self._given_value_map = None if value_map is None else fixed_value_map(value_map, d,
                                                                                 d_out)
+        self.learned_keys = key_map is None
+        self._given_key_map = None if key_map is None else fixed_value_map(key_map, d,
+                                                                            self.head_dim)
+        self._given_inv_freq = None if inv_freq is None else self._frequencies(inv_freq)
         super().__init__(d, d_out, ranks, **kwargs)
+
+    def _frequencies(self, inv_freq):
+        inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64).cpu()
+        if tuple(inv_freq.shape) != (self.head_dim // 2,) or not torch.isfinite(inv_freq).all():
+            raise ValueError(f"inv_freq must hold head_dim / 2 = {self.head_dim // 2} finite "
+                             f"frequencies; got shape {tuple(inv_freq.shape)}")
+        return inv_freq
 
     def max_rank(self):
         """Largest meaningful rank: ``min(d, head_dim)``, the rank of a full query projection."""
@@ -178,13 +198,18 @@ class RotarySoftmaxStudent(RankBatchedStudent):
         # C stored transposed, (head_dim, r): its rank axis last, as every ranked factor
         self._add_parameter("query_out", (self.head_dim, self.r_max), "standard", "rank",
                             ranked=True)
-        self._add_parameter("key", (self.d, self.head_dim), "normal", self.d)
+        if self.learned_keys:
+            self._add_parameter("key", (self.d, self.head_dim), "normal", self.d)
+        else:
+            self.register_buffer("key_map", self._given_key_map)
         if self.learned_values:
             self._add_parameter("value", (self.d, self.d_out), "normal", self.d)
         else:
             self.register_buffer("value_map", self._given_value_map)
-        del self._given_value_map
-        self.register_buffer("inv_freq", rope_frequencies(self.head_dim, self.rope_theta))
+        inv_freq = self._given_inv_freq
+        del self._given_value_map, self._given_key_map, self._given_inv_freq
+        self.register_buffer("inv_freq", rope_frequencies(self.head_dim, self.rope_theta)
+                             if inv_freq is None else inv_freq)
 
     # -- the query-key kernel ------------------------------------------------------
     def query_projection(self):
@@ -196,34 +221,62 @@ class RotarySoftmaxStudent(RankBatchedStudent):
 
         The kernel at offset ``delta`` is ``W_Q R_delta W_K^T``, of the same rank bound.
         """
-        return self.query_projection() @ self.key.transpose(1, 2)
+        keys = self.key if self.learned_keys else self.key_map.expand(len(self.ranks), -1, -1)
+        return self.query_projection() @ keys.transpose(1, 2)
 
     @torch.no_grad()
-    def start_from(self, query, key):
-        """Start every slot from a teacher's projections: its rank-``r`` truncated query.
+    def start_from(self, query, key=None, basis=None, slots=None):
+        """Start slots from a teacher's projections: its query truncated to each slot's rank.
 
-        Slot ``r`` gets ``A C`` equal to the best rank-``r`` approximation of
-        ``query`` (its SVD truncation, the factors sharing the singular values
-        as square roots) and the keys ``key``: the warm start of distilling a
-        real head, whose full-width slot then starts at the head itself.
+        Without ``basis``, slot ``r`` gets ``A C`` equal to the best rank-``r``
+        approximation of ``query`` (its SVD truncation, the factors sharing the
+        singular values as square roots). With ``basis`` (orthonormal columns
+        ``V``, most important first), slot ``r`` gets ``A = query V_r`` and
+        ``C = V_r^T``: the query projected on the first ``r`` directions of
+        ``V``. For a real head, ``V`` from the SVD of its realised queries
+        ``X W_Q`` gives the truncation that keeps most of what the queries do
+        on these inputs (the data-aware start); the raw weights' SVD ignores
+        the inputs. Either way a slot of full width starts at the teacher.
 
         Parameters
         ----------
-        query, key : array-like of shape (d, head_dim)
+        query : array-like of shape (d, head_dim)
+        key : array-like of shape (d, head_dim) or None, default=None
+            The keys of every started slot; required when the keys are learned,
+            refused when they are known (``key_map``).
+        basis : array-like of shape (head_dim, k) or None, default=None
+            Orthonormal columns, ``k`` at least the largest started rank.
+        slots : sequence of int or None, default=None
+            The slots to start; ``None``: all of them.
         """
         query = self._projection(query, "query")
-        key = self._projection(key, "key")
-        U, S, Vh = torch.linalg.svd(query.double(), full_matrices=False)
-        for slot, r in enumerate(self.ranks):
-            root = S[:r].sqrt()
+        if self.learned_keys == (key is None):
+            raise ValueError("start_from needs key exactly when the keys are learned")
+        key = None if key is None else self._projection(key, "key")
+        slots = range(len(self.ranks)) if slots is None else slots
+        if basis is None:
+            U, S, Vh = torch.linalg.svd(query.double(), full_matrices=False)
+            root = S.sqrt()
+            left, right = U * root, Vh.T * root
+        else:
+            right = torch.as_tensor(basis, dtype=torch.float64, device=query.device)
+            if right.shape[0] != self.head_dim or right.shape[1] < max(
+                    self.ranks[s] for s in slots):
+                raise ValueError(f"basis must have shape (head_dim, k) with head_dim = "
+                                 f"{self.head_dim} and k >= the largest started rank; got "
+                                 f"{tuple(right.shape)}")
+            left = query.double() @ right
+        for slot in slots:
+            r = self.ranks[slot]
             self.query_in[slot].zero_()
             self.query_out[slot].zero_()
-            self.query_in[slot, :, :r] = (U[:, :r] * root).to(self.query_in.dtype)
-            self.query_out[slot, :, :r] = (Vh[:r].T * root).to(self.query_out.dtype)
-            self.key[slot] = key
+            self.query_in[slot, :, :r] = left[:, :r].to(self.query_in.dtype)
+            self.query_out[slot, :, :r] = right[:, :r].to(self.query_out.dtype)
+            if key is not None:
+                self.key[slot] = key
 
     def _projection(self, weight, name):
-        weight = torch.as_tensor(weight, dtype=torch.float32, device=self.key.device)
+        weight = torch.as_tensor(weight, dtype=torch.float32, device=self.query_in.device)
         if tuple(weight.shape) != (self.d, self.head_dim):
             raise ValueError(f"the {name} projection to start from must have shape (d, "
                              f"head_dim) = ({self.d}, {self.head_dim}); got "
@@ -231,42 +284,71 @@ class RotarySoftmaxStudent(RankBatchedStudent):
         return weight
 
     # -- what the student computes -------------------------------------------------
-    def _queries_keys(self, X):
-        """Rotated queries and keys of every slot, rank-major ``(R, n, L, head_dim)`` each.
+    def _queries_keys(self, X, slots):
+        """Rotated queries and keys of the slots ``slots``, rank-major ``(S, n, L, head_dim)``.
 
         One product projects the tokens on every slot's used ``A`` columns and
         keys; each slot's ``r`` columns then meet its own ``C``.
         """
         n, L, d = X.shape
-        R, h = len(self.ranks), self.head_dim
-        used = [slot * self.r_max + j for slot, r in enumerate(self.ranks) for j in range(r)]
+        R, h = len(slots), self.head_dim
+        used = [slot * self.r_max + j for slot in slots for j in range(self.ranks[slot])]
         columns = torch.tensor(used, dtype=torch.long, device=X.device)
-        A = self.query_in.permute(1, 0, 2).reshape(d, R * self.r_max)[:, columns]
-        keys = self.key.permute(1, 0, 2).reshape(d, R * h)
+        A = self.query_in.permute(1, 0, 2).reshape(d, -1)[:, columns]
+        if not self.learned_keys:  # one set of keys for every slot
+            keys = self.key_map.to(A.dtype)
+        elif R == len(self.ranks):
+            keys = self.key.permute(1, 0, 2).reshape(d, R * h)
+        else:
+            keys = self.key[list(slots)].permute(1, 0, 2).reshape(d, R * h)
         projected = X.reshape(n * L, d) @ torch.cat([A, keys], dim=1)
-        parts = projected.split([*self.ranks, R * h], dim=1)
-        queries = torch.stack([parts[s] @ self.query_out[s, :, :r].T
-                               for s, r in enumerate(self.ranks)])
-        keys = parts[-1].view(n * L, R, h).transpose(0, 1)
+        parts = projected.split([*(self.ranks[s] for s in slots), keys.shape[1]], dim=1)
+        queries = torch.stack([part @ self.query_out[s, :, :self.ranks[s]].T
+                               for part, s in zip(parts, slots)])
         cos, sin = rope_tables(self.inv_freq, L, projected.dtype, X.device)
-        return (rotate(queries.view(R, n, L, h), cos, sin),
-                rotate(keys.reshape(R, n, L, h), cos, sin))
+        if self.learned_keys:
+            keys = rotate(parts[-1].view(n * L, R, h).transpose(0, 1).reshape(R, n, L, h),
+                          cos, sin)
+        else:
+            keys = rotate(parts[-1].view(1, n, L, h), cos, sin).expand(R, -1, -1, -1)
+        return rotate(queries.view(R, n, L, h), cos, sin), keys
 
-    def _weights(self, X):
-        """Attention weights of every slot, rank-major ``(R, n, L, L)``."""
-        queries, keys = self._queries_keys(X)
+    def _weights(self, X, slots):
+        """Attention weights of the slots ``slots``, rank-major ``(S, n, L, L)``."""
+        queries, keys = self._queries_keys(X, slots)
         scores = (queries @ keys.transpose(-1, -2)) * self.score_scale
         return row_softmax(causal_mask(scores, float("-inf")) if self.causal else scores)
 
-    def _values(self, X):
+    def _values(self, X, slots):
         if self.learned_values:
             n, L, d = X.shape
-            values = torch.matmul(X.reshape(n * L, d), self.value)
-            return values.view(len(self.ranks), n, L, self.d_out)
-        return known_values(X, self.value_map, len(self.ranks))
+            values = torch.matmul(X.reshape(n * L, d), self.value[list(slots)])
+            return values.view(len(slots), n, L, self.d_out)
+        return known_values(X, self.value_map, len(slots))
+
+    def _all(self, slots):
+        return range(len(self.ranks)) if slots is None else list(slots)
 
     def mixer(self, X):
-        return self._weights(X).transpose(0, 1)
+        return self._weights(X, self._all(None)).transpose(0, 1)
 
-    def _sequence_output(self, X):
-        return (self._weights(X) @ self._values(X)).transpose(0, 1)
+    def _sequence_output(self, X, slots=None):
+        slots = self._all(slots)
+        return (self._weights(X, slots) @ self._values(X, slots)).transpose(0, 1)
+
+    def forward(self, X, slots=None):
+        """Predictions of the slots ``slots`` (all by default), ``(n, S, L, d_out)``.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (n, L, d)
+        slots : sequence of int or None, default=None
+            Indices of the slots to compute (a distillation leaves out the
+            slots that have converged); ``None``: every slot.
+
+        Returns
+        -------
+        Y : torch.Tensor of shape (n, S, L, d_out), or (n, S, d_out) with ``final_only``
+        """
+        out = self._sequence_output(X, slots)
+        return out[:, :, -1, :] if self.final_only else out

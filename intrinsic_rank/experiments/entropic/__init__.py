@@ -9,10 +9,10 @@
   realised ranks of pretrained models, and the kernel-rank trajectory of a
   small causal LM along its training (``_trajectory``), and ``corpus-ranks``
   (``_corpus_ranks``): one causal LM's per-head ranks on corpora of different
-  complexity; ``head-ranks`` (``_head_ranks``, its measurements in
-  ``_real_heads``): the attention-native rank
-  ``r*_attn`` of a causal LM's heads, by distillation under each head's own
-  positional scheme, with a planted-rank test.
+  complexity; ``head-ranks`` (``_head_ranks``): the map of the attention-native
+  rank ``r*_attn`` over a causal LM's heads (``_real_heads``), each head measured
+  by its training-free curve and distillation (``_head_measure``), and the
+  measured ranks imposed on the model and judged by its loss (``_impose_ranks``).
 """
 
 from ._sweep import (
@@ -58,11 +58,14 @@ from ._corpus_ranks import (
     plot_corpus_ranks,
     EXPERIMENT as CORPUS_RANKS,
 )
-from ._real_heads import HEAD_TYPES, head_rank_profiles, plant_query, select_heads
+from ._head_measure import TOLERANCES, measure_head
+from ._real_heads import HEAD_TYPES, head_rank_map, plant_query, select_heads
+from ._impose_ranks import ALLOCATIONS, impose_ranks
 from ._head_ranks import (
-    HEAD_RANK_COLUMNS,
     head_rank_findings,
-    plot_head_ranks,
+    plot_head_rank_curves,
+    plot_head_rank_map,
+    plot_impose,
     EXPERIMENT as HEAD_RANKS,
 )
 from ._trajectory import (
@@ -74,8 +77,8 @@ from ._trajectory import (
 __all__ = [
     "CORPORA",
     "CORPUS_RANKS",
+    "ALLOCATIONS",
     "HEAD_RANKS",
-    "HEAD_RANK_COLUMNS",
     "HEAD_TYPES",
     "CORPUS_RANK_COLUMNS",
     "FRONTIER",
@@ -91,10 +94,15 @@ __all__ = [
     "SWEEP_GRID_KEYS",
     "TRAJECTORY_COLUMNS",
     "corpus_inputs",
+    "TOLERANCES",
     "head_rank_findings",
-    "head_rank_profiles",
+    "head_rank_map",
+    "impose_ranks",
+    "measure_head",
     "plant_query",
-    "plot_head_ranks",
+    "plot_head_rank_curves",
+    "plot_head_rank_map",
+    "plot_impose",
     "select_heads",
     "corpus_rank_profiles",
     "fit_seeds",

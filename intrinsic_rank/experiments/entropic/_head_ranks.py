@@ -1,277 +1,396 @@
-"""The experiment ``head-ranks``: ``r*_attn`` of real heads, what it answers, its outputs.
+"""The experiment ``head-ranks``: the map of ``r*_attn`` over a causal LM's heads, what it answers.
 
-The measurements (which heads, the planted-rank test, the sweeps) are in
-:mod:`._real_heads`; here are the answers they give to two open questions (do head
-types, do corpora separate ``r*_attn``?) by tests fixed before the run, the verdict
-of the planted-rank test, the tables, the figure and the command line.
+The measurement is :func:`~._real_heads.head_rank_map` (every head, the training-free
+curve, distillation where it can change the answer, each head's precision floor);
+imposing the measured ranks on the model is :func:`~._impose_ranks.impose_ranks`. Here
+are the answers they give by rules fixed before the run (:func:`head_rank_findings`,
+the planted-rank and impose verdicts), the tables, figures and command line.
 
 Registered as the experiment ``head-ranks`` (piece and command).
 """
 
 import math
+import os
 
 import numpy as np
 from scipy import stats
 
 from ..._packaged_models import model_option_help
-from ...inspection import TOKEN_CORPORA, parse_head
 from ..runner import (
     Experiment,
     Verdict,
     jsonable,
     number_text,
-    one_plot,
     pyplot,
     save_figure,
+    save_plot,
     write_csv,
 )
-from ._real_heads import (
-    HEAD_TYPES,
-    SHARPNESS,
-    head_name,
-    head_rank_profiles,
-    relative_risk_at,
-)
+from ._head_measure import DISTILL_MODES, TOLERANCES, check_tolerances
+from ._real_heads import HEAD_TYPES, MAP_DEFAULTS, head_name
 
-__all__ = ["ALPHA", "HEAD_RANK_COLUMNS", "SECONDARY_RANK", "head_rank_findings",
-           "plot_head_ranks"]
+__all__ = ["ALPHA", "FINDINGS_TOL", "PLANT_RECOVERY", "SCORES", "head_rank_findings",
+           "plot_head_rank_curves", "plot_head_rank_map", "plot_impose"]
 
-HEAD_RANK_COLUMNS = ["layer", "head", "head_type", "corpus", "rank", "floor_reached",
-                     "relative_risk_r1", "relative_risk_r4", "relative_risk_r16",
-                     "relative_risk_full", "kernel_energy_rank", "attn_energy_rank",
-                     "planted_rank", "plant_scale", "plant_sharpness"]
-"""Columns of the table the command prints (the CSV has every relative risk)."""
+ALPHA = 0.05
+"""The level of every test of :func:`head_rank_findings` (95 % intervals)."""
+
+FINDINGS_TOL = 0.05
+"""The tolerance whose ``r*_attn`` the findings test (fixed before the run)."""
+
+PLANT_RECOVERY = 0.9
+"""The share of plantable heads whose planted rank must be found, at every planted rank."""
+
+SCORES = ("induction_score", "previous_token_score", "sink_mass", "kernel_energy_rank",
+          "attn_energy_rank")
+"""What ``r*_attn`` is correlated with: the head's TransformerLens scores, its first-token
+mass, its static kernel's and realised attention's energy ranks."""
+
 
 # -- what the measurements answer ---------------------------------------------------
 
-ALPHA = 0.05
-"""The level of the two tests of :func:`head_rank_findings`."""
 
-SECONDARY_RANK = 4
-"""The rank whose relative risk is the findings' second, continuous statistic."""
+def _unplanted(records):
+    return [r for r in records if r.get("planted_rank") is None and r.get("r_star")]
 
 
-def _log2_ranks(records):
-    return {(r["layer"], r["head"], r["corpus"]): math.log2(r["rank"]) for r in records
-            if r.get("rank") is not None}
+def _rank_at(record, tol):
+    """``r*_attn(tol)``, a not-reached fit as its width (the rule of the findings)."""
+    value = record["r_star"][record["tolerances"].index(tol)]
+    return record["width"] if value is None else value
 
 
-def _statistics(records):
-    """Per (head, corpus): log2 r*_attn, and log10 of the relative risk at rank 4."""
-    values = {}
-    for r in records:
-        if r.get("rank") is None:
-            continue
-        at = relative_risk_at(r, SECONDARY_RANK)
-        values[(r["layer"], r["head"], r["corpus"])] = (
-            math.log2(r["rank"]), None if at is None else math.log10(max(at, 1e-12)))
-    return values
+def spearman_interval(x, y, alpha=ALPHA):
+    """Spearman's rho with the Bonett-Wright interval (Fisher z, variance (1 + rho^2/2)/(n-3)).
+
+    Parameters
+    ----------
+    x, y : sequence of float
+    alpha : float, default=0.05
+
+    Returns
+    -------
+    rho, low, high : float
+        ``nan`` when fewer than 4 pairs or a constant variable.
+
+    Examples
+    --------
+    >>> rho, low, high = spearman_interval([1, 2, 3, 4, 5, 6], [2, 1, 4, 3, 6, 5])
+    >>> round(rho, 3), low < rho < high
+    (0.829, True)
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    n = len(x)
+    if n < 4 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan"), float("nan"), float("nan")
+    rho = float(stats.spearmanr(x, y).statistic)
+    if abs(rho) >= 1:
+        return rho, rho, rho
+    half = stats.norm.ppf(1 - alpha / 2) * math.sqrt((1 + rho ** 2 / 2) / (n - 3))
+    z = math.atanh(rho)
+    return rho, math.tanh(z - half), math.tanh(z + half)
 
 
-def _types_test(records, which):
-    """Kruskal-Wallis of a per-head statistic (its median over corpora) across head types."""
-    values, by_type = _statistics(records), {}
-    for (layer, head, _), pair in values.items():
-        by_type.setdefault((layer, head), []).append(pair[which])
-    types = {(r["layer"], r["head"]): r["head_type"] for r in records}
+def _correlations(records, tol):
+    rows = []
+    for corpus in dict.fromkeys(r["corpus"] for r in records):
+        here = [r for r in records if r["corpus"] == corpus]
+        reached = [r for r in here if r["r_star"][r["tolerances"].index(tol)] is not None]
+        for score in SCORES:
+            for label, subset in (("all heads, not reached as the width", here),
+                                  ("reached fits only", reached)):
+                pairs = [(_rank_at(r, tol), r[score]) for r in subset
+                         if r.get(score) is not None and np.isfinite(r[score])]
+                rho, low, high = spearman_interval(*zip(*pairs)) if len(pairs) >= 4 else (
+                    float("nan"),) * 3
+                answer = ("not testable" if not np.isfinite(rho) else
+                          "yes" if low > 0 or high < 0 else "no")
+                rows.append(dict(
+                    question=f"does r*_attn({tol:g}) follow {score.replace('_', ' ')}?",
+                    corpus=corpus, heads=label, n=len(pairs), rho=rho, low=low, high=high,
+                    answer=answer))
+    return rows
+
+
+def _small_sample(records, tol):
+    """Kruskal-Wallis across the typed heads, Friedman across corpora (the small-sample case)."""
+    typed = [r for r in records if r["head_type"] != "other"]
+    rows = []
+    per_head = {}
+    for r in typed:
+        per_head.setdefault((r["layer"], r["head"], r["head_type"]), []).append(
+            math.log2(_rank_at(r, tol)))
     groups = {}
-    for key, vals in by_type.items():
-        vals = [v for v in vals if v is not None]
-        if vals:
-            groups.setdefault(types[key], []).append(float(np.median(vals)))
-    groups = {t: g for t, g in groups.items() if len(g) >= 2}
-    if len(groups) < 2:
-        return None, groups
-    pooled = [v for g in groups.values() for v in g]
-    if max(pooled) == min(pooled):
-        return 1.0, groups
-    return float(stats.kruskal(*groups.values()).pvalue), groups
-
-
-def _corpora_test(records, which):
-    """Friedman (three or more corpora) or Wilcoxon (two) with heads as blocks, and Kendall's W."""
-    values = _statistics(records)
+    for (_, _, kind), values in per_head.items():
+        groups.setdefault(kind, []).append(float(np.median(values)))
+    groups = [g for g in groups.values() if len(g) >= 2]
+    pooled = [v for g in groups for v in g]
+    p = (None if len(groups) < 2 else 1.0 if max(pooled) == min(pooled)
+         else float(stats.kruskal(*groups).pvalue))
+    rows.append(dict(question=f"do the typed heads' types separate r*_attn({tol:g})?",
+                     corpus="all", heads=f"{len(per_head)} typed heads (small sample)",
+                     n=len(per_head), rho=None, low=None, high=p,
+                     answer="not testable" if p is None else "yes" if p < ALPHA else "no"))
     corpora = list(dict.fromkeys(r["corpus"] for r in records))
-    heads = list(dict.fromkeys((r["layer"], r["head"]) for r in records))
-    table = [[values.get((*h, c), (None, None))[which] for c in corpora] for h in heads]
-    table = np.array([row for row in table if all(v is not None for v in row)], dtype=float)
-    if len(corpora) < 2 or len(table) < 2:
-        return None, None
-    if np.all(np.ptp(table, axis=1) == 0):  # no head changes across corpora
-        return 1.0, 0.0
-    ranks = np.apply_along_axis(stats.rankdata, 1, table)
-    n, k = ranks.shape
-    spread = ((ranks.sum(axis=0) - n * (k + 1) / 2) ** 2).sum()
-    kendall_w = float(12 * spread / (n ** 2 * (k ** 3 - k)))
-    if k == 2:
-        differences = table[:, 1] - table[:, 0]
-        if np.all(differences == 0):
-            return 1.0, kendall_w
-        return float(stats.wilcoxon(table[:, 0], table[:, 1]).pvalue), kendall_w
-    return float(stats.friedmanchisquare(*table.T).pvalue), kendall_w
+    table = {}
+    for r in records:
+        table.setdefault((r["layer"], r["head"]), {})[r["corpus"]] = math.log2(_rank_at(r, tol))
+    blocks = np.array([[row[c] for c in corpora] for row in table.values()
+                       if len(row) == len(corpora)], dtype=float)
+    p = None
+    if len(corpora) >= 3 and len(blocks) >= 2:
+        p = (1.0 if np.all(np.ptp(blocks, axis=1) == 0)
+             else float(stats.friedmanchisquare(*blocks.T).pvalue))
+    elif len(corpora) == 2 and len(blocks) >= 2:
+        diff = blocks[:, 1] - blocks[:, 0]
+        p = 1.0 if np.all(diff == 0) else float(stats.wilcoxon(blocks[:, 0],
+                                                                blocks[:, 1]).pvalue)
+    rows.append(dict(question=f"do corpora separate r*_attn({tol:g})?", corpus="all",
+                     heads=f"{len(blocks)} heads as blocks", n=len(blocks), rho=None, low=None,
+                     high=p, answer="not testable" if p is None else
+                     "yes" if p < ALPHA else "no"))
+    return rows
 
 
-def head_rank_findings(records):
-    """The answers the measurements give, each by a rule fixed before the run.
+def head_rank_findings(records, tol=FINDINGS_TOL):
+    """What the map answers, each by a rule fixed before the run.
 
-    * **Head types**: a Kruskal-Wallis test across head types (those with at least
-      two heads) of each head's median over corpora of ``log2 r*_attn``; "yes" when
-      ``p < ALPHA`` (0.05).
-    * **Corpora**: a Friedman test (a Wilcoxon signed-rank test for two corpora)
-      with heads as blocks and corpora as treatments, of ``log2 r*_attn``, with
-      Kendall's ``W`` as the effect size; "yes" when ``p < ALPHA``.
+    * **Does r*_attn follow what a head does?** Per corpus, Spearman's rho of
+      ``r*_attn(tol)`` against each of :data:`SCORES` over all heads, with its
+      95 % interval (:func:`spearman_interval`); "yes" when the interval excludes
+      0. The rule for fits that reached no rank below the head width: they enter
+      as the width (they need more than any fit that reached, which is all a rank
+      statistic uses), and the same test is also given over the reached fits only.
+    * **The small-sample case:** a Kruskal-Wallis test of the typed heads (three
+      induction, two previous-token, two sink heads, :func:`select_heads`) across
+      types, and a Friedman (Wilcoxon for two corpora) test across corpora with
+      heads as blocks, of ``log2 r*_attn``; "yes" when ``p < ALPHA``. Seven heads
+      cannot give a small p: with groups of 3/2/2 no arrangement reaches 0.05 by
+      much, so a "no" there says little.
 
-    Each is also given for the log10 of the relative risk at rank
-    ``SECONDARY_RANK`` (4), a continuous statistic that still separates heads
-    whose ``r*_attn`` are all at the top of the grid. A question with too few heads
-    or corpora for its test is "not testable". Planted runs are not asked these
-    questions (the plant sets the rank).
+    Planted heads are not asked these questions (the plant sets the rank).
 
     Parameters
     ----------
     records : list of dict
-        The records of :func:`head_rank_profiles`.
+        The records of :func:`~._real_heads.head_rank_map`.
+    tol : float, default=FINDINGS_TOL
+        One of the records' tolerances.
 
     Returns
     -------
     findings : list of dict
-        ``question``, ``statistic``, ``test``, ``p``, ``effect`` (Kendall's ``W``,
-        corpora only) and ``answer`` ("yes", "no" or "not testable").
+        ``question``, ``corpus``, ``heads``, ``n``, ``rho``, ``low``, ``high``
+        (the interval; for the small-sample tests ``high`` holds the p-value) and
+        ``answer`` ("yes", "no" or "not testable").
 
     Examples
     --------
-    >>> recs = [dict(layer=0, head=h, head_type=t, corpus=c, rank=r, ranks=[4],
-    ...              relative_risks=[0.1]) for h, t, r in [(0, "a", 2), (1, "a", 2),
-    ...         (2, "b", 64), (3, "b", 64)] for c in ("random", "prose")]
-    >>> [f["answer"] for f in head_rank_findings(recs)]
-    ['no', 'no', 'no', 'no']
+    >>> recs = [dict(layer=0, head=h, corpus="code", head_type="other", width=8,
+    ...              tolerances=[0.05], r_star=[r], planted_rank=None,
+    ...              **{s: float(h) for s in SCORES}) for h, r in enumerate([1, 2, 3, 5, None, 6])]
+    >>> [f["answer"] for f in head_rank_findings(recs)][:2]
+    ['yes', 'yes']
     """
-    findings = []
-    for which, statistic in ((0, "log2 r*_attn"),
-                             (1, f"log10 relative risk at rank {SECONDARY_RANK}")):
-        p, groups = _types_test(records, which)
-        findings.append(dict(
-            question="does r*_attn separate head types?", statistic=statistic,
-            test="Kruskal-Wallis across head types with >= 2 heads (per head: median over "
-                 "corpora)", p=p, effect=None,
-            answer="not testable" if p is None else ("yes" if p < ALPHA else "no")))
-        p, w = _corpora_test(records, which)
-        n_corpora = len(set(r["corpus"] for r in records))
-        findings.append(dict(
-            question="does r*_attn separate corpora?", statistic=statistic,
-            test=("Friedman" if n_corpora > 2 else "Wilcoxon signed-rank")
-            + ", heads as blocks", p=p, effect=w,
-            answer="not testable" if p is None else ("yes" if p < ALPHA else "no")))
-    return findings
-
-
-def _verdicts(result):
-    """The planted-rank test, the one claim this experiment checks against the paper.
-
-    Rule (fixed before the run): the Entropic Bound's deficiency and achievability
-    inside the attention class say that a sweep over a head with a planted query rank
-    ``k`` returns ``r*_attn = k``. Every plantable (head, corpus) counts; "agrees"
-    when all return ``k``, "does not agree" when none does, "partly" otherwise. A
-    head with no sharp plant is listed, not counted. Unplanted runs answer open
-    questions (:func:`head_rank_findings`), not a claim of the paper: no verdict.
-    """
-    if "missing" in result or result["config"]["plant_rank"] is None:
+    records = _unplanted(records)
+    if not records or tol not in records[0]["tolerances"]:
         return []
-    k = result["config"]["plant_rank"]
-    counted = [r for r in result["records"] if r.get("plantable")]
-    found = [r for r in counted if r["rank"] == k]
-    blunt = [f"{head_name(r['layer'], r['head'])} ({r['corpus']})" for r in result["records"]
-             if not r.get("plantable")]
-    if not counted:
-        verdict = "not comparable"
-    elif len(found) == len(counted):
-        verdict = "agrees"
-    else:
-        verdict = "does not agree" if not found else "partly"
-    detail = ", ".join(f"{head_name(r['layer'], r['head'])} {r['corpus']} {r['rank']}"
-                       for r in counted)
-    return [Verdict(
-        "deficiency and achievability inside the attention class: below the planted query "
-        f"rank k = {k} a student keeps an excess risk, at k it reaches the floor",
-        f"{result['config']['model']}: r*_attn of heads with a planted rank {k}: {detail or '-'}"
-        + (f"; not plantable (no sharp plant): {', '.join(blunt)}" if blunt else ""),
-        verdict,
-        f"agrees when every plantable head returns r*_attn = {k} (tol = "
-        f"{result['config']['tol']:g} of the held-out variance of Y, noise floor 0), does not "
-        "agree when none does, partly otherwise; a plant is sharp when its own rank-k/2 "
-        f"truncation is at least {SHARPNESS:g} x tol away from it",
-    )]
+    return _correlations(records, tol) + _small_sample(records, tol)
 
 
-# -- tables, figure, files ----------------------------------------------------------
+def planted_recovery(records):
+    """Per planted rank (and plant kind), how many plantable heads the sweep found it in.
 
+    Parameters
+    ----------
+    records : list of dict
 
-def _table_rows(result):
+    Returns
+    -------
+    rows : list of dict
+        ``planted_rank``, ``plant``, ``heads``, ``plantable``, ``found``, ``share``
+        and ``found_ranks`` (what the others read).
+
+    Examples
+    --------
+    >>> recs = [dict(layer=0, head=h, planted_rank=4, plant_noise=False, plantable=True,
+    ...              plant_tol=0.02, tolerances=[0.02], width=16, r_star=[r])
+    ...         for h, r in enumerate([4, 4, 3])]
+    >>> planted_recovery(recs)[0]["share"]
+    0.6666666666666666
+    """
     rows = []
-    for r in result["records"]:
-        ranks = r.get("ranks") or []
+    planted = [r for r in records if r.get("planted_rank") is not None]
+    for k, noisy in dict.fromkeys((r["planted_rank"], r["plant_noise"]) for r in planted):
+        here = [r for r in planted if (r["planted_rank"], r["plant_noise"]) == (k, noisy)]
+        counted = [r for r in here if r.get("plantable")]
+        found = [r for r in counted if r["r_star"][r["tolerances"].index(r["plant_tol"])] == k]
         rows.append(dict(
-            layer=r["layer"], head=r["head"], head_type=r["head_type"], corpus=r["corpus"],
-            rank=r.get("rank"), floor_reached=r.get("floor_reached"),
-            relative_risk_r1=relative_risk_at(r, 1), relative_risk_r4=relative_risk_at(r, 4),
-            relative_risk_r16=relative_risk_at(r, 16),
-            relative_risk_full=relative_risk_at(r, max(ranks)) if ranks else None,
-            kernel_energy_rank=r.get("kernel_energy_rank"),
-            attn_energy_rank=r.get("attn_energy_rank"), planted_rank=r.get("planted_rank"),
-            plant_scale=r.get("plant_scale"), plant_sharpness=r.get("plant_sharpness")))
+            planted_rank=k, plant="approximate" if noisy else "exact", heads=len(here),
+            plantable=len(counted), found=len(found),
+            share=len(found) / len(counted) if counted else None,
+            found_ranks=", ".join(
+                f"{head_name(r['layer'], r['head'])} "
+                f"{r['r_star_text'][r['tolerances'].index(r['plant_tol'])]}"
+                for r in counted if r not in found) if counted else ""))
     return rows
 
 
-_FINDING_COLUMNS = ["question", "statistic", "test", "p", "effect", "answer"]
+def _plant_verdict(result):
+    """The planted-rank test, the Entropic Bound's deficiency and achievability on real heads.
+
+    Rule (fixed before the run): for every planted rank ``k`` and plant kind, the
+    share of plantable heads whose ``r*_attn(plant_tol)`` is ``k``; "agrees" when
+    every share is at least ``PLANT_RECOVERY`` (0.9), "does not agree" when none
+    is, "partly" otherwise; "not comparable" when no head was plantable. Heads
+    without a sharp plant are listed, not counted.
+    """
+    rows = result["plant_recovery"]
+    if not rows:
+        return []
+    shares = [r["share"] for r in rows if r["share"] is not None]
+    if not shares:
+        verdict = "not comparable"
+    elif all(s >= PLANT_RECOVERY for s in shares):
+        verdict = "agrees"
+    else:
+        verdict = "does not agree" if all(s < PLANT_RECOVERY for s in shares) else "partly"
+    cfg = result["config"]
+    measured = "; ".join(f"k = {r['planted_rank']} ({r['plant']}): {r['found']} of "
+                         f"{r['plantable']} plantable heads (of {r['heads']})" for r in rows)
+    return [Verdict(
+        "deficiency and achievability inside the attention class: below a planted query "
+        "rank k a student keeps an excess risk, at k it reaches the floor",
+        f"{cfg['model']}: {measured}", verdict,
+        f"agrees when at every planted rank at least {PLANT_RECOVERY:.0%} of the plantable "
+        f"heads read r*_attn({cfg['plant_tol']:g}) = k, does not agree when no rank does, "
+        "partly otherwise; a plant is sharp when its own best rank-(k-1) truncation leaves "
+        "at least 5 x tol of its variance")]
+
+
+def _verdicts(result):
+    if "missing" in result:
+        return []
+    verdicts = _plant_verdict(result)
+    if result.get("impose"):
+        from ._impose_ranks import impose_verdicts
+
+        verdicts += [Verdict(*v) for v in impose_verdicts(result["impose"])]
+    return verdicts
+
+
+# -- tables, figures, files ---------------------------------------------------------
+
+
+def _summary_rows(result):
+    """Per corpus and tolerance: the distribution of r*_attn over the heads."""
+    rows = []
+    records = _unplanted(result["records"])
+    for corpus in result["config"]["corpora"]:
+        here = [r for r in records if r["corpus"] == corpus]
+        if not here:
+            continue
+        for tol in result["config"]["tolerances"]:
+            i = here[0]["tolerances"].index(tol)
+            reached = [r["r_star"][i] for r in here if r["r_star"][i] is not None]
+            free = [r["r_star_free"][i] for r in here if r["r_star_free"][i] is not None]
+            rows.append(dict(
+                corpus=corpus, tol=tol, heads=len(here), reached=len(reached),
+                median=float(np.median(reached)) if reached else None,
+                q10=float(np.quantile(reached, 0.1)) if reached else None,
+                q90=float(np.quantile(reached, 0.9)) if reached else None,
+                median_free=float(np.median(free)) if free else None,
+                lowered=sum(1 for r in here if r["r_star"][i] is not None
+                            and (r["r_star_free"][i] is None or r["r_star"][i] <
+                                 r["r_star_free"][i])),
+                below_precision=sum(1 for r in here if r["below_precision"][i]),
+                total_rank_share=sum(r["r_star"][i] or r["width"] for r in here)
+                / sum(r["width"] for r in here)))
+    return rows
+
+
+_SUMMARY_COLUMNS = ["corpus", "tol", "heads", "reached", "q10", "median", "q90", "median_free",
+                    "lowered", "below_precision", "total_rank_share"]
+_FINDING_COLUMNS = ["question", "corpus", "heads", "n", "rho", "low", "high", "answer"]
+_PLANT_COLUMNS = ["planted_rank", "plant", "heads", "plantable", "found", "share",
+                  "found_ranks"]
+_IMPOSE_COLUMNS = ["tol", "allocation", "total_rank", "rank_share", "loss", "rise"]
 
 
 def _tables(result):
     if "missing" in result:
         return []
     cfg = result["config"]
-    columns = [c for c in HEAD_RANK_COLUMNS
-               if cfg["plant_rank"] is not None or not c.startswith("plant")]
-    tables = [(f"{cfg['model']}: r*_attn per head and corpus ({cfg['n_inputs']} sequences of "
-               f"{cfg['length']} tokens; relative risk = held-out MSE / held-out variance of "
-               f"Y; tol {cfg['tol']:g})", _table_rows(result), columns)]
-    if cfg["plant_rank"] is None:
-        tables.append(("what the measurements answer (rules fixed before the run)",
+    tables = []
+    summary = _summary_rows(result)
+    if summary:
+        tables.append((f"{cfg['model']}: r*_attn over {len(set((r['layer'], r['head']) for r in result['records']))} "
+                       "heads (held-out MSE / pooled variance of Y <= tol; 'reached': below "
+                       "the head width; 'lowered': heads where distillation beat the "
+                       "training-free answer)", summary, _SUMMARY_COLUMNS))
+    if result["findings"]:
+        tables.append((f"what the map answers at tol {FINDINGS_TOL:g} (rules fixed before "
+                       "the run; small-sample rows: 'high' is the p-value)",
                        result["findings"], _FINDING_COLUMNS))
+    if result["plant_recovery"]:
+        tables.append(("planted ranks found (r*_attn at the plant's tolerance)",
+                       result["plant_recovery"], _PLANT_COLUMNS))
+    if result.get("impose"):
+        tables.append((f"the LM's held-out loss with the ranks imposed (unedited "
+                       f"{result['impose']['unedited']:.4f} nats per token)",
+                       result["impose"]["rows"], _IMPOSE_COLUMNS))
     return tables
 
 
 def _csv_rows(result):
     rows = []
+    tolerances = result["config"]["tolerances"]
     for r in result["records"]:
-        row = {k: r.get(k) for k in ("layer", "head", "head_type", "corpus", "rank",
-                                     "floor_reached", "estimate_supported", "planted_rank",
-                                     "plant_scale", "plant_sharpness", "kernel_energy_rank",
-                                     "attn_energy_rank", "sink_mass", "heldout_variance",
-                                     "epochs", "fit_seconds")}
-        for rank, risk in zip(r.get("ranks") or [], r.get("relative_risks") or []):
-            row[f"relative_risk_r{rank}"] = risk
+        row = {k: r.get(k) for k in ("layer", "head", "head_type", "corpus", "planted_rank",
+                                     "plant_noise", "plantable", "precision_floor",
+                                     "induction_score", "previous_token_score", "sink_mass",
+                                     "kernel_energy_rank", "attn_energy_rank", "fit_seconds")}
+        if r.get("r_star"):
+            for i, tol in enumerate(tolerances):
+                row[f"r_attn@{tol:g}"] = r["r_star_text"][i]
+                row[f"r_free@{tol:g}"] = (r["r_star_free"][i] if r["r_star_free"][i] is not None
+                                          else f"> {r['width'] - 1}")
+                row[f"below_precision@{tol:g}"] = r["below_precision"][i]
+            for rank, risk in enumerate(r["risks"], start=1):
+                row[f"risk_r{rank}"] = risk
         rows.append(row)
     return rows
 
 
 def _extra_files(result, folder):
-    import os
-
     if "missing" in result:
         return []
     write_csv(os.path.join(folder, "head_ranks.csv"), _csv_rows(result))
     return ["head_ranks.csv"]
 
 
-def plot_head_ranks(result, path=None):
-    """Relative held-out risk against rank, one line per head, one panel per corpus.
+def _grid(result, tol):
+    cfg = result["config"]
+    grid = np.full((cfg["n_layers"], cfg["n_heads"]), np.nan)
+    missed = np.zeros_like(grid, dtype=bool)
+    for r in _unplanted(result["records"]):
+        if r["corpus"] != cfg["corpora"][0]:
+            continue
+        value = r["r_star"][r["tolerances"].index(tol)]
+        grid[r["layer"], r["head"]] = r["width"] if value is None else value
+        missed[r["layer"], r["head"]] = value is None
+    return grid, missed
+
+
+def plot_head_rank_map(result, path=None, tol=FINDINGS_TOL):
+    """The map: ``r*_attn(tol)`` of every head, layer by head, on the first corpus.
 
     Parameters
     ----------
     result : Bunch or dict
-        The output of :func:`head_rank_profiles`.
+        The experiment's result (or :func:`~._real_heads.head_rank_map`'s).
     path : str or None
-        Where to save the PNG; ``None`` only returns the figure.
+    tol : float, default=FINDINGS_TOL
 
     Returns
     -------
@@ -279,78 +398,202 @@ def plot_head_ranks(result, path=None):
     """
     plt = pyplot()
     cfg = result["config"]
-    corpora = cfg["corpora"]
-    fig, axes = plt.subplots(1, len(corpora), figsize=(3.6 * len(corpora) + 1.2, 3.8),
-                             sharey=True, squeeze=False)
-    styles = {t: s for t, s in zip((*HEAD_TYPES, "given"), ("-", "--", ":", "-.", "-"))}
-    for ax, corpus in zip(axes[0], corpora):
-        for r in (r for r in result["records"] if r["corpus"] == corpus and r.get("ranks")):
-            risks = np.maximum(r["relative_risks"], 1e-6)
-            ax.plot(r["ranks"], risks, styles.get(r["head_type"], "-"), marker="o", ms=3,
-                    label=f"{head_name(r['layer'], r['head'])} {r['head_type']}")
-        ax.axhline(cfg["tol"], color="grey", lw=1, ls="--")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(r_ticks := sorted({r for rec in result["records"] for r in
-                                         rec.get("ranks") or []}), [str(r) for r in r_ticks])
-        ax.minorticks_off()
-        ax.set_yscale("log")
-        ax.set_title(corpus, fontsize=9)
-        ax.set_xlabel("query rank r")
-    axes[0][0].set_ylabel("held-out MSE / variance of Y")
-    axes[0][-1].legend(fontsize=6, frameon=False, loc="upper right")
-    planted = cfg["plant_rank"]
-    fig.suptitle(f"{cfg['model']}: r*_attn of real heads" +
-                 (f", planted query rank {planted}" if planted else "") +
-                 f" (dashed: tol = {cfg['tol']:g})", fontsize=10)
+    grid, missed = _grid(result, tol)
+    fig, ax = plt.subplots(figsize=(1.2 + 0.45 * cfg["n_heads"], 1.0 + 0.22 * cfg["n_layers"]))
+    image = ax.imshow(np.log2(grid), aspect="auto", cmap="viridis", vmin=0,
+                      vmax=math.log2(cfg["width"]))
+    for layer, head in zip(*np.nonzero(missed)):
+        ax.text(head, layer, ">", ha="center", va="center", color="white", fontsize=7)
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_xticks(range(cfg["n_heads"]))
+    bar = fig.colorbar(image, ax=ax)
+    ticks = [t for t in range(int(math.log2(cfg["width"])) + 1)]
+    bar.set_ticks(ticks, labels=[str(2 ** t) for t in ticks])
+    bar.set_label(f"r*_attn({tol:g})  ('>': above {cfg['width'] - 1})")
+    ax.set_title(f"{cfg['model']}: r*_attn of every head, {cfg['corpora'][0]} corpus",
+                 fontsize=9)
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def plot_head_rank_curves(result, path=None):
+    """Relative held-out risk against rank: the training-free curve and the trained one.
+
+    The median over heads (lines) and the 10-90 % band of each, on the first corpus.
+
+    Parameters
+    ----------
+    result : Bunch or dict
+    path : str or None
+
+    Returns
+    -------
+    figure : matplotlib.figure.Figure
+    """
+    plt = pyplot()
+    cfg = result["config"]
+    here = [r for r in _unplanted(result["records"]) if r["corpus"] == cfg["corpora"][0]]
+    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    ranks = np.arange(1, cfg["width"])
+    for key, label, color in (("free_risks", "training-free (data-aware truncation)", "C1"),
+                              ("risks", "best of training and truncation", "C0")):
+        curves = np.array([np.maximum(r[key][:-1], 1e-6) for r in here])
+        if not len(curves):
+            continue
+        ax.fill_between(ranks, np.quantile(curves, 0.1, axis=0),
+                        np.quantile(curves, 0.9, axis=0), color=color, alpha=0.2, lw=0)
+        ax.plot(ranks, np.median(curves, axis=0), color=color, label=label)
+    for tol in cfg["tolerances"]:
+        ax.axhline(tol, color="grey", lw=0.6, ls=":")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("query rank r")
+    ax.set_ylabel("held-out MSE / variance of Y")
+    ax.legend(fontsize=7, frameon=False)
+    ax.set_title(f"{cfg['model']}: {len(here)} heads, {cfg['corpora'][0]} (median, 10-90 %; "
+                 "dotted: tolerances)", fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def plot_impose(result, path=None):
+    """Held-out loss against the share of the total query rank kept, per allocation.
+
+    Parameters
+    ----------
+    result : Bunch or dict
+        The experiment's result (its ``impose`` entry).
+    path : str or None
+
+    Returns
+    -------
+    figure : matplotlib.figure.Figure
+    """
+    plt = pyplot()
+    impose = result["impose"]
+    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    for kind, marker in (("r*_attn", "o"), ("training-free", "s"), ("uniform", "^"),
+                         ("query energy", "v"), ("half", "x")):
+        rows = sorted((r for r in impose["rows"] if r["allocation"] == kind),
+                      key=lambda r: r["rank_share"])
+        ax.plot([100 * r["rank_share"] for r in rows], [r["loss"] for r in rows],
+                marker=marker, ms=4, lw=1, ls="" if kind == "half" else "-", label=kind)
+    ax.axhline(impose["unedited"], color="black", lw=1, label="unedited")
+    ax.axhline(impose["unedited"] * 1.01, color="black", lw=0.6, ls="--", label="+1 %")
+    ax.axvline(50, color="grey", lw=0.6, ls=":")
+    ax.set_xlabel("total query rank kept (% of all heads' widths)")
+    ax.set_ylabel("held-out next-token loss (nats)")
+    ax.legend(fontsize=7, frameon=False)
+    ax.set_title(f"{result['config']['model']}: ranks imposed on every head, "
+                 f"{impose['corpus']} test documents", fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def _plot(result, folder):
+    if "missing" in result or not _unplanted(result["records"]):
+        return []
+    from sklearn.utils import Bunch
+
+    result = Bunch(**result)
+    files = [save_plot(plot_head_rank_map(result), folder, "head_ranks.png"),
+             save_plot(plot_head_rank_curves(result), folder, "head_rank_curves.png")]
+    if result.get("impose"):
+        files.append(save_plot(plot_impose(result), folder, "head_ranks_impose.png"))
+    return files
 
 
 # -- the experiment -----------------------------------------------------------------
 
 
 def _run(settings, *, random_state, progress, device):
-    try:
-        result = head_rank_profiles(
-            settings["model"], settings["heads"], settings["corpora"],
-            plant_rank=settings["plant_rank"], n_inputs=settings["n_inputs"],
-            length=settings["length"], rank_grid=settings["rank_grid"],
-            max_epochs=settings["max_epochs"], lr=settings["lr"],
-            random_state=random_state, progress=progress, device=device)
-    except ImportError as error:  # a packaged model (or its reader) that is not installed
-        return {"missing": str(error), "config": dict(settings)}
-    result = dict(result)
-    result["findings"] = head_rank_findings(result["records"])
-    return jsonable(result)
+    from ...nn import load_model
+    from ._impose_ranks import impose_ranks
+    from ._real_heads import head_rank_map
+
+    loaded = load_model(settings["model"], progress=progress)
+    result = head_rank_map(
+        loaded, settings["corpora"], settings["heads"], tolerances=settings["tolerances"],
+        n_fit=settings["n_fit"], n_heldout=settings["n_heldout"], length=settings["length"],
+        distill=settings["distill"], restarts=settings["restarts"],
+        training={k: settings[k] for k in ("lr", "batch_size", "max_epochs", "patience")},
+        plant_ranks=settings["plant_ranks"], plant_noise=settings["plant_noise"],
+        plant_tol=settings["plant_tol"], checkpoint=settings.get("checkpoint"),
+        n_jobs=settings["jobs"], random_state=random_state, progress=progress, device=device)
+    out = dict(records=result.records, config=result.config, corpora=result.corpora,
+               seconds=result.seconds)
+    out["findings"] = head_rank_findings(result.records)
+    out["plant_recovery"] = planted_recovery(
+        [dict(r, plant_tol=settings["plant_tol"]) for r in result.records])
+    if settings["impose"] and settings["heads"] == "all" and settings["plant_ranks"] is None:
+        first = settings["corpora"][0]
+        chosen = [i for i, r in enumerate(result.records) if r["corpus"] == first]
+        out["impose"] = impose_ranks(
+            loaded, [result.records[i] for i in chosen],
+            [result.projections[i] for i in chosen], n_test=settings["n_test"],
+            length=settings["length"], random_state=random_state, device=device,
+            progress=progress)
+    return jsonable(out)
 
 
 def _summary(result):
     if "missing" in result:
         return [f"head ranks of {result['config']['model']}: missing ({result['missing']})"]
     cfg = result["config"]
-    heads = ", ".join(f"{head_name(h['layer'], h['head'])} ({h['head_type']})"
-                      for h in result["heads"])
-    lines = [f"r*_attn of {len(result['heads'])} heads of {cfg['model']} on "
-             f"{', '.join(cfg['corpora'])}: {heads}"]
-    if cfg["plant_rank"] is None:
-        for f in result["findings"]:
-            lines.append(f"{f['question']} ({f['statistic']}): {f['answer']} "
-                         f"({f['test']}: p = {number_text(f['p'], '{:.2g}')}"
-                         + (f", Kendall's W = {number_text(f['effect'])}" if f["effect"]
-                            is not None else "") + ")")
+    heads = len({(r["layer"], r["head"]) for r in result["records"]})
+    lines = [f"r*_attn of {heads} heads of {cfg['model']} on {', '.join(cfg['corpora'])} "
+             f"({cfg['n_fit']} training and {cfg['n_heldout']} held-out windows of "
+             f"{cfg['length']} tokens, split by document)"]
+    for f in result["findings"]:
+        if f["rho"] is not None and f["heads"].startswith("all"):
+            lines.append(f"{f['question']} ({f['corpus']}): {f['answer']} (rho = "
+                         f"{number_text(f['rho'], '{:.2f}')}, 95 % interval "
+                         f"{number_text(f['low'], '{:.2f}')} .. "
+                         f"{number_text(f['high'], '{:.2f}')}, n = {f['n']})")
+    unplantable = [f"{head_name(r['layer'], r['head'])} (k = {r['planted_rank']})"
+                   for r in result["records"] if r.get("plantable") is False]
+    if unplantable:
+        lines.append(f"not plantable (no sharp plant): {', '.join(unplantable)}")
+    for v in _verdicts(result):
+        lines.append(f"{v.verdict}: {v.claim} -- {v.measured}")
     lines.append(f"{result['seconds']:.1f} s")
     return lines
 
 
-def _plot(result, folder):
-    if "missing" in result:
-        return []
-    return one_plot(plot_head_ranks, "head_ranks.png")(result, folder)
+def _parsed(kind):
+    """An argparse type for a comma-separated list (``kind``: ``int`` or ``float``)."""
+    import argparse
+
+    def parse(text):
+        try:
+            values = [kind(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"give comma-separated {'integers' if kind is int else 'numbers'}; got "
+                f"{text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"give at least one value; got {text!r}")
+        return values
+    return parse
+
+
+def _tolerance_list(text):
+    import argparse
+
+    try:
+        return check_tolerances(_parsed(float)(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _head_list(text):
     import argparse
 
+    from ...inspection import parse_head
+
+    if text.strip() == "all":
+        return "all"
     try:
         return [head_name(*parse_head(item)) for item in text.split(",") if item.strip()]
     except ValueError as error:
@@ -360,72 +603,153 @@ def _head_list(text):
 def _corpus_list(text):
     import argparse
 
+    from ...inspection import TOKEN_CORPORA
+
     names = [name.strip() for name in text.split(",") if name.strip()]
     bad = [name for name in names if name not in TOKEN_CORPORA]
-    if bad or not names:
+    if bad or not names or len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(
-            f"give one or more of {', '.join(TOKEN_CORPORA)}, comma-separated; got {text!r}")
+            f"give one or more distinct of {', '.join(TOKEN_CORPORA)}, comma-separated; got "
+            f"{text!r}")
     return names
 
 
+QUICK = dict(heads="L0H0,L5H3,L10H6,L15H2,L16H0,L18H6,L18H8,L20H4,L25H1,L29H7", n_fit=24,
+             n_heldout=8, length=64, impose=False)
+"""What ``--quick`` changes: ten heads across the layers, fewer and shorter windows, no impose."""
+
+
 def _add_arguments(parser):
-    from ..runner import MAX_EPOCHS, bounded_int, parse_ranks
+    from ..runner import MAX_EPOCHS, bounded_int
 
     parser.add_argument("model", nargs="?", default="smollm2-135m",
                         help=model_option_help(causal=True))
+    parser.add_argument("--quick", action="store_true",
+                        help=f"ten heads across the layers ({QUICK['heads']}), "
+                        f"{QUICK['n_fit']} + {QUICK['n_heldout']} windows of "
+                        f"{QUICK['length']} tokens, no impose")
     parser.add_argument("--heads", type=_head_list, default=None,
-                        help="comma-separated heads such as L18H6,L16H0 (default: 3 induction, "
-                        "2 previous-token, 2 sink and 4 drawn heads, chosen by measurement)")
-    parser.add_argument("--plant-rank", type=bounded_int(2, 4096), default=None,
-                        help="plant this query rank, 2..4096, in every head and test that "
-                        "the sweep finds it (default: none, the heads as trained)")
-    parser.add_argument("--corpora", type=_corpus_list, default=list(TOKEN_CORPORA),
-                        help=f"comma-separated corpora (default: {','.join(TOKEN_CORPORA)})")
-    parser.add_argument("--n-inputs", type=bounded_int(5, 65536), default=768,
-                        help="sequences per corpus, 5..65536 (default: 768)")
-    parser.add_argument("--length", type=bounded_int(4, 4096), default=64,
-                        help="tokens per sequence, BOS included, 4..4096 (default: 64)")
-    parser.add_argument("--rank-grid", type=parse_ranks, default=None,
-                        help="query ranks to sweep (default: 1, 2, 4, ... up to the head width)")
-    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=None,
-                        help="epochs per sweep, 1..1000000 (default: 40 from the head's own "
-                        "truncations, 150 from a random draw with --plant-rank)")
-    parser.add_argument("--lr", type=float, default=None,
-                        help="learning rate (default: 1e-3, or 6e-3 with --plant-rank)")
+                        help="'all' or comma-separated heads such as L18H6,L16H0 (default: "
+                        "all)")
+    parser.add_argument("--corpora", type=_corpus_list, default=["code"],
+                        help="comma-separated corpora of random, repeated, prose, code "
+                        "(default: code; prose and code are the Python standard library's "
+                        "files, split by file)")
+    parser.add_argument("--tolerances", type=_tolerance_list, default=list(TOLERANCES),
+                        help="comma-separated tolerances in (0, 1) (default: "
+                        f"{','.join(f'{t:g}' for t in TOLERANCES)})")
+    parser.add_argument("--n-fit", type=bounded_int(2, 65536), default=None,
+                        help=f"training windows per corpus, 2..65536 (default: "
+                        f"{MAP_DEFAULTS['n_fit']})")
+    parser.add_argument("--n-heldout", type=bounded_int(2, 65536), default=None,
+                        help=f"held-out windows per corpus, 2..65536 (default: "
+                        f"{MAP_DEFAULTS['n_heldout']})")
+    parser.add_argument("--length", type=bounded_int(4, 4096), default=None,
+                        help=f"tokens per window, BOS included, 4..4096 (default: "
+                        f"{MAP_DEFAULTS['length']})")
+    parser.add_argument("--distill", choices=DISTILL_MODES, default="auto",
+                        help="where training is tried: auto (ranks whose truncation is within "
+                        "10 x tol, below the training-free answer), all, none (default: auto)")
+    parser.add_argument("--restarts", type=bounded_int(0, 64), default=0,
+                        help="random starts per trained rank besides the data-aware one, "
+                        "0..64 (default: 0)")
+    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=300,
+                        help="the most epochs of a distillation, 1..1000000 (default: 300)")
+    parser.add_argument("--patience", type=bounded_int(1, MAX_EPOCHS), default=20,
+                        help="epochs without a 1 %% fall of a rank's best held-out risk "
+                        "before it has converged (default: 20)")
+    parser.add_argument("--lr", type=float, default=3e-3,
+                        help="Adam's learning rate, in (0, 1000] (default: 0.003)")
+    parser.add_argument("--batch-size", type=bounded_int(1, 65536), default=16,
+                        help="windows per step, 1..65536 (default: 16)")
+    parser.add_argument("--plant-rank", type=_parsed(int), default=None,
+                        help="comma-separated query ranks to plant in every head, each "
+                        "2..width-1, and test that the map finds them (default: none, the "
+                        "heads as trained)")
+    parser.add_argument("--plant-noise", choices=("exact", "quantisation", "both"),
+                        default="exact",
+                        help="plants as given, moved by one quantisation step of the "
+                        "weights, or both (default: exact)")
+    parser.add_argument("--plant-tol", type=float, default=0.02,
+                        help="the tolerance a plant is made sharp at and judged at; one of "
+                        "--tolerances (default: 0.02)")
+    parser.add_argument("--no-impose", dest="impose", action="store_false",
+                        help="skip imposing the ranks on the model (done by default when "
+                        "every head is measured and nothing is planted)")
+    parser.add_argument("--n-test", type=bounded_int(2, 65536), default=32,
+                        help="windows of the test documents for the model's loss, 2..65536 "
+                        "(default: 32)")
+    parser.add_argument("--jobs", type=bounded_int(1, 512), default=1,
+                        help="layers measured at once, in processes, 1..512 (default: 1)")
 
 
 def _settings(args):
-    return dict(model=args.model, heads=args.heads, corpora=list(args.corpora),
-                plant_rank=args.plant_rank, n_inputs=args.n_inputs, length=args.length,
-                rank_grid=args.rank_grid, max_epochs=args.epochs, lr=args.lr)
+    quick = QUICK if args.quick else {}
+    settings = dict(
+        model=args.model, heads=args.heads or quick.get("heads") or "all",
+        corpora=list(args.corpora), tolerances=list(args.tolerances),
+        n_fit=args.n_fit or quick.get("n_fit") or MAP_DEFAULTS["n_fit"],
+        n_heldout=args.n_heldout or quick.get("n_heldout") or MAP_DEFAULTS["n_heldout"],
+        length=args.length or quick.get("length") or MAP_DEFAULTS["length"],
+        distill=args.distill, restarts=args.restarts, max_epochs=args.epochs,
+        patience=args.patience, lr=args.lr, batch_size=args.batch_size,
+        plant_ranks=args.plant_rank, plant_noise={"exact": False, "quantisation": True,
+                                                  "both": "both"}[args.plant_noise],
+        plant_tol=args.plant_tol, impose=args.impose and quick.get("impose", True),
+        n_test=args.n_test, jobs=args.jobs,
+        checkpoint=os.path.join(args.out, "head_ranks.parts"))
+    if isinstance(settings["heads"], str) and settings["heads"] != "all":
+        settings["heads"] = settings["heads"].split(",")
+    return settings
 
 
 def _check(settings):
-    if settings["lr"] is not None and not (math.isfinite(settings["lr"]) and settings["lr"] > 0):
-        raise ValueError(f"--lr must be a finite number > 0; got {settings['lr']}")
+    lr = settings["lr"]
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and 0 < lr <= 1000):
+        raise ValueError(f"--lr must be a finite number in (0, 1000]; got {lr}")
+    if settings["plant_tol"] not in settings["tolerances"]:
+        raise ValueError(f"--plant-tol {settings['plant_tol']:g} must be one of --tolerances "
+                         f"{','.join(f'{t:g}' for t in settings['tolerances'])}")
+    from ..._packaged_models import model_heads
 
+    shape = model_heads(settings["model"])
+    if shape is not None:  # a packaged model: its size is known before it loads
+        from ._real_heads import check_plant_rank, checked_heads
+
+        checked_heads(settings["heads"], shape["n_layers"], shape["n_heads"])
+        for k in settings["plant_ranks"] or ():
+            check_plant_rank(k, shape["width"])
+
+
+_SETTINGS = dict(model="smollm2-135m", corpora=["code"], tolerances=list(TOLERANCES),
+                 distill="auto", restarts=0, max_epochs=300, patience=20, lr=3e-3,
+                 batch_size=16, plant_ranks=None, plant_noise=False, plant_tol=0.02,
+                 n_test=32, jobs=1)
 
 EXPERIMENT = Experiment(
     name="head-ranks",
     command="head-ranks",
-    title="Real heads: the attention-native rank r*_attn of a causal LM's heads",
+    title="Real heads: the map of r*_attn over a causal LM's heads, judged by its own loss",
     paper="The Entropic Bound (open problem: the ranks of trained models' realised operators)",
-    help="r*_attn of a causal LM's heads by distillation under each head's own rotary or "
-    "absolute positions, per corpus, with a planted-rank test",
-    description="Reads chosen heads of a causal LM (SmolLM2-135M by default) by hooks: X, "
-    "the input of the head's attention, and Y, the head's output. For each head and corpus "
-    "(random tokens, repeated random tokens, prose, code) a causal softmax student with the "
-    "head's own positions, scale and values sweeps its query rank, and r*_attn is the "
-    "smallest rank leaving at most tol of Y's variance unexplained (the head's floor is 0). "
-    "With --plant-rank K every head's query is replaced by a sharp rank-K plant first, and "
-    "the sweep must find K. Prints the table and what it answers (do head types or corpora "
-    "separate r*_attn, by tests fixed in advance); saves head_ranks.png, head_ranks.csv and "
-    "head_ranks.json.",
-    quick=dict(model="smollm2-135m", heads=None, corpora=["random", "repeated"],
-               plant_rank=None, n_inputs=256, length=64, rank_grid=None, max_epochs=None,
-               lr=None),
-    full=dict(model="smollm2-135m", heads=None, corpora=list(TOKEN_CORPORA), plant_rank=None,
-              n_inputs=768, length=64, rank_grid=None, max_epochs=None, lr=None),
+    help="r*_attn of every head of a causal LM: training-free curve, distillation, "
+    "precision floor, planted ranks, and the ranks imposed on the model",
+    description="Reads every head of a causal LM (SmolLM2-135M-Instruct, Q4_1 GGUF "
+    "dequantised to float32, by default) by hooks on windows of a corpus split by "
+    "document. For each head: the training-free curve (the head's query truncated on the "
+    "SVD of its realised queries, at every rank), then students with the head's own "
+    "positions, keys and values distilled from those starts where training can change "
+    "the answer, to a plateau, keeping the best held-out epoch; r*_attn(tol) is the "
+    "smallest rank leaving at most tol of Y's variance unexplained ('> w-1' when only the "
+    "full width does), with the head's precision floor (one quantisation step of its "
+    "weights). Then every head's rank is imposed on the model and its held-out loss "
+    "measured, against a uniform rank and a query-energy allocation at the same total. "
+    "Prints the distribution, the tests fixed in advance and the verdicts; saves "
+    "head_ranks.json, head_ranks.csv, head_ranks.png (the map), head_rank_curves.png and "
+    "head_ranks_impose.png, and keeps every finished head in head_ranks.parts/ (a rerun "
+    "with the same settings resumes).",
+    quick=dict(_SETTINGS, heads=QUICK["heads"].split(","), n_fit=QUICK["n_fit"],
+               n_heldout=QUICK["n_heldout"], length=QUICK["length"], impose=False),
+    full=dict(_SETTINGS, heads="all", impose=True, **MAP_DEFAULTS),
     run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,
     add_arguments=_add_arguments, settings=_settings, summary=_summary,
     extra_files=_extra_files, check=_check, floatfmt="{:.3g}",

@@ -1,83 +1,89 @@
-"""Measuring ``r*_attn`` of real heads: which heads, the planted-rank test, one sweep per head.
+"""The map of ``r*_attn`` over a causal LM's heads: data per corpus, planted ranks, checkpoints.
 
-The Entropic Bound defines ``r*_attn`` inside the attention class -- the smallest
-query-key rank at which an attention student reaches the noise floor -- and names
-the ranks of the realised operators of trained language models as an open problem.
-Here a real head is the teacher: its input ``X`` (after the pre-attention norm) and
-output ``Y`` (its slice of the output projection's input) are read by hooks
-(:func:`~intrinsic_rank.inspection.head_activations`), and
-:class:`~intrinsic_rank.AttentionRankEstimator` sweeps the rank of a student with the
-head's own positional scheme (rotary positions in the head's layout, or absolute
-positions already inside ``X``), causal mask, logit scale and values. The rank is
-the rank of the student's query projection, so that the query-key kernel at every
-relative offset has rank at most ``r``.
+The Entropic Bound (Byeong Hoon Yoon, 2026) defines ``r*_attn`` inside the attention
+class and names the ranks of the realised operators of trained language models as an
+open problem. Here each head of a causal LM is the teacher: its input ``X`` (after the
+pre-attention norm) and output ``Y`` (its slice of the output projection's input) are
+read by hooks (:func:`~intrinsic_rank.inspection.head_activations`) on windows of a
+corpus, split by document into training and held-out windows, and
+:func:`~._head_measure.measure_head` measures its ``r*_attn(tol)``: the training-free
+curve of data-aware truncations, then distillation where it can change the answer.
 
-**The floor of a deterministic teacher.** The head is inside the student class at
-``r = head_dim``, so its noise floor is zero and is passed as such
-(``noise_floor=0``): a rank reaches the floor when its held-out risk is at most
-``tol`` times the held-out variance of ``Y`` (a fraction ``tol`` of ``Y``'s variance
-left unexplained), the estimator's own rule. A zero floor makes no rank reach it by
-itself: rank 1 counts only if it explains all but ``tol`` of the variance.
+**The planted-rank test** (``plant_ranks``): each head's query projection is replaced by
+a rank-``k`` plant (:func:`plant_query`: the SVD of its realised queries, the ``k``
+kept directions given equal variance), optionally moved by one quantisation step of
+the model's weights (``plant_noise=True``: an approximate plant, as a quantised model
+would hold it). The plant must be *sharp*: its own best rank-``(k-1)`` truncation must
+be at least ``SHARPNESS`` (5) times ``tol`` away from it; the equal value is ``gamma``
+times the root mean square of the kept singular values, for the first ``gamma`` of
+:data:`PLANT_SCALES` that makes it sharp. The same procedure as for a head as trained
+then measures it, and ``r*_attn(tol) == k`` is the test.
 
-**The planted-rank test** (``plant_rank=k``): the head's query projection is
-truncated to rank ``k`` by the SVD of its realised queries ``X W_Q``, the ``k`` kept
-singular values set equal (:func:`plant_query`): the queries then have ``k``
-directions of equal variance, as the synthetic teachers' isotropic tokens give
-them. The plant must be *sharp*: its own truncation to rank ``k // 2`` must be at
-least ``SHARPNESS`` (5) times ``tol`` away from it in held-out relative error. The
-equal value is ``gamma`` times the root mean square of the ``k`` kept ones, for the
-first ``gamma`` of :data:`PLANT_SCALES` (1, 2, 4, 8) that makes the plant sharp; a
-head with none is reported as not plantable at that rank (never fitted against a
-blunt plant). The planted student starts from a random draw (a warm start from the
-plant would begin at the answer); ``rank_ == k`` is the test.
+**Checkpoints.** With ``checkpoint=folder`` every finished head (and corpus, and plant)
+is written there at once, as one JSON file and one ``.npz`` of the trained query
+projections; a rerun with the same settings reads them back instead of measuring
+again, so an interrupted run loses only the heads it was measuring.
 
-**Unplanted heads** start from the head's own rank-``r`` SVD truncation of the query
-and its keys (``init_weights``): from a random draw the sweep stalls at an
-optimisation floor on real heads, the same at every rank, and a rank read from it
-would say nothing about the head.
-
-The experiment ``head-ranks`` around these measurements (what they answer, its
-tables, figure and command line) is :mod:`._head_ranks`.
+The experiment ``head-ranks`` around the map (its findings, tables, figures and
+command line) is :mod:`._head_ranks`; imposing the measured ranks on the model is
+:mod:`._impose_ranks`.
 """
 
+import dataclasses
+import hashlib
+import json
 import math
+import os
+import tempfile
 import time
 
 import numpy as np
-from scipy import stats
 from sklearn.utils import Bunch
 
 from ..._validation import check_device, check_int, check_real, keyed_seed
-from ...estimators import AttentionRankEstimator
 from ...inspection import (
     TOKEN_CORPORA,
     corpus_token_ids,
     head_activations,
+    head_facts,
     head_output,
     parse_head,
     profile_heads,
+    quantisation_noise,
+    relative_error,
+    truncated_head,
 )
 from ...nn import LoadedModel, load_model, model_vocab_size, unwrap_model
-from ..runner import progress_steps
+from ..runner import progress_steps, run_parallel
+from ._head_measure import (
+    DISTILL_MARGIN,
+    TOLERANCES,
+    TRAINING,
+    check_tolerances,
+    measure_head,
+    rank_text,
+)
 
-__all__ = ["HEAD_TYPES", "PLANT_SCALES", "SHARPNESS", "head_name", "head_rank_profiles",
-           "plant_query", "relative_risk_at", "select_heads"]
+__all__ = ["HEAD_TYPES", "MAP_COLUMNS", "MAP_DEFAULTS", "PLANT_SCALES", "SHARPNESS",
+           "check_plant_rank", "checked_heads", "head_name", "head_rank_map", "measure_layer", "plant_query",
+           "rank_text", "records_frame", "select_heads"]
 
-HEAD_TYPES = ("induction", "previous-token", "sink", "drawn")
-"""The head types of :func:`select_heads`, in the order heads are chosen."""
+HEAD_TYPES = ("induction", "previous-token", "sink", "other")
+"""The head types of :func:`select_heads`, in the order heads are typed."""
 
 PLANT_SCALES = (1.0, 2.0, 4.0, 8.0)
 """Factors ``gamma`` tried, in order, for the planted singular values: ``gamma`` times the
 root mean square of the ``k`` kept singular values of the head's realised queries."""
 
 SHARPNESS = 5.0
-"""A plant of rank ``k`` is sharp when its truncation to rank ``k // 2`` is at least this many
-times ``tol`` away from it (held-out error relative to the held-out variance of its output)."""
+"""A plant of rank ``k`` is sharp when its best truncation to rank ``k - 1`` is at least this
+many times ``tol`` away from it (held-out error relative to the variance of its output)."""
 
-_DEFAULT_HEADS = dict(n_induction=3, n_previous=2, n_sink=2, n_drawn=4)
+MAP_DEFAULTS = dict(n_fit=48, n_heldout=16, length=128)
+"""Windows per corpus for training and for held-out scoring, and tokens per window."""
 
 
-# -- which heads --------------------------------------------------------------------
+# -- which heads, and what they do ---------------------------------------------------
 
 
 def head_name(layer, head):
@@ -91,21 +97,21 @@ def head_name(layer, head):
     return f"L{layer}H{head}"
 
 
-def select_heads(model, *, n_induction=3, n_previous=2, n_sink=2, n_drawn=4, n_inputs=16,
-                 length=64, random_state=0, device="cpu"):
-    """Heads of a causal LM chosen by what they do: induction, previous-token, sink, drawn.
+def select_heads(model, *, n_induction=3, n_previous=2, n_sink=2, n_inputs=16, length=64,
+                 random_state=0, device="cpu"):
+    """Every head of a causal LM with its type and scores: induction, previous-token, sink, other.
 
     One :func:`~intrinsic_rank.inspection.profile_heads` pass on the field's induction
-    test (BOS, random tokens, the same tokens again) scores every head; the heads
-    with the highest TransformerLens "mul" induction score are taken first, then the
-    highest previous-token scores, then the largest mass on the first token (attention
-    sinks), each among the heads not yet taken, and finally ``n_drawn`` of the rest
-    drawn at random with ``random_state``.
+    test (BOS, random tokens, the same tokens again) scores every head; the
+    ``n_induction`` heads with the highest TransformerLens "mul" induction score
+    are typed induction, then the ``n_previous`` highest previous-token scores and
+    the ``n_sink`` largest masses on the first token (attention sinks), each among
+    the heads not yet typed; the rest are "other".
 
     Parameters
     ----------
     model : LoadedModel, or what :func:`~intrinsic_rank.nn.load_model` loads
-    n_induction, n_previous, n_sink, n_drawn : int, default=3, 2, 2, 4
+    n_induction, n_previous, n_sink : int, default=3, 2, 2
     n_inputs, length : int, default=16, 64
         The induction-test inputs of the scoring pass.
     random_state : int, default=0
@@ -114,51 +120,40 @@ def select_heads(model, *, n_induction=3, n_previous=2, n_sink=2, n_drawn=4, n_i
     Returns
     -------
     heads : list of dict
-        ``layer``, ``head``, ``head_type`` (one of :data:`HEAD_TYPES`) and the
-        scores ``induction_score``, ``previous_token_score``, ``sink_mass``.
+        One per head, in (layer, head) order: ``layer``, ``head``, ``head_type``
+        (one of :data:`HEAD_TYPES`), ``induction_score``, ``previous_token_score``
+        and ``sink_mass``.
 
     Examples
     --------
-    >>> [h["head_type"] for h in select_heads("default", n_induction=1, n_previous=1,
-    ...                                       n_sink=1, n_drawn=1, n_inputs=4)]
-    ['induction', 'previous-token', 'sink', 'drawn']
+    >>> heads = select_heads("default", n_induction=1, n_previous=1, n_sink=1, n_inputs=4)
+    >>> len(heads), sorted(h["head_type"] for h in heads)[:3]
+    (8, ['induction', 'other', 'other'])
     """
     loaded = model if isinstance(model, LoadedModel) else load_model(model, progress=False)
-    module, tokenizer = loaded.module, loaded.tokenizer
-    profile = profile_heads(module, "repeated_random", tokenizer=tokenizer, n_inputs=n_inputs,
-                            max_length=length, random_state=random_state, device=device)
-    records = profile.records
-    taken, heads = set(), []
+    profile = profile_heads(loaded.module, "repeated_random", tokenizer=loaded.tokenizer,
+                            n_inputs=n_inputs, max_length=length, random_state=random_state,
+                            device=device)
+    records = sorted(profile.records, key=lambda r: (r["layer"], r["head"]))
+    types = {}
     for kind, key, count in (("induction", "induction_score", n_induction),
                              ("previous-token", "previous_token_score", n_previous),
                              ("sink", "sink_mass", n_sink)):
-        ranked = sorted((r for r in records if (r["layer"], r["head"]) not in taken),
+        ranked = sorted((r for r in records if (r["layer"], r["head"]) not in types),
                         key=lambda r: -r[key])
-        for rec in ranked[:check_int(count, f"n_{key}", minimum=0)]:
-            taken.add((rec["layer"], rec["head"]))
-            heads.append((kind, rec))
-    rest = [r for r in records if (r["layer"], r["head"]) not in taken]
-    rng = np.random.default_rng(keyed_seed(random_state, 1))  # the draw of heads
-    n_drawn = min(check_int(n_drawn, "n_drawn", minimum=0), len(rest))
-    for i in sorted(rng.choice(len(rest), n_drawn, replace=False)):
-        heads.append(("drawn", rest[i]))
-    return [dict(layer=int(rec["layer"]), head=int(rec["head"]), head_type=kind,
-                 induction_score=float(rec["induction_score"]),
-                 previous_token_score=float(rec["previous_token_score"]),
-                 sink_mass=float(rec["sink_mass"])) for kind, rec in heads]
+        for rec in ranked[:check_int(count, f"n_{kind.split('-')[0]}", minimum=0)]:
+            types[rec["layer"], rec["head"]] = kind
+    return [dict(layer=int(r["layer"]), head=int(r["head"]),
+                 head_type=types.get((r["layer"], r["head"]), "other"),
+                 induction_score=float(r["induction_score"]),
+                 previous_token_score=float(r["previous_token_score"]),
+                 sink_mass=float(r["sink_mass"])) for r in records]
 
 
 # -- the planted-rank test ----------------------------------------------------------
 
 
-def _relative_error(prediction, target):
-    """Mean squared error relative to the mean per-entry variance of ``target`` (float64)."""
-    target = np.asarray(target, dtype=np.float64)
-    variance = float(np.mean(np.var(target, axis=0)))
-    return float(np.mean((np.asarray(prediction, dtype=np.float64) - target) ** 2)) / variance
-
-
-def plant_query(X, facts, rank, *, tol=0.02, scales=PLANT_SCALES, X_check=None):
+def plant_query(X, facts, rank, *, tol=0.02, scales=PLANT_SCALES, X_check=None, noise=None):
     """The head's query truncated to ``rank`` by the SVD of its queries, equal values, made sharp.
 
     The SVD is that of the head's realised queries ``X W_Q`` (all positions of
@@ -166,13 +161,11 @@ def plant_query(X, facts, rank, *, tol=0.02, scales=PLANT_SCALES, X_check=None):
     ``s_1 >= ... >= s_k`` give the plant ``W_Q V_k diag(s / s_i) V_k^T``, whose
     queries on ``X`` have ``rank`` uncorrelated directions of equal variance ``s^2``
     -- what equal singular values mean for the synthetic teachers, whose tokens are
-    isotropic. ``s`` is ``gamma`` times the root mean square of ``s_1 .. s_k`` (the
-    plant's queries carry the energy of the head's own rank-``k`` truncation), for
-    the first ``gamma`` of ``scales`` at which the plant is sharp: the head with the
-    plant's truncation to rank ``rank // 2`` differs from the planted head, on
-    ``X_check``, by at least ``SHARPNESS * tol`` in error relative to the planted
-    output's variance. The plant has no query bias, so its query projection has
-    rank ``rank`` exactly.
+    isotropic. ``s`` is ``gamma`` times the root mean square of ``s_1 .. s_k``, for
+    the first ``gamma`` of ``scales`` at which the plant is sharp: its own best
+    truncation to rank ``rank - 1`` (by the SVD of its queries) differs from it, on
+    ``X_check``, by at least ``SHARPNESS * tol`` relative to the planted output's
+    variance. The plant has no query bias.
 
     Parameters
     ----------
@@ -180,20 +173,23 @@ def plant_query(X, facts, rank, *, tol=0.02, scales=PLANT_SCALES, X_check=None):
         Inputs of the head whose queries define the directions.
     facts : HeadFacts
     rank : int
-        The planted rank ``k >= 2``.
+        The planted rank, ``2 <= rank < min(d_model, head_dim)``.
     tol : float, default=0.02
-        The estimator's tolerance.
+        The tolerance the plant is judged at.
     scales : sequence of float, default=PLANT_SCALES
     X_check : ndarray or None, default=None
         Inputs on which sharpness is judged (held out from ``X``); ``None``: ``X``.
+    noise : ndarray of shape (d_model, head_dim) or None, default=None
+        Added to the planted query (an approximate plant); its truncations are
+        then those of the noisy plant.
 
     Returns
     -------
     plant : Bunch
         ``facts`` (the head with the planted query and no query bias),
-        ``scale`` (``gamma``), ``sharpness`` (the relative error of the half-rank
-        truncation) and ``sharp`` (whether any scale was sharp; when not, the
-        plant at the last scale, which must not be used).
+        ``scale`` (``gamma``), ``sharpness`` (the relative error of the rank
+        ``rank - 1`` truncation) and ``sharp`` (whether any scale was sharp;
+        when not, the plant at the last scale, which must not be used).
 
     Examples
     --------
@@ -204,33 +200,30 @@ def plant_query(X, facts, rank, *, tol=0.02, scales=PLANT_SCALES, X_check=None):
     >>> plant.facts.w_q.shape, int(np.linalg.matrix_rank(plant.facts.w_q))
     ((64, 16), 4)
     """
-    import dataclasses
+    from ...inspection import query_basis
 
-    rank = check_int(rank, "plant_rank", minimum=2)
     limit = min(facts.d_model, facts.head_dim)
-    if rank > limit:
-        raise ValueError(f"plant_rank={rank} exceeds the head's query rank limit "
-                         f"min(d_model, head_dim) = {limit}")
+    rank = check_plant_rank(rank, limit)
     w_q = np.asarray(facts.w_q, dtype=np.float64)
     tokens = np.asarray(X, dtype=np.float64).reshape(-1, facts.d_model)
     _, values, Vh = np.linalg.svd(tokens @ w_q / math.sqrt(len(tokens)), full_matrices=False)
-    if values[rank - 1] <= values[0] * 1e-6:
+    if len(values) < rank or values[rank - 1] <= values[0] * 1e-6:
         raise ValueError(f"the queries of {facts.name} have rank below {rank} on these inputs: "
                          "nothing to plant")
     level = math.sqrt(float(np.mean(values[:rank] ** 2)))
     X_check = X if X_check is None else X_check
     zero = np.zeros_like(np.asarray(facts.b_q, dtype=np.float64))
-
-    def planted(k, value):
-        V = Vh[:k].T
-        return dataclasses.replace(facts, w_q=w_q @ V @ np.diag(value / values[:k]) @ V.T,
-                                   b_q=zero)
-
     plant = None
     for gamma in scales:
-        full, half = planted(rank, gamma * level), planted(rank // 2, gamma * level)
+        V = Vh[:rank].T
+        w_plant = w_q @ V @ np.diag(gamma * level / values[:rank]) @ V.T
+        if noise is not None:
+            w_plant = w_plant + noise
+        full = dataclasses.replace(facts, w_q=w_plant, b_q=zero)
+        basis, _ = query_basis(X, full)
         target = head_output(X_check, full)
-        sharpness = _relative_error(head_output(X_check, half), target)
+        sharpness = relative_error(head_output(X_check, truncated_head(full, basis, rank - 1)),
+                                   target)
         plant = Bunch(facts=full, scale=float(gamma), sharpness=sharpness,
                       sharp=sharpness >= SHARPNESS * tol)
         if plant.sharp:
@@ -238,193 +231,211 @@ def plant_query(X, facts, rank, *, tol=0.02, scales=PLANT_SCALES, X_check=None):
     return plant
 
 
-# -- one head ------------------------------------------------------------------------
+def check_plant_rank(rank, width):
+    """A planted rank as an int in ``[2, width - 1]``, or one line naming the bound.
 
-
-def _power_grid(limit):
-    """Ranks ``1, 2, 4, ...`` below ``limit``, and ``limit``."""
-    grid = [2 ** i for i in range(int(math.log2(limit)) + 1) if 2 ** i < limit]
-    return grid + [int(limit)]
-
-
-def _with_bias_column(X, facts):
-    """``X`` and the head's maps with a constant 1 appended where the head has biases.
-
-    ``[x, 1] [W; b] = x W + b``: the biases become one more row of each map, and a
-    student without biases contains the head exactly.
+    Examples
+    --------
+    >>> check_plant_rank(8, 64)
+    8
     """
-    biased = any(np.any(b != 0) for b in (facts.b_q, facts.b_k, facts.b_v))
-    maps = {"query": facts.w_q, "key": facts.w_k, "value": facts.w_v}
-    if not biased:
-        return X, maps, False
-    ones = np.ones(X.shape[:-1] + (1,), dtype=X.dtype)
-    X = np.concatenate([X, ones], axis=-1)
-    maps = {name: np.vstack([w, b[None, :]]) for (name, w), b in
-            zip(maps.items(), (facts.b_q, facts.b_k, facts.b_v))}
-    return X, maps, True
+    return check_int(rank, "plant_rank", minimum=2, maximum=width - 1)
 
 
-def _student(facts, maps, *, grid, tol, max_epochs, lr, batch_size, warm, random_state,
-             device):
-    """The estimator of one head: its positional scheme, mask, scale and values."""
-    common = dict(attention="softmax", causal=True, value_map=maps["value"], noise_floor=0.0,
-                  tol=tol, rank_grid=grid, max_epochs=max_epochs, lr=lr,
-                  batch_size=batch_size, random_state=random_state, device=device)
-    if facts.positional == "rope":
-        est = AttentionRankEstimator(
-            **common, positional="rope", rope_theta=facts.rope_theta,
-            student_options={"head_dim": facts.head_dim, "score_scale": facts.scale})
-        query, key = maps["query"], maps["key"]
-    else:  # absolute positions are inside X; the plain student's scores are unscaled
-        est = AttentionRankEstimator(**common)
-        root = math.sqrt(facts.scale)
-        query, key = maps["query"] * root, maps["key"] * root
-    if warm:
-        est.set_params(init_weights={"query": query, "key": key})
-    return est
+# -- one layer's heads on one corpus (a task of run_parallel) -------------------------
 
 
-def _fit_head(data, *, plant_rank, settings, random_state, device):
-    """One head on one corpus: the sweep, its relative risks and what the estimator said."""
-    import warnings
-
-    facts = data.facts
-    limit = min(facts.d_model, facts.head_dim)
-    grid = settings["rank_grid"] or _power_grid(limit)
-    if max(grid) > limit:
-        raise ValueError(f"rank_grid reaches {max(grid)}, above the head's query rank limit "
-                         f"{limit} (min(d_model, head_dim))")
-    X, Y = data.X, data.Y
-    record = dict(planted_rank=None, plant_scale=None, plant_sharpness=None)
-    if plant_rank is not None:
-        n_check = max(1, int(round(0.2 * len(X))))
-        plant = plant_query(X[:-n_check], facts, plant_rank, tol=settings["tol"],
-                            X_check=X[-n_check:])
-        record.update(planted_rank=int(plant_rank), plant_scale=plant.scale,
-                      plant_sharpness=plant.sharpness)
-        if not plant.sharp:
-            return {**record, "rank": None, "plantable": False}
-        facts = plant.facts
-        Y = head_output(X, facts).astype(np.float32)
-    X_fit, maps, biased = _with_bias_column(X, facts)
-    est = _student(facts, maps, grid=grid, tol=settings["tol"],
-                   max_epochs=settings["max_epochs"], lr=settings["lr"],
-                   batch_size=settings["batch_size"], warm=plant_rank is None,
-                   random_state=random_state, device=device)
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # kept in est.warnings_ and the record
-        est.fit(X_fit, Y)
-    variance = est.excess_tol_ / est.tol
-    risks = [float(r["heldout_risk"]) / variance for r in est.sweep_]
-    return {**record, "plantable": True, "rank": int(est.rank_),
-            "ranks": [int(r) for r in est.ranks_], "relative_risks": risks,
-            "floor_reached": bool(est.floor_reached_ and any(r["reached"] for r in est.sweep_)),
-            "estimate_supported": bool(est.estimate_supported_),
-            "heldout_variance": float(variance), "bias_column": biased,
-            "warnings": list(est.warnings_), "fit_seconds": time.perf_counter() - start,
-            "epochs": int(est.n_epochs_)}
+def _settings_key(settings):
+    """A digest of everything that decides a head's record (the checkpoints' validity)."""
+    text = json.dumps(settings, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def relative_risk_at(record, rank):
-    """The relative held-out risk of ``rank`` in a record of :func:`head_rank_profiles`, or None."""
-    ranks, risks = record.get("ranks") or [], record.get("relative_risks") or []
-    return risks[ranks.index(rank)] if rank in ranks else None
+def _part_path(checkpoint, corpus, layer, head, plant):
+    tag = "" if plant is None else f".plant{plant[0]}{'q' if plant[1] else ''}"
+    return os.path.join(checkpoint, corpus, f"{head_name(layer, head)}{tag}")
 
 
-# -- the experiment's function ------------------------------------------------------
+def _write_atomic(path, write):
+    """Write a file through a temporary file beside it and one rename (never a half file)."""
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".part.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            write(stream)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
 
 
-def head_rank_profiles(model="smollm2-135m", heads=None, corpora=TOKEN_CORPORA, *,
-                       plant_rank=None, n_inputs=768, length=64, rank_grid=None,
-                       max_epochs=None, lr=None, batch_size=None, tol=0.02, n_profile=8,
-                       random_state=0, progress=False, device="cpu"):
-    """``r*_attn`` of attention heads of a causal LM, each on each corpus, by distillation.
+def _save_part(base, record, projections, key):
+    arrays = {f"{part}{r}": factor for r, pair in projections.items()
+              for part, factor in zip("AC", pair)}
+    _write_atomic(base + ".npz", lambda stream: np.savez(stream, **arrays))
+    payload = json.dumps({"settings_key": key, "record": record}).encode()
+    _write_atomic(base + ".json", lambda s: s.write(payload))
 
-    For every corpus (:func:`~intrinsic_rank.inspection.corpus_token_ids`) the heads'
-    inputs and outputs are read in one hooked pass; every head is then the teacher of
-    a rank sweep of :class:`~intrinsic_rank.AttentionRankEstimator` with its own
-    positional scheme, causal mask, scale and values (module docstring), and its
-    static-kernel and realised-attention energy ranks are measured on the same corpus
-    by :func:`~intrinsic_rank.inspection.profile_heads`.
+
+def _load_part(base, key):
+    """The record and projections saved at ``base`` for the settings ``key``, or ``None``."""
+    try:
+        with open(base + ".json", encoding="utf-8") as stream:
+            saved = json.load(stream)
+        if saved.get("settings_key") != key:
+            return None
+        with np.load(base + ".npz") as arrays:
+            projections = {int(name[1:]): (arrays[name], arrays["C" + name[1:]])
+                           for name in arrays.files if name.startswith("A")}
+        return saved["record"], projections
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # absent or damaged: measured again
+
+
+def _projections(record, facts, fit_X, trained):
+    """The query projections imposing a record's answers needs, as factors ``(A, C)``.
+
+    ``A @ C`` is the query projection at that rank: the trained student's where the
+    rank was trained, else the data-aware truncation (``A = W_Q V_r``, ``C = V_r^T``).
+    The answers and their halves are kept (the deficiency test imposes half of
+    each answer), and under rank 0 the basis ``V`` of the realised queries.
+    """
+    from ...inspection import query_basis
+
+    basis, _ = query_basis(fit_X, facts)
+    ranks = {r for r in record["r_star"] if r is not None}
+    out = {0: (basis.astype(np.float32), np.zeros((0, 0), np.float32))}
+    for r in sorted(ranks | {max(1, r // 2) for r in ranks}):
+        if r in trained:
+            out[r] = trained[r]
+        else:
+            w_q = np.asarray(facts.w_q, dtype=np.float64)
+            out[r] = ((w_q @ basis[:, :r]).astype(np.float32),
+                      basis[:, :r].T.astype(np.float32))
+    return out
+
+
+def _measure_one(facts, fit, heldout, plant, options, random_state, device):
+    """One head (planted or not): its record and the projections imposing its answers need."""
+    record = dict(planted_rank=None, plant_noise=None, plant_scale=None, plant_sharpness=None,
+                  plantable=None)
+    if plant is not None:
+        k, noisy = plant
+        noise = (quantisation_noise(facts.w_q, random_state=(random_state, facts.layer,
+                                                             facts.head)) if noisy else None)
+        made = plant_query(fit[0], facts, k, tol=options["plant_tol"], X_check=heldout[0],
+                           noise=noise)
+        record.update(planted_rank=k, plant_noise=bool(noisy), plant_scale=made.scale,
+                      plant_sharpness=made.sharpness, plantable=bool(made.sharp))
+        if not made.sharp:
+            return record, {}
+        facts = made.facts
+        fit = (fit[0], head_output(fit[0], facts).astype(np.float32))
+        heldout = (heldout[0], head_output(heldout[0], facts).astype(np.float32))
+    weights = {}
+    measured = measure_head(facts, fit, heldout, tolerances=options["tolerances"],
+                            distill=options["distill"], margin=options["margin"],
+                            restarts=options["restarts"], training=options["training"],
+                            precision_draws=options["precision_draws"],
+                            random_state=random_state, device=device, keep_weights=weights)
+    record.update(measured)
+    return record, _projections(record, facts, fit[0], weights)
+
+
+def measure_layer(layer, heads, fit_X, fit_Y, held_X, held_Y, facts, corpus, plants,
+                  options, checkpoint, settings_key, random_state, device):
+    """Measure the given heads of one layer on one corpus (the unit of :func:`run_parallel`).
 
     Parameters
     ----------
-    model : str, path or model, default="smollm2-135m"
-        A causal LM that :func:`~intrinsic_rank.inspection.head_facts` reads.
-    heads : sequence of str or (layer, head), or None, default=None
-        ``"L18H6"`` or ``(18, 6)``; ``None`` chooses them with
-        ``select_heads`` (3 induction, 2 previous-token, 2 sink and 4 drawn).
-        Given heads get the type ``select_heads`` would give them, or
-        ``"given"``.
-    corpora : sequence of str, default=("random", "repeated", "prose", "code")
-    plant_rank : int or None, default=None
-        Plant this query rank in every head (module docstring) and test that the
-        sweep finds it.
-    n_inputs, length : int, default=768, 64
-        Sequences per corpus and their length (BOS included).
-    rank_grid : list of int or None, default=None
-        ``None``: ``1, 2, 4, ...`` up to ``min(d_model, head_dim)``.
-    max_epochs, lr : int, float or None
-        ``None``: 40 epochs at ``lr=1e-3`` from the head's own truncations; 150
-        epochs at ``lr=6e-3`` from a random draw for a planted rank.
-    batch_size : int or None, default=None
-        ``None``: 64 from the head's own truncations, 32 from a random draw
-        (twice the steps for the same work: a cold start needs them).
-    tol : float, default=0.02
-        The estimator's tolerance: the share of ``Y``'s held-out variance a rank
-        may leave unexplained and still reach the (zero) floor.
-    n_profile : int, default=8
-        Inputs of each corpus given to the profile of static and realised ranks.
-    random_state : int, default=0
-    progress : bool, default=False
-    device : str, default="cpu"
+    layer : int
+    heads : list of int
+    fit_X, held_X : ndarray of shape (n, L, d_model)
+        The layer's inputs, training and held-out windows.
+    fit_Y, held_Y : dict of int -> ndarray
+        Each head's outputs.
+    facts : dict of int -> HeadFacts
+    corpus : str
+    plants : list of (int, bool) or [None]
+        Planted ranks and whether the plant is approximate; ``[None]`` for the
+        heads as trained.
+    options : dict
+        The measurement's options (:func:`head_rank_map`).
+    checkpoint : str or None
+        Folder of the finished heads; ``None`` keeps nothing.
+    settings_key : str
+    random_state : int
+    device : str
 
     Returns
     -------
-    result : Bunch
-        ``records`` (one per head and corpus), ``heads`` (the heads and their
-        scores), ``config`` and ``seconds``.
+    parts : list of (dict, dict)
+        ``(record, projections)`` per head and plant.
     """
-    start = time.perf_counter()
-    corpora = _checked_corpora(corpora)
-    n_inputs = check_int(n_inputs, "n_inputs", minimum=5)
-    length = check_int(length, "length", minimum=4)
-    tol = check_real(tol, "tol", 0.0, low_open=True)
-    planted = plant_rank is not None
-    settings = dict(rank_grid=None if rank_grid is None else sorted(set(rank_grid)), tol=tol,
-                    max_epochs=max_epochs or (150 if planted else 40),
-                    lr=lr or (6e-3 if planted else 1e-3),
-                    batch_size=check_int(batch_size or (32 if planted else 64), "batch_size"))
-    device = check_device(device)
-    loaded = model if isinstance(model, LoadedModel) else load_model(model, progress=progress)
-    chosen = _heads_with_types(loaded, heads, random_state, device)
-    pairs = [(h["layer"], h["head"]) for h in chosen]
-    vocab = model_vocab_size(*unwrap_model(loaded.module))
-    records = []
-    total = len(corpora) * len(chosen)
-    with progress_steps(total, "head ranks", enabled=progress) as bar:
-        for corpus in corpora:
-            ids = corpus_token_ids(corpus, loaded.tokenizer, vocab, n_inputs=n_inputs,
-                                   length=length, random_state=random_state)
-            data = head_activations(loaded, ids, pairs, device=device)
-            profile = _profile_of(loaded, ids[:n_profile], length, random_state, device)
-            for head in chosen:
-                key = (head["layer"], head["head"])
-                fit = _fit_head(data[key], plant_rank=plant_rank, settings=settings,
-                                random_state=random_state, device=device)
-                records.append(dict(layer=key[0], head=key[1], head_type=head["head_type"],
-                                    corpus=corpus, **fit, **profile.get(key, {})))
-                bar.update(f"{head_name(*key)} {corpus}: r*_attn {fit['rank']}")
-            del data
-    config = dict(model=loaded.label, corpora=corpora, n_inputs=n_inputs, length=length,
-                  plant_rank=plant_rank, n_profile=n_profile, random_state=random_state,
-                  **settings)
-    return Bunch(records=records, heads=chosen, config=config,
-                 seconds=time.perf_counter() - start)
+    parts = []
+    for head in heads:
+        for plant in plants:
+            base = None if checkpoint is None else _part_path(checkpoint, corpus, layer, head,
+                                                              plant)
+            saved = None if base is None else _load_part(base, settings_key)
+            if saved is None:
+                seed = keyed_seed(random_state, layer, head)
+                record, projections = _measure_one(
+                    facts[head], (fit_X, fit_Y[head]), (held_X, held_Y[head]), plant, options,
+                    seed, device)
+                record = dict(layer=layer, head=head, corpus=corpus, **record)
+                if base is not None:
+                    _save_part(base, record, projections, settings_key)
+                saved = record, projections
+            parts.append(saved)
+    return parts
+
+
+# -- the map ---------------------------------------------------------------------------
+
+
+def checked_heads(heads, n_layers, n_heads):
+    """The (layer, head) pairs asked for, checked against the model's shape.
+
+    Parameters
+    ----------
+    heads : "all", str or sequence of str or (layer, head)
+        ``"all"``, names such as ``"L18H6"`` (a comma-separated string or a
+        list), or pairs.
+    n_layers, n_heads : int
+
+    Returns
+    -------
+    pairs : list of (int, int)
+
+    Examples
+    --------
+    >>> checked_heads("L1H2,L0H0", 2, 4)
+    [(1, 2), (0, 0)]
+    """
+    if isinstance(heads, str) and heads == "all":
+        return [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+    if isinstance(heads, str):
+        heads = [part for part in heads.split(",") if part.strip()]
+    try:
+        pairs = [parse_head(item) for item in heads]
+    except TypeError:
+        raise ValueError(f"heads must be 'all' or a list of heads such as 'L18H6'; got "
+                         f"{heads!r}") from None
+    if not pairs or len(set(pairs)) != len(pairs):
+        raise ValueError(f"heads must name distinct heads, at least one; got {heads!r}")
+    for layer, head in pairs:
+        if layer >= n_layers or head >= n_heads:
+            raise ValueError(f"head {head_name(layer, head)} is not in the model: it has "
+                             f"layers 0..{n_layers - 1} and heads 0..{n_heads - 1}")
+    return pairs
 
 
 def _checked_corpora(corpora):
+    if isinstance(corpora, str):
+        corpora = [part.strip() for part in corpora.split(",") if part.strip()]
     corpora = list(corpora)
     if not corpora or len(set(corpora)) != len(corpora):
         raise ValueError(f"corpora must name distinct corpora of {', '.join(TOKEN_CORPORA)}; "
@@ -435,24 +446,213 @@ def _checked_corpora(corpora):
     return corpora
 
 
-def _heads_with_types(loaded, heads, random_state, device):
-    """The heads to measure, with their types (chosen, or classified when given)."""
-    chosen = select_heads(loaded, random_state=random_state, device=device, **_DEFAULT_HEADS)
-    if heads is None:
-        return chosen
-    types = {(h["layer"], h["head"]): h["head_type"] for h in chosen}
-    pairs = [parse_head(item) for item in heads]
-    if len(set(pairs)) != len(pairs):
-        raise ValueError(f"heads must be distinct; got {[head_name(*p) for p in pairs]}")
-    return [dict(layer=layer, head=head, head_type=types.get((layer, head), "given"))
-            for layer, head in pairs]
+def _checked_plants(plant_ranks, plant_noise, width):
+    if plant_ranks is None:
+        return [None]
+    if isinstance(plant_ranks, (int, np.integer)):
+        plant_ranks = [plant_ranks]
+    ranks = [check_plant_rank(k, width) for k in plant_ranks]
+    if not ranks or len(set(ranks)) != len(ranks):
+        raise ValueError(f"plant_ranks must be distinct ranks, at least one; got {plant_ranks}")
+    if plant_noise not in (False, True, "both"):
+        raise ValueError(f"plant_noise must be False, True or 'both'; got {plant_noise!r}")
+    noises = [False, True] if plant_noise == "both" else [bool(plant_noise)]
+    return [(k, noisy) for k in ranks for noisy in noises]
+
+
+def _model_shape(loaded):
+    facts = head_facts(loaded, 0, 0)
+    return facts.n_layers, facts.n_heads, min(facts.d_model, facts.head_dim)
+
+
+def _options(tolerances, distill, margin, restarts, training, precision_draws, plant_tol):
+    training = {**TRAINING, **(training or {})}
+    unknown = sorted(set(training) - set(TRAINING))
+    if unknown:
+        raise ValueError(f"training: unknown option(s) {unknown}; use {sorted(TRAINING)}")
+    return dict(tolerances=check_tolerances(tolerances), distill=distill,
+                margin=check_real(margin, "margin", 1.0), restarts=check_int(
+                    restarts, "restarts", minimum=0), training=training,
+                precision_draws=check_int(precision_draws, "precision_draws", minimum=0),
+                plant_tol=plant_tol)
+
+
+def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
+                  tolerances=TOLERANCES, n_fit=48, n_heldout=16, length=128, distill="auto",
+                  margin=DISTILL_MARGIN, restarts=0, training=None, plant_ranks=None,
+                  plant_noise=False, plant_tol=0.02, precision_draws=3, checkpoint=None,
+                  n_jobs=1, random_state=0, progress=False, device="cpu"):
+    """``r*_attn(tol)`` of every head of a causal LM: one row per head, as a pandas DataFrame.
+
+    For each corpus, windows of its training documents (``n_fit``) and of its
+    held-out documents (``n_heldout``) are read through the model by hooks; every
+    head is then measured by :func:`~._head_measure.measure_head` (the training-free
+    curve, distillation where it can change the answer, the precision floor), one
+    layer per task of :func:`~intrinsic_rank.experiments.run_parallel` (so a Dask
+    cluster can take them), and its static-kernel and realised-attention energy
+    ranks and its induction, previous-token and sink scores are added.
+
+    Parameters
+    ----------
+    model : str, path or model, default="smollm2-135m"
+        A causal LM that :func:`~intrinsic_rank.inspection.head_facts` reads.
+    corpora : sequence of str, default=("code",)
+        Of ``"random"``, ``"repeated"``, ``"prose"``, ``"code"``
+        (:func:`~intrinsic_rank.inspection.corpus_token_ids`).
+    heads : "all" or sequence of str or (layer, head), default="all"
+    tolerances : sequence of float, default=TOLERANCES
+    n_fit, n_heldout, length : int, default=48, 16, 128
+        Training and held-out windows per corpus, and tokens per window (BOS
+        included).
+    distill : {"auto", "all", "none"}, default="auto"
+    margin : float, default=10.0
+    restarts : int, default=0
+        Random starts per trained rank besides the data-aware one.
+    training : dict or None, default=None
+        Overrides of the distillation's defaults (``lr``, ``batch_size``,
+        ``max_epochs``, ``patience``, ``min_fall``).
+    plant_ranks : int, sequence of int or None, default=None
+        Plant these query ranks (each in turn) and measure the planted heads.
+    plant_noise : bool or "both", default=False
+        Approximate plants (one quantisation step of noise), exact ones, or both.
+    plant_tol : float, default=0.02
+        The tolerance a plant is made sharp at.
+    precision_draws : int, default=3
+        Draws of each head's precision floor (0 skips it).
+    checkpoint : str or None, default=None
+        A folder keeping every finished head (module docstring); a rerun with the
+        same settings reuses them.
+    n_jobs : int, default=1
+        Tasks at once (``run_parallel``; ``None`` follows an active joblib backend).
+    random_state : int, default=0
+    progress : bool, default=False
+    device : str, default="cpu"
+
+    Returns
+    -------
+    result : Bunch
+        ``records`` (one dict per head, corpus and plant), ``frame`` (the same as
+        a DataFrame when pandas is installed, else ``None``), ``projections``
+        (per record index: rank -> trained or truncated query projection; key 0
+        is the basis of the head's realised queries), ``config``, ``corpora``
+        (each corpus's source) and ``seconds``.
+    """
+    start = time.perf_counter()
+    corpora = _checked_corpora(corpora)
+    device = check_device(device)
+    n_fit = check_int(n_fit, "n_fit", minimum=2)
+    n_heldout = check_int(n_heldout, "n_heldout", minimum=2)
+    length = check_int(length, "length", minimum=4)
+    if distill not in ("auto", "all", "none"):
+        raise ValueError(f"distill must be 'auto', 'all' or 'none'; got {distill!r}")
+    options = _options(tolerances, distill, margin, restarts, training, precision_draws,
+                       check_real(plant_tol, "plant_tol", 0.0, 1.0, low_open=True,
+                                  high_open=True))
+    loaded = model if isinstance(model, LoadedModel) else load_model(model, progress=progress)
+    n_layers, n_heads, width = _model_shape(loaded)
+    pairs = checked_heads(heads, n_layers, n_heads)
+    plants = _checked_plants(plant_ranks, plant_noise, width)
+    types = {(h["layer"], h["head"]): h for h in select_heads(loaded, random_state=random_state,
+                                                              device=device)}
+    settings = dict(model=loaded.label, n_fit=n_fit, n_heldout=n_heldout, length=length,
+                    random_state=random_state, **options)
+    key = _settings_key(settings)
+    records, projections, sources = [], [], {}
+    for corpus in corpora:
+        data = _corpus_data(loaded, corpus, pairs, n_fit, n_heldout, length, random_state,
+                            device, progress)
+        sources[corpus] = data.source
+        tasks = []
+        for layer in sorted({l for l, _ in pairs}):
+            heads_here = [h for l, h in pairs if l == layer]
+            first = heads_here[0]
+            tasks.append(dict(
+                layer=layer, heads=heads_here, fit_X=data.fit[layer, first].X,
+                held_X=data.held[layer, first].X,
+                fit_Y={h: data.fit[layer, h].Y for h in heads_here},
+                held_Y={h: data.held[layer, h].Y for h in heads_here},
+                facts={h: data.fit[layer, h].facts for h in heads_here}, corpus=corpus,
+                plants=plants, options=options, checkpoint=checkpoint, settings_key=key,
+                random_state=random_state, device=device))
+        profile = _profile_of(loaded, data.held_ids, length, random_state, device)
+        for parts in run_parallel(measure_layer, tasks, n_jobs=n_jobs, progress=progress):
+            for record, projection in parts:
+                head_key = (record["layer"], record["head"])
+                record.update(head_type=types[head_key]["head_type"],
+                              **{k: types[head_key][k] for k in ("induction_score",
+                                                                 "previous_token_score",
+                                                                 "sink_mass")},
+                              **profile.get(head_key, {}))
+                records.append(record)
+                projections.append(projection)
+        del data
+    config = dict(settings, corpora=corpora, heads="all" if heads == "all" else
+                  [head_name(*p) for p in pairs], plant_ranks=None if plants == [None] else
+                  sorted({k for k, _ in plants}), plant_noise=plant_noise, width=width,
+                  n_layers=n_layers, n_heads=n_heads, checkpoint=checkpoint)
+    return Bunch(records=records, frame=records_frame(records, config),
+                 projections=projections, config=config, corpora=sources,
+                 seconds=time.perf_counter() - start)
+
+
+def _corpus_data(loaded, corpus, pairs, n_fit, n_heldout, length, random_state, device,
+                 progress):
+    """Hooked inputs and outputs of the heads on a corpus's training and held-out windows."""
+    from ...inspection import corpus_record
+
+    vocab = model_vocab_size(*unwrap_model(loaded.module))
+    fit_ids = corpus_token_ids(corpus, loaded.tokenizer, vocab, n_inputs=n_fit, length=length,
+                               random_state=random_state, split="train")
+    held_ids = corpus_token_ids(corpus, loaded.tokenizer, vocab, n_inputs=n_heldout,
+                                length=length, random_state=random_state, split="validation")
+    fit = head_activations(loaded, fit_ids, pairs, device=device, progress=progress)
+    held = head_activations(loaded, held_ids, pairs, device=device, progress=progress)
+    return Bunch(fit=fit, held=held, held_ids=held_ids,
+                 source=corpus_record(corpus, loaded.tokenizer))
 
 
 def _profile_of(loaded, ids, length, random_state, device):
     """Static-kernel and realised-attention energy ranks of every head on ``ids``."""
-    profile = profile_heads(loaded.module, ids, tokenizer=loaded.tokenizer, max_length=length,
-                            random_state=random_state, device=device)
+    profile = profile_heads(loaded.module, ids[:8], tokenizer=loaded.tokenizer,
+                            max_length=length, random_state=random_state, device=device)
     return {(r["layer"], r["head"]): dict(kernel_energy_rank=float(r["kernel_energy_rank"]),
-                                          attn_energy_rank=float(r["attn_energy_rank"]),
-                                          sink_mass=float(r["sink_mass"]))
+                                          attn_energy_rank=float(r["attn_energy_rank"]))
             for r in profile.records}
+
+
+MAP_COLUMNS = ["layer", "head", "head_type", "corpus", "planted_rank", "plant_noise",
+               "precision_floor", "induction_score", "previous_token_score", "sink_mass",
+               "kernel_energy_rank", "attn_energy_rank"]
+"""The columns of :func:`records_frame` before the per-tolerance ones."""
+
+
+def records_frame(records, config):
+    """The map's records as a DataFrame (WeightWatcher's ``analyze()`` style), or ``None``.
+
+    One row per head (and corpus, and plant); per tolerance ``tol``: ``r_attn@tol``
+    (the rank, or missing when not reached below the head width), ``r_attn_text@tol``
+    (``"> w-1"`` then), ``r_free@tol`` (the training-free answer) and
+    ``below_precision@tol``.
+    """
+    try:
+        import pandas as pd
+    except ImportError:
+        return None
+    rows = []
+    for rec in records:
+        row = {c: rec.get(c) for c in MAP_COLUMNS}
+        for i, tol in enumerate(config["tolerances"]):
+            if rec.get("r_star") is None:
+                continue
+            row[f"r_attn@{tol:g}"] = rec["r_star"][i]
+            row[f"r_attn_text@{tol:g}"] = rec["r_star_text"][i]
+            row[f"r_free@{tol:g}"] = rec["r_star_free"][i]
+            row[f"below_precision@{tol:g}"] = rec["below_precision"][i]
+        row["fit_seconds"] = rec.get("fit_seconds")
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    for column in frame.columns:
+        if column.startswith(("r_attn@", "r_free@")):
+            frame[column] = frame[column].astype("Int64")
+    return frame
+
