@@ -92,7 +92,7 @@ def _is_pragma(text, line):
 
 
 def _comments(source):
-    """``[(line, paragraph)]``: runs of comments on consecutive lines, ``#`` and pragmas dropped."""
+    """``[(line, paragraph)]``: runs of comments on consecutive lines, ``#``, pragmas dropped."""
     paragraphs, last = [], None
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type != tokenize.COMMENT:
