@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 
-from intrinsic_rank.datasets import load_text_corpus
 from intrinsic_rank.inspection import (
     HeadFacts,
     corpus_token_ids,
@@ -368,49 +367,6 @@ def test_a_bidirectional_toy_is_refused():
                          causal=False)
     with pytest.raises(ValueError, match=r"a bidirectional TinyCausalLM \(causal=False\)"):
         head_facts(model, 0, 0)
-
-
-# ---------------------------------------------------------------- the corpora
-
-
-def test_the_corpora_without_a_tokenizer():
-    random = corpus_token_ids("random", None, 64, n_inputs=50, length=30, random_state=3)
-    assert random.shape == (50, 30) and random.dtype == np.int64
-    assert random.min() >= 0 and random.max() < 64 and len(np.unique(random)) == 64
-    np.testing.assert_array_equal(
-        random, corpus_token_ids("random", None, 64, n_inputs=50, length=30, random_state=3))
-    assert not np.array_equal(
-        random, corpus_token_ids("random", None, 64, n_inputs=50, length=30, random_state=4))
-    repeated = corpus_token_ids("repeated", None, 64, n_inputs=8, length=21)
-    first, second = repeated[:, :10], repeated[:, 10:20]
-    np.testing.assert_array_equal(first, second)
-    assert all(len(set(row)) == 10 for row in first) and repeated.shape == (8, 21)
-    text = np.frombuffer(load_text_corpus("code").encode(), np.uint8).astype(np.int64) % 64
-    windows = corpus_token_ids("code", None, 64, n_inputs=40, length=16, random_state=1)
-    starts = [next(s for s in range(len(text) - 15) if (text[s:s + 16] == w).all())
-              for w in windows]
-    assert len(set(starts)) == 40  # distinct offsets while the text has room for them
-
-
-def test_windows_cycle_through_every_start_before_repeating():
-    n_starts = len(load_text_corpus("prose").encode()) - 100 + 1
-    windows = corpus_token_ids("prose", None, 64, n_inputs=n_starts + 5, length=100)
-    assert len({w.tobytes() for w in windows[:n_starts]}) == n_starts
-    assert len({w.tobytes() for w in windows}) == n_starts
-
-
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(corpus="wiki"), "corpus must be one of 'random', 'repeated', 'prose', 'code'"),
-    (dict(corpus="prose", length=10_000), "the prose corpus has 3084 tokens, fewer than"),
-    (dict(corpus="repeated", length=1), "length=1 leaves no room for two copies"),
-    (dict(corpus="random", length=0), "length must be an integer >= 1"),
-    (dict(corpus="random", n_inputs=0), "n_inputs must be an integer >= 1"),
-    (dict(corpus="repeated", length=200), "exceeds the 64 ordinary tokens"),
-])
-def test_bad_corpus_requests_are_refused(kwargs, message):
-    kwargs = dict(dict(n_inputs=2, length=9), **kwargs)
-    with pytest.raises(ValueError, match=message):
-        corpus_token_ids(kwargs.pop("corpus"), None, 64, **kwargs)
 
 
 # ---------------------------------------------------------------- SmolLM2-135M

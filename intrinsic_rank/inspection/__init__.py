@@ -14,9 +14,11 @@ loading it measures) and the estimators and experiments that use its numbers:
   positional scheme, scale and mask), :func:`head_activations` (its input
   ``X`` and output ``Y`` on given inputs, by forward hooks) and
   :func:`head_output` (``Y`` recomputed from ``X``); the inputs of four corpora
-  (``_head_inputs``): :func:`corpus_token_ids`; the head's query truncated on its
-  own inputs and the precision of its weights (``_head_truncation``):
-  :func:`query_basis`, :func:`truncation_risks`, :func:`precision_floor`;
+  (``_head_inputs``): :func:`corpus_token_ids`, split into training and held-out
+  parts, and :func:`corpus_record`, what each corpus is; the head's query
+  truncated on its own inputs and the precision of its weights
+  (``_head_truncation``): :func:`query_basis`, :func:`truncation_risks`,
+  :func:`precision_floor`;
 * hidden-state geometry (``_geometry``): :func:`reachability_geometry`, the
   radius, box and cone of a model's final hidden states and the reachability
   bounds they give at each precision convention, from :func:`states_geometry`,
@@ -42,7 +44,7 @@ from ._geometry import (
     slope_ratio,
     states_geometry,
 )
-from ._head_inputs import TOKEN_CORPORA, corpus_token_ids
+from ._head_inputs import TOKEN_CORPORA, corpus_record, corpus_token_ids
 from ._head_io import (
     READ_FAMILIES,
     HeadData,
@@ -86,6 +88,7 @@ __all__ = [
     "check_decoder",
     "check_precision",
     "convention_label",
+    "corpus_record",
     "corpus_token_ids",
     "decoder_cell_proportions",
     "head_activations",
