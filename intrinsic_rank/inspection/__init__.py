@@ -16,6 +16,10 @@ loading it measures) and the estimators and experiments that use its numbers:
   :func:`head_output` (``Y`` recomputed from ``X``); the inputs of four corpora
   (``_head_inputs``): :func:`corpus_token_ids`, split into training and held-out
   parts, and :func:`corpus_record`, what each corpus is;
+* heads' query projections imposed on the model (``_impose``):
+  :func:`imposed_queries` replaces them inside the LM and restores them when
+  the block ends, and :func:`lm_loss` is the LM's next-token loss, to judge an
+  imposed rank by what the model does;
 * hidden-state geometry (``_geometry``): :func:`reachability_geometry`, the
   radius, box and cone of a model's final hidden states and the reachability
   bounds they give at each precision convention, from :func:`states_geometry`,
@@ -51,6 +55,7 @@ from ._head_io import (
     head_output,
     parse_head,
 )
+from ._impose import imposed_queries, lm_loss
 from ._head_profiles import PROFILE_COLUMNS, profile_heads, save_profile_csv
 from ._head_scores import HEAD_PATTERNS, SCORE_MEASURES, head_pattern_masks, head_pattern_scores
 from ._repeated_tokens import ordinary_token_ids
@@ -79,6 +84,8 @@ __all__ = [
     "head_activations",
     "head_facts",
     "head_output",
+    "imposed_queries",
+    "lm_loss",
     "parse_head",
     "head_pattern_masks",
     "head_pattern_scores",
