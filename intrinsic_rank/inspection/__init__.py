@@ -19,6 +19,10 @@ loading it measures) and the estimators and experiments that use its numbers:
   truncated on its own inputs and the precision of its weights
   (``_head_truncation``): :func:`query_basis`, :func:`truncation_risks`,
   :func:`precision_floor`;
+* heads' query projections imposed on the model (``_impose``):
+  :func:`imposed_queries` replaces them inside the LM and restores them when
+  the block ends, and :func:`lm_loss` is the LM's next-token loss, to judge an
+  imposed rank by what the model does;
 * hidden-state geometry (``_geometry``): :func:`reachability_geometry`, the
   radius, box and cone of a model's final hidden states and the reachability
   bounds they give at each precision convention, from :func:`states_geometry`,
@@ -64,6 +68,7 @@ from ._head_truncation import (
     truncated_head,
     truncation_risks,
 )
+from ._impose import imposed_queries, lm_loss
 from ._head_profiles import PROFILE_COLUMNS, profile_heads, save_profile_csv
 from ._head_scores import HEAD_PATTERNS, SCORE_MEASURES, head_pattern_masks, head_pattern_scores
 from ._repeated_tokens import ordinary_token_ids
@@ -94,6 +99,8 @@ __all__ = [
     "head_activations",
     "head_facts",
     "head_output",
+    "imposed_queries",
+    "lm_loss",
     "parse_head",
     "precision_floor",
     "quantisation_noise",
