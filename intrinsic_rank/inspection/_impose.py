@@ -55,8 +55,19 @@ def _checked_projections(projections, bare, kind, label):
         twice = next(k for k in keys if keys.count(k) > 1)
         raise ValueError(f"projections names head {_name(*twice)} twice")
     facts = _facts_of(bare, kind, label, keys)
-    checked = {}
+    checked, biases = {}, {}
     for key, value in zip(keys, projections.values()):
+        if isinstance(value, tuple):  # (w_q, b_q)
+            if len(value) != 2:
+                raise ValueError(f"projections[{_name(*key)}] must be w_q or a pair (w_q, "
+                                 f"b_q); got a tuple of {len(value)}")
+            value, bias = value
+            bias = _matrix(bias, key).reshape(-1)
+            if bias.shape != (facts[key].head_dim,) or not np.isfinite(bias).all():
+                raise ValueError(f"projections[{_name(*key)}]: its query bias must be a "
+                                 f"finite array of shape ({facts[key].head_dim},); got "
+                                 f"shape {bias.shape}")
+            biases[key] = bias
         w_q = _matrix(value, key)
         shape = (facts[key].d_model, facts[key].head_dim)
         if w_q.shape != shape:
@@ -65,7 +76,7 @@ def _checked_projections(projections, bare, kind, label):
         if not np.isfinite(w_q).all():
             raise ValueError(f"projections[{_name(*key)}] holds NaN or infinity")
         checked[key] = w_q
-    return checked
+    return checked, biases
 
 
 def _query_block(bare, kind, layer, head, head_dim):
@@ -83,6 +94,35 @@ def _query_block(bare, kind, layer, head, head_dim):
     if bare.config.model_type == "gpt2":
         return site.c_attn.weight, (slice(None), rows), False
     return site.q_proj.weight, rows, True
+
+
+def _bias_block(bare, kind, layer, head, head_dim):
+    """``(parameter, index)`` of the head's query bias, or ``None`` when the model has none."""
+    rows = slice(head * head_dim, (head + 1) * head_dim)
+    site, _ = _sites(bare, kind, layer)
+    if kind == "tiny":
+        bias = site.bias
+    elif bare.config.model_type == "gpt2":
+        bias = site.c_attn.bias
+    else:
+        bias = site.q_proj.bias
+    return None if bias is None else (bias, rows, False)
+
+
+def _bias_edits(bare, kind, checked, biases):
+    """The bias blocks and values to write; a bias asked of a model without one is refused
+    unless it is zero (the bias the model already has)."""
+    blocks, values = [], []
+    for (layer, head), bias in biases.items():
+        block = _bias_block(bare, kind, layer, head, checked[layer, head].shape[1])
+        if block is None:
+            if np.any(bias != 0):
+                raise ValueError(f"projections[{_name(layer, head)}] gives a query bias, but "
+                                 "the model's queries have none")
+            continue
+        blocks.append(block)
+        values.append(_stored(bias, block[0], False))
+    return blocks, values
 
 
 def _write(blocks, values):
@@ -105,20 +145,21 @@ def imposed_queries(model, projections):
     back bit for bit when the block ends: normally, by an exception or by
     ``KeyboardInterrupt``. Stop signals that arrive while weights are being
     written or restored act once that is done, so the model is never left
-    half edited. The query biases, the keys, the values and every other weight
-    stay as they are.
+    half edited. The query biases (unless given), the keys, the values and every
+    other weight stay as they are.
 
     Parameters
     ----------
     model : LoadedModel, model name or path, TinyCausalLM, transformers model or adapter
         The models :func:`head_facts` reads. A name or path is loaded here,
         and the loaded model is what the block receives.
-    projections : mapping of (layer, head) or str to array-like
+    projections : mapping of (layer, head) or str to array-like or (array-like, array-like)
         For each head (as ``(layer, head)`` or ``"L18H6"``), its new query
         projection ``w_q`` of shape ``(d_model, head_dim)``, in the convention
-        of :class:`HeadFacts`: ``q = X @ w_q + b_q``. It is rounded to the
-        weights' dtype (float32 for the packaged models). Empty: nothing
-        changes.
+        of :class:`HeadFacts`: ``q = X @ w_q + b_q``; or a pair ``(w_q, b_q)``
+        that replaces the query bias too (a model whose queries have no bias
+        takes only a zero one). Rounded to the weights' dtype (float32 for the
+        packaged models). Empty: nothing changes.
 
     Yields
     ------
@@ -151,7 +192,7 @@ def imposed_queries(model, projections):
     if isinstance(model, (str, os.PathLike)):
         model = load_model(model, progress=False)
     bare, kind, label = _resolve(model)
-    checked = _checked_projections(projections, bare, kind, label)
+    checked, biases = _checked_projections(projections, bare, kind, label)
     blocks = [_query_block(bare, kind, layer, head, w_q.shape[1])
               for (layer, head), w_q in checked.items()]
     values = [_stored(w_q, param, transposed)
@@ -160,15 +201,17 @@ def imposed_queries(model, projections):
         if not torch.isfinite(value).all():
             raise ValueError(f"projections[{_name(*key)}] holds values beyond the range "
                              f"of the model's {value.dtype} weights")
-    saved = [param[index].detach().clone() for param, index, _ in blocks]
+    bias_blocks, bias_values = _bias_edits(bare, kind, checked, biases)
+    everything = blocks + bias_blocks
+    saved = [param[index].detach().clone() for param, index, _ in everything]
     try:
         with signals_held():
-            _write(blocks, values)
+            _write(everything, values + bias_values)
         _check_written(bare, checked, values, blocks)
         yield model
     finally:
         with signals_held():
-            _write(blocks, saved)
+            _write(everything, saved)
 
 
 def _check_written(bare, checked, values, blocks):

@@ -295,14 +295,15 @@ class RotarySoftmaxStudent(RankBatchedStudent):
         used = [slot * self.r_max + j for slot in slots for j in range(self.ranks[slot])]
         columns = torch.tensor(used, dtype=torch.long, device=X.device)
         A = self.query_in.permute(1, 0, 2).reshape(d, -1)[:, columns]
-        if not self.learned_keys:  # one set of keys for every slot
-            keys = self.key_map.to(A.dtype)
-        elif R == len(self.ranks):
-            keys = self.key.permute(1, 0, 2).reshape(d, R * h)
-        else:
-            keys = self.key[list(slots)].permute(1, 0, 2).reshape(d, R * h)
-        projected = X.reshape(n * L, d) @ torch.cat([A, keys], dim=1)
-        parts = projected.split([*(self.ranks[s] for s in slots), keys.shape[1]], dim=1)
+        tokens = X.reshape(n * L, d)
+        if self.learned_keys:
+            keys = (self.key.permute(1, 0, 2) if R == len(self.ranks) else
+                    self.key[list(slots)].permute(1, 0, 2)).reshape(d, R * h)
+            projected = tokens @ torch.cat([A, keys], dim=1)
+            parts = projected.split([*(self.ranks[s] for s in slots), keys.shape[1]], dim=1)
+        else:  # one set of keys for every slot, a product apart: it needs no gradient
+            projected = tokens @ A
+            parts = projected.split([self.ranks[s] for s in slots], dim=1)
         queries = torch.stack([part @ self.query_out[s, :, :self.ranks[s]].T
                                for part, s in zip(parts, slots)])
         cos, sin = rope_tables(self.inv_freq, L, projected.dtype, X.device)
@@ -310,7 +311,8 @@ class RotarySoftmaxStudent(RankBatchedStudent):
             keys = rotate(parts[-1].view(n * L, R, h).transpose(0, 1).reshape(R, n, L, h),
                           cos, sin)
         else:
-            keys = rotate(parts[-1].view(1, n, L, h), cos, sin).expand(R, -1, -1, -1)
+            keys = (tokens @ self.key_map.to(A.dtype)).view(1, n, L, h)
+            keys = rotate(keys, cos, sin).expand(R, -1, -1, -1)
         return rotate(queries.view(R, n, L, h), cos, sin), keys
 
     def _weights(self, X, slots):

@@ -20,7 +20,8 @@ for a head with a planted rank:
    The ranks are searched as the estimators' adaptive search does: the powers
    of two first, one batched run, then batched refinement rounds of the bracket
    between the largest rank that fails and the smallest that reaches
-   (:func:`~intrinsic_rank.estimators.refinement_ranks`).
+   (:func:`~intrinsic_rank.estimators.refinement_ranks`), until the bracket is
+   at most an eighth of the answer (:data:`RESOLUTION`; exact up to 8).
 3. **The answer, an upper bound with its evidence.** ``r*_attn(tol)`` is the
    smallest rank shown to reach ``tol``, by training or by truncation; every
    rank's risk is kept. When no rank below the head width reaches it, the
@@ -43,7 +44,8 @@ from ...estimators import refinement_ranks
 from ...inspection import precision_floor, query_basis, truncation_risks
 from ...nn import RotarySoftmaxStudent, distill_slots
 
-__all__ = ["DISTILL_MARGIN", "DISTILL_MODES", "TOLERANCES", "TRAINING", "check_tolerances",
+__all__ = ["DISTILL_MARGIN", "DISTILL_MODES", "RESOLUTION", "TOLERANCES", "TRAINING",
+           "check_tolerances",
            "energy_rank", "measure_head", "rank_text"]
 
 TOLERANCES = (0.01, 0.02, 0.05, 0.1, 0.2)
@@ -53,11 +55,15 @@ that a student may leave unexplained."""
 DISTILL_MARGIN = 10.0
 """Training is tried at a rank only where its truncation is within this factor of ``tol``."""
 
+RESOLUTION = 1 / 8
+"""The search stops when the bracket of an answer is at most this share of it (one rank at
+least): ``r*_attn`` is then known to within an eighth of itself."""
+
 DISTILL_MODES = ("auto", "all", "none")
 """``"auto"``: the margin rule; ``"all"``: every rank below the training-free answer;
 ``"none"``: the training-free curve alone."""
 
-TRAINING = dict(lr=3e-3, batch_size=16, max_epochs=300, patience=20, min_fall=0.01)
+TRAINING = dict(lr=2e-3, batch_size=8, max_epochs=300, patience=10, min_fall=0.01)
 """The distillation's defaults (:func:`~intrinsic_rank.nn.distill_slots`)."""
 
 
@@ -141,15 +147,27 @@ def _answers(free, trained, tolerances, width):
     return risk, answers
 
 
+def _lower_bound(risk, trained, tol, upper, eligible):
+    """The largest rank below ``upper`` known to fail ``tol``: trained and short, or never
+    eligible for training (its truncation too far from ``tol``); 0 when there is none."""
+    failing = [r for r in range(1, upper) if (r in trained and risk[r] > tol)
+               or not eligible(r, tol)]
+    return max(failing, default=0)
+
+
 def _brackets(free, trained, tolerances, width, eligible):
-    """The untrained eligible ranks inside each tolerance's bracket, for the next round."""
+    """The untrained eligible ranks inside each tolerance's bracket, for the next round.
+
+    A bracket narrower than ``RESOLUTION`` of its upper end (at least one rank) is
+    resolved: the answer is then known to within an eighth of itself.
+    """
     risk, answers = _answers(free, trained, tolerances, width)
     todo = set()
     for tol in tolerances:
         upper = answers[tol] or width
-        failing = [r for r in range(1, upper) if (r in trained and risk[r] > tol)
-                   or not eligible(r, tol)]
-        lower = max(failing, default=0)
+        lower = _lower_bound(risk, trained, tol, upper, eligible)
+        if upper - lower <= max(1, math.ceil(RESOLUTION * upper)):
+            continue
         todo.update(r for r in refinement_ranks(lower, upper)
                     if r not in trained and eligible(r, tol))
     return sorted(todo)
@@ -199,6 +217,8 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
         epoch, epochs, whether it converged), ``rounds``; per tolerance, in the
         order of ``tolerances``: ``r_star`` and ``r_star_free`` (the rank, or
         ``None`` when no rank below the width reaches it), ``r_star_text``,
+        ``r_star_lower`` (the largest rank known to fail: the answer lies above
+        it),
         ``below_precision`` (whether the tolerance is finer than the head's
         precision floor) and ``energy_rank`` (the ranks holding all but ``tol``
         of the query energy on the training inputs); ``query_energy`` (the
@@ -247,6 +267,8 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
         fit_seconds += seconds
         todo = _brackets(free, trained, tolerances, width, eligible)
     risk, answers = _answers(free, trained, tolerances, width)
+    lower = [_lower_bound(risk, trained, tol, answers[tol] or width, eligible)
+             for tol in tolerances]
     floor = (precision_floor(heldout[0], facts, n_draws=precision_draws,
                              random_state=random_state) if precision_draws else None)
     energy = np.cumsum(values ** 2) / max(float(np.sum(values ** 2)), np.finfo(float).tiny)
@@ -257,6 +279,7 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
         r_star=[answers[tol] for tol in tolerances],
         r_star_free=[answers_free[tol] for tol in tolerances],
         r_star_text=[rank_text(answers[tol], width) for tol in tolerances],
+        r_star_lower=lower,
         precision_floor=floor,
         below_precision=[None if floor is None else bool(tol < floor) for tol in tolerances],
         energy_rank=[energy_rank(energy, tol) for tol in tolerances],

@@ -27,7 +27,7 @@ from ..runner import (
     write_csv,
 )
 from ._head_measure import DISTILL_MODES, TOLERANCES, check_tolerances
-from ._real_heads import HEAD_TYPES, MAP_DEFAULTS, head_name
+from ._real_heads import MAP_DEFAULTS, SHARPNESS, head_name
 
 __all__ = ["ALPHA", "FINDINGS_TOL", "PLANT_RECOVERY", "SCORES", "head_rank_findings",
            "plot_head_rank_curves", "plot_head_rank_map", "plot_impose"]
@@ -265,7 +265,7 @@ def _plant_verdict(result):
         f"agrees when at every planted rank at least {PLANT_RECOVERY:.0%} of the plantable "
         f"heads read r*_attn({cfg['plant_tol']:g}) = k, does not agree when no rank does, "
         "partly otherwise; a plant is sharp when its own best rank-(k-1) truncation leaves "
-        "at least 5 x tol of its variance")]
+        f"at least {SHARPNESS:g} x tol of its variance")]
 
 
 def _verdicts(result):

@@ -26,6 +26,7 @@ import numpy as np
 from ...inspection import corpus_token_ids, head_facts, imposed_queries, lm_loss
 from ...nn import model_vocab_size, unwrap_model
 from ._head_measure import energy_rank
+from ._real_heads import _query_rows
 
 __all__ = ["ALLOCATIONS", "GOAL_LOSS_RISE", "GOAL_RANK_SHARE", "allocation_ranks",
            "impose_verdicts", "impose_ranks"]
@@ -106,14 +107,20 @@ def _energy_allocation(records, budget):
 
 
 def _query_projection(facts, projections, rank):
-    """The head's query at ``rank``: its stored student (trained or truncated), or a truncation."""
+    """The head's query at ``rank``: its stored student (trained or truncated), or a truncation.
+
+    ``w_q``, or ``(w_q, b_q)`` for a head with biases (the students carry the bias
+    as one more input row); ``None`` at full width: the head keeps its own.
+    """
     if rank >= min(facts.d_model, facts.head_dim):
-        return None  # the head keeps its own
+        return None
     if rank in projections:
         A, C = projections[rank]
-        return np.asarray(A, dtype=np.float64) @ np.asarray(C, dtype=np.float64)
-    basis = np.asarray(projections[0][0], dtype=np.float64)
-    return np.asarray(facts.w_q, dtype=np.float64) @ basis[:, :rank] @ basis[:, :rank].T
+        w_q = np.asarray(A, dtype=np.float64) @ np.asarray(C, dtype=np.float64)
+    else:
+        basis = np.asarray(projections[0][0], dtype=np.float64)
+        w_q = _query_rows(facts) @ basis[:, :rank] @ basis[:, :rank].T
+    return (w_q[:-1], w_q[-1]) if len(w_q) == facts.d_model + 1 else w_q
 
 
 def _loss_with(loaded, facts, projections, ranks, ids, batch_size, device, trained=True):

@@ -14,7 +14,7 @@ a rank-``k`` plant (:func:`plant_query`: the SVD of its realised queries, the ``
 kept directions given equal variance), optionally moved by one quantisation step of
 the model's weights (``plant_noise=True``: an approximate plant, as a quantised model
 would hold it). The plant must be *sharp*: its own best rank-``(k-1)`` truncation must
-be at least ``SHARPNESS`` (5) times ``tol`` away from it; the equal value is ``gamma``
+be at least ``SHARPNESS`` (20) times ``tol`` away from it; the equal value is ``gamma``
 times the root mean square of the kept singular values, for the first ``gamma`` of
 :data:`PLANT_SCALES` that makes it sharp. The same procedure as for a head as trained
 then measures it, and ``r*_attn(tol) == k`` is the test.
@@ -71,13 +71,16 @@ __all__ = ["HEAD_TYPES", "MAP_COLUMNS", "MAP_DEFAULTS", "PLANT_SCALES", "SHARPNE
 HEAD_TYPES = ("induction", "previous-token", "sink", "other")
 """The head types of :func:`select_heads`, in the order heads are typed."""
 
-PLANT_SCALES = (1.0, 2.0, 4.0, 8.0)
+PLANT_SCALES = (1.0, 2.0, 4.0, 8.0, 16.0)
 """Factors ``gamma`` tried, in order, for the planted singular values: ``gamma`` times the
 root mean square of the ``k`` kept singular values of the head's realised queries."""
 
-SHARPNESS = 5.0
+SHARPNESS = 20.0
 """A plant of rank ``k`` is sharp when its best truncation to rank ``k - 1`` is at least this
-many times ``tol`` away from it (held-out error relative to the variance of its output)."""
+many times ``tol`` away from it (held-out error relative to the variance of its output):
+twice the distillation's margin, so that no rank below ``k`` is near enough for training to
+reach ``tol`` (the largest fall training gave on real heads was about 4-fold, on the toy
+model's heads about 7-fold)."""
 
 MAP_DEFAULTS = dict(n_fit=48, n_heldout=16, length=128)
 """Windows per corpus for training and for held-out scoring, and tokens per window."""
@@ -311,10 +314,18 @@ def _projections(record, facts, fit_X, trained):
         if r in trained:
             out[r] = trained[r]
         else:
-            w_q = np.asarray(facts.w_q, dtype=np.float64)
+            w_q = _query_rows(facts)
             out[r] = ((w_q @ basis[:, :r]).astype(np.float32),
                       basis[:, :r].T.astype(np.float32))
     return out
+
+
+def _query_rows(facts):
+    """``w_q``, with ``b_q`` as one more row for a head with biases (the students' layout)."""
+    w_q = np.asarray(facts.w_q, dtype=np.float64)
+    if any(np.any(np.asarray(b) != 0) for b in (facts.b_q, facts.b_k, facts.b_v)):
+        return np.vstack([w_q, np.asarray(facts.b_q, dtype=np.float64)[None, :]])
+    return w_q
 
 
 def _measure_one(facts, fit, heldout, plant, options, random_state, device):
