@@ -16,7 +16,12 @@ for a head with a planted rank:
    it. Training can only lower a rank's risk, so it can change the answer only
    at ranks below ``r0(tol)``; it is tried at those whose truncation is within
    ``margin`` (10) times ``tol`` -- on ten SmolLM2 heads on Python source, the
-   largest fall training gave was a factor of about 4 (docs/real_heads.md).
+   largest fall training gave was a factor of about 4 (docs/real_heads.md) --
+   and only for tolerances at or above the head's **precision floor** (the change
+   of its output under one more quantisation of its query weights,
+   :func:`~intrinsic_rank.inspection.precision_floor`): a finer tolerance asks
+   for more than the weights themselves hold, and keeps its training-free bound,
+   flagged.
    The ranks are searched as the estimators' adaptive search does: the powers
    of two first, one batched run, then batched refinement rounds of the bracket
    between the largest rank that fails and the smallest that reaches
@@ -60,8 +65,9 @@ RESOLUTION = 1 / 8
 least): ``r*_attn`` is then known to within an eighth of itself."""
 
 DISTILL_MODES = ("auto", "all", "none")
-"""``"auto"``: the margin rule; ``"all"``: every rank below the training-free answer;
-``"none"``: the training-free curve alone."""
+"""``"auto"``: the margin rule, at tolerances no finer than the head's precision floor;
+``"all"``: every rank below the training-free answer, at every tolerance; ``"none"``: the
+training-free curve alone."""
 
 TRAINING = dict(lr=2e-3, batch_size=8, max_epochs=300, patience=10, min_fall=0.01)
 """The distillation's defaults (:func:`~intrinsic_rank.nn.distill_slots`)."""
@@ -189,7 +195,8 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
     tolerances : sequence of float, default=TOLERANCES
         Each in ``(0, 1)``.
     distill : {"auto", "all", "none"}, default="auto"
-        Where training is tried (:data:`DISTILL_MODES`).
+        Where training is tried (:data:`DISTILL_MODES`); ``"auto"`` also leaves
+        out the tolerances finer than the head's precision floor.
     margin : float, default=10.0
         The rule of ``"auto"``: ranks whose truncation is within ``margin * tol``.
     restarts : int, default=0
@@ -218,7 +225,7 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
         order of ``tolerances``: ``r_star`` and ``r_star_free`` (the rank, or
         ``None`` when no rank below the width reaches it), ``r_star_text``,
         ``r_star_lower`` (the largest rank known to fail: the answer lies above
-        it),
+        it), ``distilled`` (whether training was tried for it),
         ``below_precision`` (whether the tolerance is finer than the head's
         precision floor) and ``energy_rank`` (the ranks holding all but ``tol``
         of the query energy on the training inputs); ``query_energy`` (the
@@ -248,9 +255,15 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
     free = np.append(truncation_risks(heldout[0], heldout[1], facts, basis,
                                       range(1, width)), 0.0)
     _, answers_free = _answers(free, {}, tolerances, width)
+    floor = (precision_floor(heldout[0], facts, n_draws=precision_draws,
+                             random_state=random_state) if precision_draws else None)
+    # "auto" distils where training can change an answer the weights can hold: a
+    # tolerance finer than the head's precision floor keeps its training-free bound
+    distilled = {tol: distill == "all" or (distill == "auto" and (floor is None or tol >= floor))
+                 for tol in tolerances}
 
     def eligible(r, tol):
-        if distill == "none" or (answers_free[tol] or width) <= r:
+        if not distilled[tol] or (answers_free[tol] or width) <= r:
             return False
         return distill == "all" or free[r - 1] <= margin * tol
 
@@ -269,8 +282,6 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
     risk, answers = _answers(free, trained, tolerances, width)
     lower = [_lower_bound(risk, trained, tol, answers[tol] or width, eligible)
              for tol in tolerances]
-    floor = (precision_floor(heldout[0], facts, n_draws=precision_draws,
-                             random_state=random_state) if precision_draws else None)
     energy = np.cumsum(values ** 2) / max(float(np.sum(values ** 2)), np.finfo(float).tiny)
     return dict(
         tolerances=list(tolerances), width=int(width), free_risks=[float(v) for v in free],
@@ -279,7 +290,7 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
         r_star=[answers[tol] for tol in tolerances],
         r_star_free=[answers_free[tol] for tol in tolerances],
         r_star_text=[rank_text(answers[tol], width) for tol in tolerances],
-        r_star_lower=lower,
+        r_star_lower=lower, distilled=[distilled[tol] for tol in tolerances],
         precision_floor=floor,
         below_precision=[None if floor is None else bool(tol < floor) for tol in tolerances],
         energy_rank=[energy_rank(energy, tol) for tol in tolerances],

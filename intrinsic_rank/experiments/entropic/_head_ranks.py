@@ -214,8 +214,8 @@ def planted_recovery(records):
     Examples
     --------
     >>> recs = [dict(layer=0, head=h, planted_rank=4, plant_noise=False, plantable=True,
-    ...              plant_tol=0.02, tolerances=[0.02], width=16, r_star=[r])
-    ...         for h, r in enumerate([4, 4, 3])]
+    ...              plant_tol=0.02, tolerances=[0.02], width=16, r_star=[r],
+    ...              r_star_text=[str(r)]) for h, r in enumerate([4, 4, 3])]
     >>> planted_recovery(recs)[0]["share"]
     0.6666666666666666
     """
