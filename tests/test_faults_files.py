@@ -21,6 +21,7 @@ from intrinsic_rank.experiments.runner import (
     format_table,
     lock_folder,
     markdown_table,
+    number_text,
     read_json,
     save_records,
     write_json,
@@ -136,6 +137,20 @@ def test_format_column_keeps_one_style_and_four_significant_digits():
     assert format_column([None, math.nan, 0.0, math.inf]) == [MISSING, MISSING, "0", "inf"]
     assert format_column([True, 3, "text"]) == ["yes", "3", "text"]
     assert format_column([0.5, math.nan], floatfmt="{:.3f}") == ["0.500", MISSING]
+
+
+def test_a_missing_value_reads_the_same_in_a_table_cell_and_in_prose():
+    import numpy as np
+
+    for value in (None, math.nan, np.float32("nan"), np.float64("nan")):
+        assert number_text(value) == format_column([value])[0] == MISSING
+        assert number_text(value, "{:.2f}") == MISSING
+    for value, text in ((math.inf, "inf"), (-math.inf, "-inf"), (True, "yes"),
+                        (np.bool_(False), "no"), (7, "7"), (np.int64(12), "12"),
+                        ("r*", "r*")):
+        assert number_text(value) == format_column([value])[0] == text
+    assert number_text(1 / 3) == "0.333" and number_text(1 / 3, "{:.1%}") == "33.3%"
+    assert number_text([1, 2]) == "[1, 2]"
 
 
 def test_format_table_prints_a_dash_for_what_does_not_apply():

@@ -380,8 +380,8 @@ def _verdicts(result):
         "inputs of different complexity through one frozen model: the realised attention "
         "ranks do not separate the corpora (the paper: the measured rank does not separate "
         "corpora of different complexity)",
-        f"{result['config']['model']} ({sep.get('n_heads', 'n/a')} heads): realised attention "
-        f"energy rank, median over heads [interquartile range]: {medians}; Friedman "
+        f"{result['config']['model']} ({number_text(sep.get('n_heads'))} heads): realised "
+        f"attention energy rank, median over heads [interquartile range]: {medians}; Friedman "
         f"chi2 = {number_text(sep['friedman_statistic'])}, p = "
         f"{number_text(sep['friedman_p'], '{:.2g}')}, Kendall's W = "
         f"{number_text(sep.get('kendall_w'))}; mean rank within a head (1 = lowest): {ranks}; "
