@@ -22,9 +22,12 @@ from intrinsic_rank.experiments.runner import (
     lock_folder,
     markdown_table,
     number_text,
+    output_stage,
     read_json,
     save_records,
+    write_csv,
     write_json,
+    write_text,
 )
 
 
@@ -125,6 +128,80 @@ def test_reproduce_refuses_a_bad_out_before_any_work(tmp_path, toy):
     with pytest.raises(ValueError, match="random_state must be an integer in"):
         reproduce("faulty", out=tmp_path, progress=False, random_state=2**32)
     assert calls == [] and file.read_text() == "x"
+
+
+def _command_toy(calls):
+    """A command writing NAME.json, NAME.csv, NAME.png and NAME_detail.png (NAME: toy_out)."""
+    def run(settings, *, random_state, progress, device):
+        calls.append(random_state)
+        return dict(records=[dict(seed=random_state)])
+
+    def csv(result, folder):
+        write_csv(os.path.join(folder, "toy_out.csv"), result["records"])
+        return ["toy_out.csv"]
+
+    def plot(result, folder):
+        for name in ("toy_out.png", "toy_out_detail.png"):
+            write_text(os.path.join(folder, name), "png")
+        return ["toy_out.png", "toy_out_detail.png"]
+
+    return Experiment(
+        name="toy-out", command="toy-out", title="t", paper="none", help="h",
+        description="d", quick={}, full={}, run=run, tables=lambda result: [], plot=plot,
+        verdicts=lambda result: [("c", "m", "agrees", "e")],
+        add_arguments=lambda parser: None, settings=lambda args: {},
+        summary=lambda result: [], extra_files=csv, in_reproduce=False)
+
+
+@pytest.fixture
+def command_toy():
+    calls = []
+    experiment = register(_command_toy(calls))
+    yield experiment, calls
+    EXPERIMENTS.pop(experiment.name)
+
+
+@pytest.mark.parametrize("obstacle", ["toy_out.json", "toy_out.csv", "toy_out.png",
+                                      "toy_out_detail.png", ".toy_out.files.json"])
+def test_a_folder_where_an_output_file_goes_is_refused_before_the_run(tmp_path, command_toy,
+                                                                      obstacle, capsys):
+    from intrinsic_rank.cli import main
+
+    _, calls = command_toy
+    (tmp_path / obstacle).mkdir()
+    assert main(["toy-out", "--out", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"intrinsic-rank toy-out: error: --out {str(tmp_path)!r}: {obstacle!r} is "
+                   "a folder where the command writes a file; move it away or write elsewhere")
+    assert calls == [] and os.listdir(tmp_path) == [obstacle]
+    # a symbolic link to a folder is no obstacle: the rename replaces the link
+    os.rmdir(tmp_path / obstacle)
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / obstacle)
+    assert main(["toy-out", "--out", str(tmp_path), "--quiet"]) == 0 and calls == [0]
+    assert sorted(os.listdir(tmp_path)) == [".toy_out.files.json", "elsewhere", "toy_out.csv",
+                                            "toy_out.json", "toy_out.png",
+                                            "toy_out_detail.png"]
+
+
+def test_reproduce_refuses_a_folder_where_a_piece_file_goes_before_any_work(tmp_path,
+                                                                          command_toy):
+    _, calls = command_toy
+    (tmp_path / "toy-out" / "toy_out.png").mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"out .*toy-out': 'toy_out.png' is a folder where "):
+        reproduce("toy-out", out=tmp_path, progress=False)
+    assert calls == [] and sorted(os.listdir(tmp_path)) == ["toy-out"]
+
+
+def test_no_temporary_file_outlives_a_record_that_cannot_be_written(tmp_path):
+    """A folder that appears where the list of the run's files goes (after the checks) costs
+    the list, not a stray temporary file; the run's own files are in."""
+    with output_stage(tmp_path, "late") as stage:
+        write_json(tmp_path / "late.json", {"a": 1})
+        (tmp_path / ".late.files.json").mkdir()
+    assert stage.paths == []
+    assert sorted(os.listdir(tmp_path)) == [".late.files.json", "late.json"]
+    assert os.listdir(tmp_path / ".late.files.json") == []
 
 
 # -- tables: one rule per column --------------------------------------------------------

@@ -193,7 +193,7 @@ def _plot_models(result, folder):
             names.append(save_plot(plot_head_scores(Bunch(**model)), folder,
                                    f"profile_scores_{name}.png"))
     trajectory = plot_kernel_rank_trajectory(Bunch(**result["trajectory"]))
-    return names + [save_plot(trajectory, folder, "trajectory.png")]
+    return names + [save_plot(trajectory, folder, "profile_trajectory.png")]
 
 
 def _plot_one(result, folder):

@@ -74,6 +74,7 @@ from sklearn.utils import Bunch
 from ... import __version__
 from ..._validation import check_device, check_seed
 from ._output import (
+    check_command_files,
     check_output_folder,
     jsonable,
     lock_folder,
@@ -441,7 +442,8 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
         Before any work: for an unknown piece name, a ``random_state`` that is
         not an integer in ``[0, 2**32 - 1]``, a device torch does not know (or
         CUDA asked for and absent), an ``out`` that is empty, a file or not
-        writable, or settings a piece's ``check`` refuses.
+        writable, a folder standing where a piece writes one of its files
+        (``out/<piece>/<piece>.png``), or settings a piece's ``check`` refuses.
     KeyboardInterrupt
         When Ctrl-C arrives: the piece that was running is not cached, the
         pieces finished before it are, and the manifest records the
@@ -463,6 +465,7 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
         piece = EXPERIMENTS[name]
         settings = jsonable(piece.quick if quick else piece.full)
         piece.validate(settings)
+        check_command_files(os.path.join(out, name), piece.file_stem, option="out")
         plan.append((name, piece, settings))
     if command is None:
         on = "" if device == "cpu" else f", device={device!r}"
