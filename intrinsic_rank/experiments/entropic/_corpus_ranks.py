@@ -23,7 +23,13 @@ from ..._packaged_models import model_option_help
 from ..._validation import check_device, check_int
 from ...datasets import load_text_corpus
 from ...inspection import ordinary_token_ids, profile_heads
-from ...nn import as_causal_lm, load_model, model_vocab_size, unwrap_model
+from ...nn import (
+    ModelNotInstalledError,
+    as_causal_lm,
+    load_model,
+    model_vocab_size,
+    unwrap_model,
+)
 from ..runner import (
     Experiment,
     bounded_int,
@@ -323,7 +329,7 @@ def _run(settings, *, random_state, progress, device):
                                       n_inputs=settings["n_inputs"], length=settings["length"],
                                       period=settings["period"], random_state=random_state,
                                       progress=progress, device=device)
-    except ImportError as error:  # a packaged model (or its reader) that is not installed
+    except ModelNotInstalledError as error:  # a packaged model (or its reader) not installed
         return {"missing": str(error), "config": dict(settings)}
     return jsonable(dict(result))
 

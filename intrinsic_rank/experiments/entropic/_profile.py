@@ -34,7 +34,7 @@ from ...inspection import (
     reachability_geometry,
     save_profile_csv,
 )
-from ...nn import as_model_adapter, load_model
+from ...nn import ModelNotInstalledError, as_model_adapter, load_model
 from ..runner import (
     GEOMETRY_BOUND_COLUMNS,
     Experiment,
@@ -109,7 +109,7 @@ def _run_models(settings, *, random_state, progress, device):
                 profile = profile_heads(name, n_inputs=settings["n_inputs"],
                                         max_length=settings["max_length"],
                                         random_state=random_state, device=device)
-            except ImportError as error:  # a packaged model that is not installed
+            except ModelNotInstalledError as error:  # a packaged model not installed
                 models[name] = {"missing": str(error)}
                 bar.update(f"{name}: not installed")
                 continue

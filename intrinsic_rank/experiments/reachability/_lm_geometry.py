@@ -19,7 +19,7 @@ from sklearn.utils import Bunch
 
 from ..._packaged_models import model_option_help
 from ...inspection import reachability_geometry
-from ...nn import as_causal_lm, load_model
+from ...nn import ModelNotInstalledError, as_causal_lm, load_model
 from ..runner import (
     GEOMETRY_BOUND_COLUMNS,
     Experiment,
@@ -310,7 +310,7 @@ def _run(settings, *, random_state, progress, device):
     try:
         result = lm_reachability_geometry(random_state=random_state, progress=progress,
                                           device=device, **settings)
-    except ImportError as error:  # a packaged model that is not installed
+    except ModelNotInstalledError as error:  # a packaged model that is not installed
         if not missing_ok:
             raise
         return {"missing": str(error), "config": dict(model=settings.get("model"))}
