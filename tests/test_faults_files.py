@@ -286,6 +286,10 @@ def _bad_model_files(folder, good, lm):
                        "does not build a TinyCausalLM"),
         "config_list": ({"config": [1, 2], "state_dict": lm.state_dict()},
                         "its 'config' is a list"),
+        "nonfinite": ({"config": dict(lm.config), "state_dict": {
+            name: weight.clone().fill_(float("nan")) if i == 1 else weight
+            for i, (name, weight) in enumerate(lm.state_dict().items())}},
+            rf"the file is damaged: its weight '{list(lm.state_dict())[1]}' holds NaN or inf"),
     }
     for name, (obj, _) in objects.items():
         paths[name] = folder / f"{name}.pt"
@@ -311,6 +315,38 @@ def test_every_bad_model_file_is_one_value_error_naming_it(tmp_path, good_model_
             error = info.value  # raised from None: no torch error chained to it
             assert error.__cause__ is None, name
             assert error.__context__ is None or error.__suppress_context__, name
+
+
+@pytest.mark.parametrize("kind", ["folder", "gguf"])
+def test_a_model_whose_weights_are_not_finite_is_a_damaged_file(tmp_path, monkeypatch, kind):
+    """Weights holding NaN or inf (a flipped bit in a GGUF scale) name the file as damaged,
+    before anything runs the model ("input must be finite" or a torch error came later)."""
+    import torch
+    import transformers
+
+    from intrinsic_rank.nn import _loading, as_causal_lm, as_model_adapter, load_model
+
+    config = transformers.GPT2Config(vocab_size=20, n_embd=8, n_layer=1, n_head=2,
+                                     n_positions=16)
+    model = transformers.GPT2LMHeadModel(config)
+    with torch.no_grad():
+        model.transformer.h[0].ln_1.weight[3] = float("inf")
+    if kind == "folder":
+        path = tmp_path / "tiny"
+        model.save_pretrained(path)
+        what = f"the model folder {str(path)!r}"
+    else:  # a GGUF file that transformers reads into this model
+        path = tmp_path / "tiny.gguf"
+        path.write_bytes(b"GGUF")
+        monkeypatch.setattr(_loading, "load_gguf_causal_lm", lambda file: model)
+        monkeypatch.setattr(_loading, "load_gguf_tokenizer", lambda file: None)
+        what = f"the GGUF file {str(path)!r}"
+    for loader in (load_model, as_causal_lm, as_model_adapter):
+        with pytest.raises(ValueError) as info:
+            loader(str(path))
+        assert str(info.value) == (
+            f"{what} is damaged: its weight 'transformer.h.0.ln_1.weight' holds NaN or inf "
+            "(a model file's weights are finite numbers); download or write it again")
 
 
 # -- the reproduce cache -----------------------------------------------------------------

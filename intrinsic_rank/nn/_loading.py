@@ -121,6 +121,29 @@ def _one_line(text, limit=300):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def _nonfinite_weight(model):
+    """The name of the first parameter of ``model`` holding NaN or inf, or None.
+
+    A model file whose weights are not all finite is damaged (a flipped bit in
+    a GGUF scale reads as NaN); found here, it is named as such instead of
+    surfacing later as "input must be finite" or a torch error. Buffers are not
+    read: a causal mask may hold -inf on purpose.
+    """
+    for name, weight in model.named_parameters():
+        if weight.is_floating_point() and not bool(torch.isfinite(weight).all()):
+            return name
+    return None
+
+
+def _check_weights(model, what):
+    """``model`` as loaded from ``what`` (a file or folder, described), or one ValueError."""
+    name = _nonfinite_weight(model)
+    if name is not None:
+        raise ValueError(f"{what} is damaged: its weight {name!r} holds NaN or inf (a model "
+                         "file's weights are finite numbers); download or write it again")
+    return model
+
+
 def _load_tiny_lm(path):
     """The :class:`TinyCausalLM` of a ``.pt`` file written by :func:`save_tiny_lm`.
 
@@ -183,6 +206,9 @@ def _load_tiny_lm(path):
         model.load_state_dict(state)
     except (RuntimeError, ValueError, TypeError) as error:
         raise bad(f"its weights do not fit its config: {_one_line(error)}") from None
+    name = _nonfinite_weight(model)
+    if name is not None:
+        raise bad(f"the file is damaged: its weight {name!r} holds NaN or inf")
     model.metadata = metadata
     return model.eval()
 
@@ -369,6 +395,7 @@ def _load_folder(path):
         model = load_hf_causal_lm(path).eval()
     else:
         model = load_hf_model(path)
+    _check_weights(model, f"the model folder {path!r}")
     return model, load_hf_tokenizer(path)
 
 
@@ -453,7 +480,7 @@ class _LoadingStatus:
 def _load_gguf(path, label, progress, tokenizer=True):
     """A GGUF file's model (float32, serialisable) and, if asked, its tokenizer."""
     with _LoadingStatus(label, progress):
-        model = load_gguf_causal_lm(path)
+        model = _check_weights(load_gguf_causal_lm(path), f"the GGUF file {path!r}")
         return model, (load_gguf_tokenizer(path) if tokenizer else None)
 
 
@@ -565,7 +592,8 @@ def load_model(model="default", progress=True):
         folder holds no model; for a file that is not a model written by
         :func:`save_tiny_lm` (empty, truncated, corrupt, a text file, a tensor,
         a config or weights that do not fit), one error naming the file and
-        what is wrong.
+        what is wrong; for a ``.pt`` or GGUF file or a Hugging Face folder
+        whose weights hold NaN or inf, one error saying that it is damaged.
     ModelNotInstalledError
         An ``ImportError``: a packaged model's package, or a GGUF file's reader
         (``gguf``, ``accelerate``), is not installed: one line saying what to
@@ -629,7 +657,8 @@ def _causal_adapter(located, copy_model, progress=True):
         # always with a next-token head, after refusing bidirectional encoders
         _encoder_folder_error(value)
         with _LoadingStatus(label, progress):
-            return check_causal(HFCausalLMAdapter(load_hf_causal_lm(value)))
+            model = _check_weights(load_hf_causal_lm(value), f"the model folder {value!r}")
+            return check_causal(HFCausalLMAdapter(model))
     if kind == "gguf":
         model, _ = _load_gguf(value, label, progress, tokenizer=False)
         return check_causal(HFCausalLMAdapter(model))
