@@ -123,3 +123,12 @@ def test_data_with_signal_pass_the_check():
     X[-1, -1, -1] += 1.0  # one number differs: the inputs are not all the same
     _sweep._check_signal(X, Y, "d.npz")
     _sweep._check_signal(X[:1], Y[:1], "d.npz")  # one sample: the estimator's to judge
+
+
+def test_the_sameness_check_reads_every_block_of_samples():
+    same = np.zeros((2500, 2, 3))
+    assert _sweep._all_like_the_first(same, block=1024)
+    for row in (1, 1024, 1025, 2049, 2499):  # the first row of a block, the last of all
+        differs = same.copy()
+        differs[row, 1, 2] = 1e-300
+        assert not _sweep._all_like_the_first(differs, block=1024), row

@@ -252,6 +252,15 @@ SWEEP_COLUMNS = ["rank", "train_risk", "heldout_risk", "excess_risk", "reached",
 _DATA_KEYS = ("data", "targets", "save_model")
 
 
+def _all_like_the_first(array, block=1024):
+    """Whether every sample (row) of ``array`` equals the first; compared a block of rows
+    at a time, so that no copy of the data's size is made, and stopping at the first
+    difference."""
+    first = array[:1]
+    return all(bool((array[start:start + block] == first).all())
+               for start in range(1, len(array), block))
+
+
 def _check_signal(X, Y, data, targets=None):
     """``--data``: refuse arrays that hold no sample, or nothing to estimate ``r*`` from.
 
@@ -271,7 +280,7 @@ def _check_signal(X, Y, data, targets=None):
             raise ValueError(f"{option}: {path!r} holds no samples ({name} has shape "
                              f"{array.shape}); give n >= 1 sequences")
         # one sample is the estimator's to refuse (too few to hold any out)
-        if len(array) > 1 and array.dtype.kind in "biuf" and bool(np.all(array == array[:1])):
+        if len(array) > 1 and array.dtype.kind in "biuf" and _all_like_the_first(array):
             what = " (all zero)" if not array.any() else ""
             raise ValueError(f"{option}: {path!r}: {name} is the same for every sample{what}, "
                              "so the data carry no signal: every rank would fit them equally "
