@@ -236,6 +236,6 @@ def test_the_ratio_verdict_without_a_bounds_table_reads_the_headline():
     result = _result(relative=0.0, paper=0.0, headline=10.0)
     del result["bounds"]
     v = judge(result)[3]  # headline eps = 2^-10: no ratio at r_inf / 2048
-    assert v.verdict == "does not agree" and "n/a at ε = r∞/2048" in v.measured
+    assert v.verdict == "does not agree" and "– at ε = r∞/2048" in v.measured
     result["bound"].update(radius=2.0, precision=2.0 / 2048, ratio=10.0)
     assert judge(result)[3].verdict == "agrees"

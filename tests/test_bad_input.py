@@ -82,6 +82,43 @@ def test_divergent_training_stops_with_a_clear_error():
     assert issubclass(TrainingDivergedError, FloatingPointError)
 
 
+UNUSABLE_DEVICES = ["hpu", "privateuseone", "xla", "xpu", "vulkan", "ipu", "mkldnn"]
+"""Device types torch names, each failing its own way in a CPU build (a missing module, an
+operator with no kernel, an assertion, an internal assert)."""
+
+
+@pytest.mark.parametrize("device", UNUSABLE_DEVICES)
+def test_a_device_this_torch_cannot_use_is_one_value_error(device):
+    from intrinsic_rank._validation import check_device
+
+    with pytest.raises(ValueError) as raised:
+        check_device(device)
+    text = str(raised.value)
+    assert text.startswith(f"device={device!r} is not available here (")
+    assert text.endswith("; use 'cpu' or an available accelerator")
+    assert "\n" not in text and len(text) < 220
+    with pytest.raises(ValueError, match=f"device={device!r} is not available here"):
+        _fit(X, Y, device=device)
+
+
+@pytest.mark.parametrize("device", ["hpu", "xla"])
+@pytest.mark.parametrize("command", [["sweep"], ["lm-geometry", "default"], ["head-ranks"],
+                                     ["reproduce", "lm-geometry"]])
+def test_every_command_refuses_an_unusable_device_before_any_work(tmp_path, capsys, device,
+                                                                  command):
+    """One line and exit 2, and nothing written: `reproduce` never caches a piece that ran
+    on no device (it cached {"missing": "No module named 'torch.hpu'"})."""
+    from intrinsic_rank.cli import main
+
+    out = tmp_path / "out"
+    assert main([*command, "--device", device, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"intrinsic-rank {command[0]}: error: device={device!r} is not available "
+                   f"here ({err.split('here (', 1)[1].rsplit(');', 1)[0]}); use 'cpu' or an "
+                   "available accelerator")
+    assert not out.exists()
+
+
 def test_cuda_request_without_gpu_is_clear():
     import torch
 

@@ -21,9 +21,13 @@ from intrinsic_rank.experiments.runner import (
     format_table,
     lock_folder,
     markdown_table,
+    number_text,
+    output_stage,
     read_json,
     save_records,
+    write_csv,
     write_json,
+    write_text,
 )
 
 
@@ -126,6 +130,80 @@ def test_reproduce_refuses_a_bad_out_before_any_work(tmp_path, toy):
     assert calls == [] and file.read_text() == "x"
 
 
+def _command_toy(calls):
+    """A command writing NAME.json, NAME.csv, NAME.png and NAME_detail.png (NAME: toy_out)."""
+    def run(settings, *, random_state, progress, device):
+        calls.append(random_state)
+        return dict(records=[dict(seed=random_state)])
+
+    def csv(result, folder):
+        write_csv(os.path.join(folder, "toy_out.csv"), result["records"])
+        return ["toy_out.csv"]
+
+    def plot(result, folder):
+        for name in ("toy_out.png", "toy_out_detail.png"):
+            write_text(os.path.join(folder, name), "png")
+        return ["toy_out.png", "toy_out_detail.png"]
+
+    return Experiment(
+        name="toy-out", command="toy-out", title="t", paper="none", help="h",
+        description="d", quick={}, full={}, run=run, tables=lambda result: [], plot=plot,
+        verdicts=lambda result: [("c", "m", "agrees", "e")],
+        add_arguments=lambda parser: None, settings=lambda args: {},
+        summary=lambda result: [], extra_files=csv, in_reproduce=False)
+
+
+@pytest.fixture
+def command_toy():
+    calls = []
+    experiment = register(_command_toy(calls))
+    yield experiment, calls
+    EXPERIMENTS.pop(experiment.name)
+
+
+@pytest.mark.parametrize("obstacle", ["toy_out.json", "toy_out.csv", "toy_out.png",
+                                      "toy_out_detail.png", ".toy_out.files.json"])
+def test_a_folder_where_an_output_file_goes_is_refused_before_the_run(tmp_path, command_toy,
+                                                                      obstacle, capsys):
+    from intrinsic_rank.cli import main
+
+    _, calls = command_toy
+    (tmp_path / obstacle).mkdir()
+    assert main(["toy-out", "--out", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"intrinsic-rank toy-out: error: --out {str(tmp_path)!r}: {obstacle!r} is "
+                   "a folder where the command writes a file; move it away or write elsewhere")
+    assert calls == [] and os.listdir(tmp_path) == [obstacle]
+    # a symbolic link to a folder is no obstacle: the rename replaces the link
+    os.rmdir(tmp_path / obstacle)
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / obstacle)
+    assert main(["toy-out", "--out", str(tmp_path), "--quiet"]) == 0 and calls == [0]
+    assert sorted(os.listdir(tmp_path)) == [".toy_out.files.json", "elsewhere", "toy_out.csv",
+                                            "toy_out.json", "toy_out.png",
+                                            "toy_out_detail.png"]
+
+
+def test_reproduce_refuses_a_folder_where_a_piece_file_goes_before_any_work(tmp_path,
+                                                                          command_toy):
+    _, calls = command_toy
+    (tmp_path / "toy-out" / "toy_out.png").mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"out .*toy-out': 'toy_out.png' is a folder where "):
+        reproduce("toy-out", out=tmp_path, progress=False)
+    assert calls == [] and sorted(os.listdir(tmp_path)) == ["toy-out"]
+
+
+def test_no_temporary_file_outlives_a_record_that_cannot_be_written(tmp_path):
+    """A folder that appears where the list of the run's files goes (after the checks) costs
+    the list, not a stray temporary file; the run's own files are in."""
+    with output_stage(tmp_path, "late") as stage:
+        write_json(tmp_path / "late.json", {"a": 1})
+        (tmp_path / ".late.files.json").mkdir()
+    assert stage.paths == []
+    assert sorted(os.listdir(tmp_path)) == [".late.files.json", "late.json"]
+    assert os.listdir(tmp_path / ".late.files.json") == []
+
+
 # -- tables: one rule per column --------------------------------------------------------
 
 
@@ -136,6 +214,20 @@ def test_format_column_keeps_one_style_and_four_significant_digits():
     assert format_column([None, math.nan, 0.0, math.inf]) == [MISSING, MISSING, "0", "inf"]
     assert format_column([True, 3, "text"]) == ["yes", "3", "text"]
     assert format_column([0.5, math.nan], floatfmt="{:.3f}") == ["0.500", MISSING]
+
+
+def test_a_missing_value_reads_the_same_in_a_table_cell_and_in_prose():
+    import numpy as np
+
+    for value in (None, math.nan, np.float32("nan"), np.float64("nan")):
+        assert number_text(value) == format_column([value])[0] == MISSING
+        assert number_text(value, "{:.2f}") == MISSING
+    for value, text in ((math.inf, "inf"), (-math.inf, "-inf"), (True, "yes"),
+                        (np.bool_(False), "no"), (7, "7"), (np.int64(12), "12"),
+                        ("r*", "r*")):
+        assert number_text(value) == format_column([value])[0] == text
+    assert number_text(1 / 3) == "0.333" and number_text(1 / 3, "{:.1%}") == "33.3%"
+    assert number_text([1, 2]) == "[1, 2]"
 
 
 def test_format_table_prints_a_dash_for_what_does_not_apply():
@@ -194,6 +286,10 @@ def _bad_model_files(folder, good, lm):
                        "does not build a TinyCausalLM"),
         "config_list": ({"config": [1, 2], "state_dict": lm.state_dict()},
                         "its 'config' is a list"),
+        "nonfinite": ({"config": dict(lm.config), "state_dict": {
+            name: weight.clone().fill_(float("nan")) if i == 1 else weight
+            for i, (name, weight) in enumerate(lm.state_dict().items())}},
+            rf"the file is damaged: its weight '{list(lm.state_dict())[1]}' holds NaN or inf"),
     }
     for name, (obj, _) in objects.items():
         paths[name] = folder / f"{name}.pt"
@@ -219,6 +315,38 @@ def test_every_bad_model_file_is_one_value_error_naming_it(tmp_path, good_model_
             error = info.value  # raised from None: no torch error chained to it
             assert error.__cause__ is None, name
             assert error.__context__ is None or error.__suppress_context__, name
+
+
+@pytest.mark.parametrize("kind", ["folder", "gguf"])
+def test_a_model_whose_weights_are_not_finite_is_a_damaged_file(tmp_path, monkeypatch, kind):
+    """Weights holding NaN or inf (a flipped bit in a GGUF scale) name the file as damaged,
+    before anything runs the model ("input must be finite" or a torch error came later)."""
+    import torch
+    import transformers
+
+    from intrinsic_rank.nn import _loading, as_causal_lm, as_model_adapter, load_model
+
+    config = transformers.GPT2Config(vocab_size=20, n_embd=8, n_layer=1, n_head=2,
+                                     n_positions=16)
+    model = transformers.GPT2LMHeadModel(config)
+    with torch.no_grad():
+        model.transformer.h[0].ln_1.weight[3] = float("inf")
+    if kind == "folder":
+        path = tmp_path / "tiny"
+        model.save_pretrained(path)
+        what = f"the model folder {str(path)!r}"
+    else:  # a GGUF file that transformers reads into this model
+        path = tmp_path / "tiny.gguf"
+        path.write_bytes(b"GGUF")
+        monkeypatch.setattr(_loading, "load_gguf_causal_lm", lambda file: model)
+        monkeypatch.setattr(_loading, "load_gguf_tokenizer", lambda file: None)
+        what = f"the GGUF file {str(path)!r}"
+    for loader in (load_model, as_causal_lm, as_model_adapter):
+        with pytest.raises(ValueError) as info:
+            loader(str(path))
+        assert str(info.value) == (
+            f"{what} is damaged: its weight 'transformer.h.0.ln_1.weight' holds NaN or inf "
+            "(a model file's weights are finite numbers); download or write it again")
 
 
 # -- the reproduce cache -----------------------------------------------------------------

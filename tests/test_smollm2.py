@@ -103,6 +103,29 @@ def test_prompted_generate_is_the_same_with_and_without_the_cache(smollm2_lm):
     assert cached.shape == (2, 6) and torch.equal(cached[:, 0], first)
 
 
+@pytest.mark.slow
+def test_a_gguf_whose_weights_hold_nan_is_named_as_damaged(tmp_path):
+    """One float32 norm weight of the real file overwritten by NaN: the load names the
+    file as damaged (it said "input must be finite", or gave a torch error, later)."""
+    reason = _reason_unavailable()
+    if reason:
+        pytest.skip(f"SmolLM2-135M is not available: {reason}")
+    import gguf
+
+    real = packaged_model_path(NAME)
+    (norm,) = [t for t in gguf.GGUFReader(real).tensors if t.name == "blk.0.attn_norm.weight"]
+    damaged = tmp_path / "damaged.gguf"
+    damaged.write_bytes(open(real, "rb").read())
+    with open(damaged, "r+b") as stream:
+        stream.seek(int(norm.data_offset))
+        stream.write(np.full(576, np.nan, dtype=np.float32).tobytes())
+    with pytest.raises(ValueError) as info:
+        load_model(str(damaged), progress=False)
+    assert str(info.value).startswith(
+        f"the GGUF file {str(damaged)!r} is damaged: its weight "
+        "'model.layers.0.input_layernorm.weight' holds NaN or inf")
+
+
 def test_names_aliases_file_and_folder_reach_the_same_gguf(monkeypatch):
     reason = _reason_unavailable()
     if reason:

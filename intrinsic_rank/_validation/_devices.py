@@ -9,9 +9,13 @@ def check_device(device, *, probe=False):
     device : str or torch.device
         E.g. ``"cpu"``, ``"cuda"`` or ``"cuda:1"``.
     probe : bool, default=False
-        Also allocate one tensor on a device other than the CPU, so that a
-        device torch knows but this build or machine cannot use is refused
-        before any work starts (what the estimators ask for).
+        Also allocate one tensor on a CUDA or MPS device, so that one this
+        build or machine cannot use after all is refused before any work
+        starts (what the estimators ask for). Every other device type (``xpu``,
+        ``hpu``, ``xla``, ``vulkan``, ``privateuseone``, ...) is always probed:
+        torch names dozens of them, and without its backend installed each
+        fails in its own way (a missing module, ``NotImplementedError``, an
+        internal assertion) only when the first tensor is made.
 
     Returns
     -------
@@ -24,7 +28,8 @@ def check_device(device, *, probe=False):
         data, nothing can be trained there); if CUDA is asked for and absent, or
         ``"cuda:N"`` names a GPU beyond ``torch.cuda.device_count()``; or if
         ``"mps"`` is asked for where ``torch.backends.mps.is_available()`` is
-        False; with ``probe``, if a tensor cannot be allocated there.
+        False; if a tensor cannot be allocated on a device of another type
+        (with ``probe``, on CUDA and MPS too).
 
     Examples
     --------
@@ -34,6 +39,10 @@ def check_device(device, *, probe=False):
     Traceback (most recent call last):
     ...
     ValueError: device='meta': cannot train on the meta device (it holds no data); use 'cpu'...
+    >>> check_device("hpu")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: device='hpu' is not available here (...); use 'cpu' or an available accelerator
     """
     import torch
 
@@ -62,12 +71,14 @@ def check_device(device, *, probe=False):
                 f"device='{device}' was requested but the MPS backend is not available "
                 "here (torch.backends.mps.is_available() is False); use 'cpu'"
             )
-    if probe and device.type != "cpu":
+    if device.type != "cpu" and (probe or device.type not in ("cuda", "mps")):
         try:
             torch.empty(1, device=device)
-        except (RuntimeError, AssertionError) as error:
+        except Exception as error:  # noqa: BLE001 - each backend fails its own way
             text = str(error).strip()
-            reason = text.splitlines()[0] if text else type(error).__name__
+            reason = text.splitlines()[0].split(". ")[0] if text else type(error).__name__
+            if len(reason) > 120:
+                reason = reason[:117] + "..."
             raise ValueError(
                 f"device={str(device)!r} is not available here ({reason}); use 'cpu' "
                 "or an available accelerator"

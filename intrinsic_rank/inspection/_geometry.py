@@ -4,7 +4,8 @@ The radius, per-coordinate box and cone of a model's final hidden states
 under random prompts, the decoder cells of its output head in that box, and
 the bounds of "How many different outputs can a Transformer generate?" at the
 three precision conventions of :func:`~intrinsic_rank.bounds.precision_for`,
-with the rows the tables print.
+as numbers (the commands' words for them are in
+:mod:`intrinsic_rank.experiments.runner`).
 """
 
 import math
@@ -20,15 +21,11 @@ from ._decoder_cells import decoder_cell_proportions
 __all__ = [
     "BOUND_NAMES",
     "CONVENTION_NAMES",
-    "GEOMETRY_BOUND_COLUMNS",
     "bound_rows",
     "bound_table_row",
     "cell_facts",
-    "cell_text",
     "check_precision",
-    "convention_label",
     "reachability_geometry",
-    "refinement_rows",
     "slope_ratio",
     "states_geometry",
 ]
@@ -38,9 +35,6 @@ BOUND_NAMES = ("ball", "box", "cone", "box + cells")
 
 CONVENTION_NAMES = tuple(bounds.PRECISION_CONVENTIONS)
 """``precision`` names that select a convention of :func:`~intrinsic_rank.bounds.precision_for`."""
-
-GEOMETRY_BOUND_COLUMNS = ["bound", "convention", "log_count_bound", "slope_bound", "ratio"]
-"""Columns of a geometry's bounds table (``reachability_geometry(...).bounds``)."""
 
 
 def check_precision(precision):
@@ -96,36 +90,6 @@ def check_precision(precision):
     )
 
 
-def convention_label(convention, eps):
-    """The row label of a precision convention in the bounds tables.
-
-    Parameters
-    ----------
-    convention : str
-        One of :data:`CONVENTION_NAMES`.
-    eps : float
-        The precision the convention gave; NaN where it does not apply.
-
-    Returns
-    -------
-    label : str
-
-    Examples
-    --------
-    >>> convention_label("paper", 2.0**-10), convention_label("machine", 2.0**-23)
-    ('paper fp16 ε = 2^-10', 'machine ε = 2^-23')
-    """
-    if not (isinstance(eps, float) and math.isfinite(eps) and eps > 0):
-        return f"{convention} ε: –"
-    exponent = math.log2(eps)
-    power = f"2^{exponent:.0f}" if exponent == round(exponent) else f"2^{exponent:.2f}"
-    if convention == "paper":
-        return f"paper fp16 ε = {power}"
-    if convention == "relative":
-        return f"relative ε = 2^(log2 r∞ − 11) = {power}"
-    return f"{convention} ε = {power}"
-
-
 def slope_ratio(bound, slope):
     """A bound over a measured slope: theory over experiment.
 
@@ -150,7 +114,7 @@ def slope_ratio(bound, slope):
 
 
 def bound_rows(table, slope):
-    """The rows of a bounds table, labelled and divided by a measured slope.
+    """The rows of a bounds table, divided by a measured slope.
 
     Parameters
     ----------
@@ -164,23 +128,21 @@ def bound_rows(table, slope):
     Returns
     -------
     rows : list of dict
-        ``bound``, ``convention`` (:func:`convention_label`),
-        ``precision_convention``, ``precision``, ``slope_bound``, ``ratio``
-        and ``log_count_bound`` where the table has it.
+        ``bound``, ``precision_convention``, ``precision``, ``slope_bound``,
+        ``ratio`` and ``log_count_bound`` where the table has it.
 
     Examples
     --------
     >>> rows = bound_rows([dict(bound="ball", precision_convention="paper",
     ...                         precision=2.0**-10, slope_bound=40.0)], 4.0)
-    >>> rows[0]["convention"], rows[0]["ratio"]
-    ('paper fp16 ε = 2^-10', 10.0)
+    >>> rows[0]["precision"], rows[0]["ratio"]
+    (0.0009765625, 10.0)
     """
     rows = []
     for row in table:
         eps = float(row["precision"])
         slope_bound = float(row["slope_bound"])
         rows.append(dict(bound=row["bound"],
-                         convention=convention_label(row["precision_convention"], eps),
                          precision_convention=row["precision_convention"], precision=eps,
                          slope_bound=slope_bound, ratio=slope_ratio(slope_bound, slope),
                          **{k: row[k] for k in ("log_count_bound",) if k in row}))
@@ -401,8 +363,8 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
       vector, its box and cone refinements and the cell-volume refinement
       ``C_cell = C_box ln|V| / c``. An encoder (all-MiniLM-L6-v2, BERT) does
       not generate, so the slope bounds, decoder cells, accessibility curves,
-      cramming and the copy cliff do not apply; ``not_applicable`` says so,
-      and the slope entries are NaN.
+      cramming and the copy cliff do not apply: ``kind`` says so, and the
+      slope entries are NaN.
 
     Parameters
     ----------
@@ -455,20 +417,21 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
         or ``n_cell_samples=0``; besides the keys of :func:`cell_facts` it holds
         ``max_decay`` = ``ln n_cell_samples``, ``matmul_dtype`` and ``seconds``
         of the count), ``cell_counts`` (only with ``keep_cells``: points per
-        token under ``argmax(W h + b)``, None without cells), ``bounds`` (one row per bound and precision
-        convention: ``bound``, ``convention``, ``precision_convention``,
-        ``precision``, ``log_count_bound``, ``slope_bound``, ``ratio``),
-        ``measured_slope`` and ``not_applicable`` (list of what does not
-        apply, with why).
+        token under ``argmax(W h + b)``, None without cells), ``bounds`` (one
+        row per bound and precision convention, :func:`bound_rows`:
+        ``bound``, ``precision_convention``, ``precision``,
+        ``log_count_bound``, ``slope_bound``, ``ratio``), ``measured_slope``
+        and ``cell_error`` (why the decoder cells could not be counted, e.g.
+        a head too large for the memory given; None otherwise).
 
     Examples
     --------
     >>> g = reachability_geometry("default", n_memory=2, n_tokens=6, n_prompts=16,
     ...                           n_cell_samples=4096)
-    >>> g.kind, g.width, bool(g.radius > 0), g.not_applicable
-    ('causal LM', 64, True, [])
-    >>> [(r["bound"], r["convention"]) for r in g.bounds][4:6]
-    [('ball', 'paper fp16 ε = 2^-10'), ('box', 'paper fp16 ε = 2^-10')]
+    >>> g.kind, g.width, bool(g.radius > 0), g.cell_error
+    ('causal LM', 64, True, None)
+    >>> [(r["bound"], r["precision_convention"], r["precision"]) for r in g.bounds][4:6]
+    [('ball', 'paper', 0.0009765625), ('box', 'paper', 0.0009765625)]
     """
     for value, name, low in ((n_memory, "n_memory", 1), (n_tokens, "n_tokens", 0),
                              (n_prompts, "n_prompts", 1), (n_cell_samples, "n_cell_samples", 0)):
@@ -507,103 +470,14 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
             "cone_log_count_bound", "slope_bound", "box_slope_bound", "cone_slope_bound",
             "cell_slope_bound", "min_cosine", "cone_half_angle", "cone_log_fraction")},
         cells=None, bounds=bound_rows(geo.table, measured_slope),
-        measured_slope=measured_slope, not_applicable=[],
+        measured_slope=measured_slope, cell_error=geo.cell_error,
     )
     if keep_cells:
         result.cell_counts = None if geo.cells is None else geo.cells.counts
-    if encoder:
-        result.not_applicable = [
-            "slope bound C = d ln(1 + 2r/eps) / ln|V| and its box, cone and box + cells "
-            "refinements: they bound the length of generated token sequences, and this "
-            "model has no next-token head (so no decoder cells either)",
-            "cramming, accessibility curves and n50 (ReachabilityEstimator, "
-            "accessibility_curves): they decode tokens greedily from the model",
-            "copy-length cliff: it trains and decodes a causal LM",
-        ]
-    elif geo.cell_error is not None:
-        result.not_applicable = [f"decoder cells (box + cells bound): {geo.cell_error}"]
-    elif geo.cells is not None:
+    if geo.cells is not None:
         cells = geo.cells
         result.cells = cell_facts(geo.decay, cells.disagreement, "box", lm.vocab_size)
         result.cells.update(max_decay=cells.max_decay, matmul_dtype=cells.matmul_dtype,
                             seconds=cells.seconds)
     return result
 
-
-def cell_text(value, fmt="{:.4g}"):
-    """A number for a table cell; "–" where it does not apply.
-
-    Parameters
-    ----------
-    value : float, int or None
-    fmt : str, default="{:.4g}"
-
-    Returns
-    -------
-    text : str
-
-    Examples
-    --------
-    >>> cell_text(0.123456), cell_text(None), cell_text(float("nan")), cell_text(float("inf"))
-    ('0.1235', '–', '–', 'inf')
-    """
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–" if value is None or math.isnan(value) else str(value)
-    return fmt.format(value)
-
-
-def refinement_rows(cone, cells):
-    """The cone and decoder-cell numbers as ``quantity``/``value`` rows (text).
-
-    Parameters
-    ----------
-    cone : mapping
-        ``min_cosine``, ``half_angle`` (radians) and ``log_fraction`` (the
-        ``cone`` of :func:`~intrinsic_rank.experiments.accessibility_curves`; a geometry's
-        ``min_cosine``, ``cone_half_angle`` and ``cone_log_fraction`` work too).
-    cells : mapping or None
-        The ``cells`` of :func:`~intrinsic_rank.experiments.accessibility_curves` or
-        :func:`reachability_geometry`; None gives "–" rows.
-
-    Returns
-    -------
-    rows : list of dict
-
-    Examples
-    --------
-    >>> rows = refinement_rows(dict(min_cosine=-0.4, half_angle=1.982, log_fraction=-1e-6),
-    ...                        None)
-    >>> rows[0]["value"], rows[-1]["value"]
-    ('-0.400', '–')
-    """
-    theta = cone.get("half_angle", cone.get("cone_half_angle"))
-    log_fraction = cone.get("log_fraction", cone.get("cone_log_fraction"))
-    cells = cells or {}
-
-    def pm(key):
-        value = cells.get(key)
-        if value is None or not math.isfinite(value):
-            return "–"
-        se = cells.get(f"{key}_se")
-        return f"{value:.4g} ± {cell_text(se, '{:.2g}')} nats per token"
-
-    n_samples = cells.get("n_samples")
-    empty = cells.get("n_empty")
-    disagree = cells.get("rule_disagreement")
-    return [
-        dict(quantity="smallest pairwise cosine of the hidden states",
-             value=cell_text(cone["min_cosine"], "{:.3f}")),
-        dict(quantity="cone half-angle θ = arccos(min cosine)",
-             value="–" if theta is None else f"{theta:.3f} rad ({math.degrees(theta):.1f}°)"),
-        dict(quantity="ln(share of the ball inside the cone), per vector",
-             value=cell_text(log_fraction, "{:.3g}") + " nats"),
-        dict(quantity="cell decay c, closed form −mean_t ln p_t", value=pm("closed_form")),
-        dict(quantity="cell decay c, fitted (median of the k-fold product)", value=pm("fitted")),
-        dict(quantity="ln|V| (equal cells)", value=cell_text(cells.get("ln_vocab"))),
-        dict(quantity="tokens whose estimated cell is empty", value=cell_text(empty, "{:d}")),
-        dict(quantity=f"Monte Carlo points, uniform in the {cells.get('region', 'box')} "
-                      "of the states", value=cell_text(n_samples, "{:d}")),
-        dict(quantity="points where argmax(W h + b) and the nearest row differ",
-             value="–" if disagree is None or not math.isfinite(disagree)
-             else f"{100 * disagree:.2f}%"),
-    ]

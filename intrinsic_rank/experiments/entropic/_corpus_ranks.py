@@ -23,7 +23,13 @@ from ..._packaged_models import model_option_help
 from ..._validation import check_device, check_int
 from ...datasets import load_text_corpus
 from ...inspection import ordinary_token_ids, profile_heads
-from ...nn import as_causal_lm, load_model, model_vocab_size, unwrap_model
+from ...nn import (
+    ModelNotInstalledError,
+    as_causal_lm,
+    load_model,
+    model_vocab_size,
+    unwrap_model,
+)
 from ..runner import (
     Experiment,
     bounded_int,
@@ -323,7 +329,7 @@ def _run(settings, *, random_state, progress, device):
                                       n_inputs=settings["n_inputs"], length=settings["length"],
                                       period=settings["period"], random_state=random_state,
                                       progress=progress, device=device)
-    except ImportError as error:  # a packaged model (or its reader) that is not installed
+    except ModelNotInstalledError as error:  # a packaged model (or its reader) not installed
         return {"missing": str(error), "config": dict(settings)}
     return jsonable(dict(result))
 
@@ -380,8 +386,8 @@ def _verdicts(result):
         "inputs of different complexity through one frozen model: the realised attention "
         "ranks do not separate the corpora (the paper: the measured rank does not separate "
         "corpora of different complexity)",
-        f"{result['config']['model']} ({sep.get('n_heads', 'n/a')} heads): realised attention "
-        f"energy rank, median over heads [interquartile range]: {medians}; Friedman "
+        f"{result['config']['model']} ({number_text(sep.get('n_heads'))} heads): realised "
+        f"attention energy rank, median over heads [interquartile range]: {medians}; Friedman "
         f"chi2 = {number_text(sep['friedman_statistic'])}, p = "
         f"{number_text(sep['friedman_p'], '{:.2g}')}, Kendall's W = "
         f"{number_text(sep.get('kendall_w'))}; mean rank within a head (1 = lowest): {ranks}; "

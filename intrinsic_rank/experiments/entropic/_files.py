@@ -94,8 +94,19 @@ def _header(stream, where, option):
     return shape, dtype, stream.tell() - start
 
 
+_MAX_DIMS = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
+"""NumPy's largest number of dimensions (``NPY_MAXDIMS``)."""
+
+
 def _check_header(shape, dtype, stored, where, option):
-    """The declared array fits the bytes stored, is of a numeric dtype, fits in memory."""
+    """The declared array has a shape, fits the bytes stored, is numeric, fits in memory."""
+    # a hand-made header can declare anything: numpy then says "negative dimensions
+    # are not allowed" or fails inside read_array, naming neither the option nor the file
+    if not (isinstance(shape, tuple) and len(shape) <= _MAX_DIMS and all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)):
+        text = repr(shape) if len(repr(shape)) <= 60 else repr(shape)[:56] + " ..."
+        raise ValueError(f"{option}: {where} has a damaged NumPy header (shape {text}: "
+                         f"at most {_MAX_DIMS} sizes, each a whole number >= 0)")
     if dtype.fields is not None or dtype.kind in _DTYPE_NAMES:
         what = _DTYPE_NAMES["V" if dtype.fields is not None else dtype.kind]
         raise ValueError(f"{option}: {where} holds a {what} array (dtype {dtype}); only "

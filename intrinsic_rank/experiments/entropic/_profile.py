@@ -27,21 +27,21 @@ from sklearn.utils import Bunch
 from ..._packaged_models import model_option_help
 from ..._validation import read_text_lines
 from ...inspection import (
-    GEOMETRY_BOUND_COLUMNS,
     check_precision,
     HEAD_PATTERNS,
     PROFILE_COLUMNS,
     profile_heads,
     reachability_geometry,
-    refinement_rows,
     save_profile_csv,
 )
-from ...nn import as_model_adapter, load_model
+from ...nn import ModelNotInstalledError, as_model_adapter, load_model
 from ..runner import (
+    GEOMETRY_BOUND_COLUMNS,
     Experiment,
     bounded_float,
     bounded_int,
     Verdict,
+    geometry_record,
     grade,
     is_finite,
     jsonable,
@@ -49,6 +49,7 @@ from ..runner import (
     parse_precision,
     save_plot,
     progress_steps,
+    refinement_rows,
 )
 from ._profile_plots import plot_head_profile, plot_head_scores
 from ._trajectory import TRAJECTORY_COLUMNS, kernel_rank_trajectory, plot_kernel_rank_trajectory
@@ -89,7 +90,7 @@ def _run_one(settings, *, random_state, progress, device):
     result.config["model"] = loaded.label
     geometry = None
     if settings["geometry"]:
-        geometry = dict(reachability_geometry(
+        geometry = geometry_record(reachability_geometry(
             as_model_adapter(loaded.module, copy_model=False), n_memory=settings["memory"],
             n_tokens=settings["tokens"], precision=settings["precision"],
             measured_slope=settings.get("slope"), random_state=random_state))
@@ -108,7 +109,7 @@ def _run_models(settings, *, random_state, progress, device):
                 profile = profile_heads(name, n_inputs=settings["n_inputs"],
                                         max_length=settings["max_length"],
                                         random_state=random_state, device=device)
-            except ImportError as error:  # a packaged model that is not installed
+            except ModelNotInstalledError as error:  # a packaged model not installed
                 models[name] = {"missing": str(error)}
                 bar.update(f"{name}: not installed")
                 continue
@@ -192,7 +193,7 @@ def _plot_models(result, folder):
             names.append(save_plot(plot_head_scores(Bunch(**model)), folder,
                                    f"profile_scores_{name}.png"))
     trajectory = plot_kernel_rank_trajectory(Bunch(**result["trajectory"]))
-    return names + [save_plot(trajectory, folder, "trajectory.png")]
+    return names + [save_plot(trajectory, folder, "profile_trajectory.png")]
 
 
 def _plot_one(result, folder):

@@ -252,6 +252,41 @@ SWEEP_COLUMNS = ["rank", "train_risk", "heldout_risk", "excess_risk", "reached",
 _DATA_KEYS = ("data", "targets", "save_model")
 
 
+def _all_like_the_first(array, block=1024):
+    """Whether every sample (row) of ``array`` equals the first; compared a block of rows
+    at a time, so that no copy of the data's size is made, and stopping at the first
+    difference."""
+    first = array[:1]
+    return all(bool((array[start:start + block] == first).all())
+               for start in range(1, len(array), block))
+
+
+def _check_signal(X, Y, data, targets=None):
+    """``--data``: refuse arrays that hold no sample, or nothing to estimate ``r*`` from.
+
+    With no sample there is nothing to fit. When ``Y`` is the same for every
+    sample, or ``X`` is (the same input gives the same prediction), every rank
+    fits equally well, and the sweep's ``r* = 1`` would describe the grid, not
+    the data. The estimator judges everything else (shapes, finiteness).
+    """
+    where = {"X": ("--data", data), "Y": ("--targets", targets) if targets is not None
+             else ("--data", data)}
+    for name, array in (("X", X), ("Y", Y)):
+        option, path = where[name]
+        array = np.asarray(array)
+        if array.ndim == 0:
+            continue  # a single number: the estimator says what shapes it takes
+        if len(array) == 0:
+            raise ValueError(f"{option}: {path!r} holds no samples ({name} has shape "
+                             f"{array.shape}); give n >= 1 sequences")
+        # one sample is the estimator's to refuse (too few to hold any out)
+        if len(array) > 1 and array.dtype.kind in "biuf" and _all_like_the_first(array):
+            what = " (all zero)" if not array.any() else ""
+            raise ValueError(f"{option}: {path!r}: {name} is the same for every sample{what}, "
+                             "so the data carry no signal: every rank would fit them equally "
+                             "well and r* cannot be estimated")
+
+
 def _run(settings, *, random_state, progress, device):
     """One :func:`rank_sweep` per teacher of ``settings["teachers"]``, or one sweep of
     ``settings["data"]`` (your own ``X`` and ``Y``, ``--data``)."""
@@ -261,6 +296,7 @@ def _run(settings, *, random_state, progress, device):
     tic = time.perf_counter()
     if settings.get("data") is not None:
         X, Y = load_xy(settings["data"], settings.get("targets"))
+        _check_signal(X, Y, settings["data"], settings.get("targets"))
         result = sweep_data(X, Y, attention=kwargs.get("attention") or "auto",
                             rank_grid=kwargs.get("rank_grid"), max_epochs=kwargs["max_epochs"],
                             noise_floor=kwargs.get("noise_floor"), random_state=random_state,

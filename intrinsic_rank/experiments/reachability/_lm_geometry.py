@@ -18,17 +18,20 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ..._packaged_models import model_option_help
-from ...inspection import GEOMETRY_BOUND_COLUMNS, reachability_geometry, refinement_rows
-from ...nn import as_causal_lm, load_model
+from ...inspection import reachability_geometry
+from ...nn import ModelNotInstalledError, as_causal_lm, load_model
 from ..runner import (
+    GEOMETRY_BOUND_COLUMNS,
     Experiment,
     bounded_int,
     Verdict,
+    geometry_record,
     jsonable,
     number_text,
     one_plot,
     progress_steps,
     pyplot,
+    refinement_rows,
     save_figure,
 )
 
@@ -217,6 +220,7 @@ def lm_reachability_geometry(model="smollm2-135m", n_memory=1, n_tokens=8, n_pro
                                          random_state=random_state, keep_cells=True,
                                          verbose=progress)
         counts = geometry.pop("cell_counts")
+        geometry = geometry_record(geometry)
         if counts is None:
             raise ValueError(f"the model ({loaded.label}) has no decoder cells: "
                              + "; ".join(geometry["not_applicable"]))
@@ -242,7 +246,7 @@ def lm_reachability_geometry(model="smollm2-135m", n_memory=1, n_tokens=8, n_pro
                   n_prompts=int(n_prompts), n_cell_samples=int(n_cell_samples), top=int(top),
                   random_state=random_state, device=str(device),
                   tokenizer=loaded.tokenizer is not None)
-    return Bunch(model=loaded.label, geometry=dict(geometry), shares=shares, tokens=tokens,
+    return Bunch(model=loaded.label, geometry=geometry, shares=shares, tokens=tokens,
                  config=config, seconds=seconds)
 
 
@@ -306,7 +310,7 @@ def _run(settings, *, random_state, progress, device):
     try:
         result = lm_reachability_geometry(random_state=random_state, progress=progress,
                                           device=device, **settings)
-    except ImportError as error:  # a packaged model that is not installed
+    except ModelNotInstalledError as error:  # a packaged model that is not installed
         if not missing_ok:
             raise
         return {"missing": str(error), "config": dict(model=settings.get("model"))}

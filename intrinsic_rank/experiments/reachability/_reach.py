@@ -19,9 +19,7 @@ from ...inspection import (
     bound_rows,
     bound_table_row,
     cell_facts,
-    cell_text,
     check_precision,
-    refinement_rows,
     slope_ratio,
 )
 from ..runner import (
@@ -33,6 +31,7 @@ from ..runner import (
     grade,
     is_finite,
     jsonable,
+    label_bound_rows,
     number_text,
     one_plot,
     parse_lengths,
@@ -40,6 +39,7 @@ from ..runner import (
     parse_ranks,
     progress_steps,
     pyplot,
+    refinement_rows,
     save_figure,
 )
 from ._curves import fit_n50, fit_slope, fit_tail_decays
@@ -223,7 +223,7 @@ def accessibility_curves(
                                    **dict(settings, max_epochs=1)).fit(widest[1])
     if fitted.radius_ != radius:  # pragma: no cover - the geometry is seeded
         raise RuntimeError("the reachability geometry changed between two fits of one seed")
-    table = bound_rows(fitted.bounds_table_, measured)
+    table = label_bound_rows(bound_rows(fitted.bounds_table_, measured))
     if precision == "relative":
         eps = bound_table_row(table, "ball", "relative")["precision"]
         ball, box, cone, cells = (bound_table_row(table, name, "relative")["slope_bound"]
@@ -305,12 +305,12 @@ def plot_accessibility(result, path=None):
     # the bound's numbers go in the legend, under the axes, where they cover no point
     refined = ""
     if "cell_slope_bound" in b:
-        refined = (f", cone {cell_text(b['cone_slope_bound'], '{:.0f}')}, box + cells "
-                   f"{cell_text(b['cell_slope_bound'], '{:.0f}')}")
+        refined = (f", cone {number_text(b['cone_slope_bound'], '{:.0f}')}, box + cells "
+                   f"{number_text(b['cell_slope_bound'], '{:.0f}')}")
     ratios = ""
     if "cell_ratio" in b:
-        ratios = (f", cone {cell_text(b['cone_ratio'], '{:.0f}')}, box + cells "
-                  f"{cell_text(b['cell_ratio'], '{:.0f}')}")
+        ratios = (f", cone {number_text(b['cone_ratio'], '{:.0f}')}, box + cells "
+                  f"{number_text(b['cell_ratio'], '{:.0f}')}")
     for text in (f"slope bound C = {b['slope_bound']:.0f} tokens/vector (box "
                  f"{b['box_slope_bound']:.0f}{refined})",
                  f"d = {b['width']}, |V| = {b['vocab_size']}, r = {b['radius']:.2f}, "
@@ -637,9 +637,11 @@ def _summary(result):
     ]
     if "cell_ratio" in b:
         lines.append(
-            f"refined ({_convention_of(result)}): cone {cell_text(b['cone_slope_bound'])} "
-            f"(ratio {cell_text(b['cone_ratio'], '{:.3g}')}), box + cells "
-            f"{cell_text(b['cell_slope_bound'])} (ratio {cell_text(b['cell_ratio'], '{:.3g}')}); "
+            f"refined ({_convention_of(result)}): cone "
+            f"{number_text(b['cone_slope_bound'], '{:.4g}')} "
+            f"(ratio {number_text(b['cone_ratio'], '{:.3g}')}), box + cells "
+            f"{number_text(b['cell_slope_bound'], '{:.4g}')} "
+            f"(ratio {number_text(b['cell_ratio'], '{:.3g}')}); "
             "the authors' ball ratios at ε = r∞/2048: "
             + "-".join(f"{v:.2f}" for v in _authors_ball_range("relative"))
             + " (the paper quotes 4.5-20.4 across ball and refined bounds)")

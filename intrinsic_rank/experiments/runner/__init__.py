@@ -10,7 +10,9 @@ command line and :func:`reproduce` read them from :data:`EXPERIMENTS`.
   :func:`register`, :data:`EXPERIMENTS` and the small helpers of verdict text;
 * the reproduce runner and its report (``_reproduce``);
 * output (``_output``, ``_tables``, ``_figures``): atomic JSON and CSV files, the folder
-  lock, the printed and Markdown tables, the figures;
+  lock, the printed and Markdown tables and the one text of a missing value, the figures;
+* the reachability geometry's words (``_geometry_text``): the labels, rows and
+  not-applicable notes that ``reach``, ``lm-geometry`` and ``profile`` print;
 * progress (``_progress``): one status-line and bar convention for long runs;
 * argument types (``_arguments``): rank grids, lengths, precisions;
 * parallel tasks through joblib (``_parallel``): :func:`run_parallel`.
@@ -28,6 +30,12 @@ from ._arguments import (
     refuse_data,
 )
 from ._figures import pyplot, save_figure, write_figure
+from ._geometry_text import (
+    GEOMETRY_BOUND_COLUMNS,
+    geometry_record,
+    label_bound_rows,
+    refinement_rows,
+)
 from ._output import (
     OutputStage,
     atomic_file,
@@ -45,7 +53,14 @@ from ._output import (
     write_text,
 )
 from ._parallel import run_parallel
-from ._tables import MISSING, format_column, format_table, markdown_table, markdown_text
+from ._tables import (
+    MISSING,
+    format_column,
+    format_table,
+    markdown_table,
+    markdown_text,
+    number_text,
+)
 from ._progress import StatusLines, Steps, progress_steps, silence_third_party_bars
 from ._registry import (
     EXPERIMENTS,
@@ -57,7 +72,6 @@ from ._registry import (
     get_experiment,
     grade,
     is_finite,
-    number_text,
     one_plot,
     register,
     save_plot,
@@ -67,6 +81,7 @@ from ._reproduce import reproduce, write_report
 __all__ = [
     "EXPERIMENTS",
     "Experiment",
+    "GEOMETRY_BOUND_COLUMNS",
     "InterruptGuard",
     "MAX_EPOCHS",
     "MAX_GRID_SIZE",
@@ -87,10 +102,12 @@ __all__ = [
     "command_files",
     "format_column",
     "format_table",
+    "geometry_record",
     "get_experiment",
     "grade",
     "is_finite",
     "jsonable",
+    "label_bound_rows",
     "lock_folder",
     "markdown_table",
     "markdown_text",
@@ -103,6 +120,7 @@ __all__ = [
     "pyplot",
     "read_json",
     "refuse_data",
+    "refinement_rows",
     "register",
     "reproduce",
     "run_parallel",

@@ -14,10 +14,12 @@ these functions (tables are formatted in ``_tables``, figures saved in
   floats are then stored under the top-level key ``"nonfinite"``, and
   ``read_json(..., restore_nonfinite=True)`` puts them back.
 * Output paths are checked before any work (:func:`check_output_folder`,
-  :func:`check_output_file`, :func:`check_outputs_apart`): a real write probe
-  (permission bits say nothing for root), the free space, for a file that it
-  is no folder and not one of the run's own output files, and that no output
-  overwrites an input or another output.
+  :func:`check_output_file`, :func:`check_outputs_apart`,
+  :func:`check_command_files`): a real write probe (permission bits say
+  nothing for root), the free space, for a file that it is no folder and not
+  one of the run's own output files, that no folder stands where the command
+  writes one of its files, and that no output overwrites an input or another
+  output.
 * A command's files are written through one :func:`output_stage`: every
   :func:`atomic_file` inside it writes its temporary file beside its target
   and the renames wait until the stage ends, so a folder always holds the
@@ -44,6 +46,7 @@ from ..._validation import (
 __all__ = [
     "OutputStage",
     "atomic_file",
+    "check_command_files",
     "command_files",
     "check_output_file",
     "check_outputs_apart",
@@ -297,6 +300,54 @@ def command_files(name):
             f".{name}.files.json")
 
 
+def check_command_files(folder, name, option="--out"):
+    """Before any work: no folder stands where the command writes one of its files.
+
+    A folder named like one of :func:`command_files` in ``folder``
+    (``OUT/NAME.json``, ``NAME.csv``, ``NAME.png``, ``NAME_*.png``,
+    ``.NAME.files.json``) would be found only at the final rename, after the
+    whole run. A symbolic link is no obstacle (the rename replaces the link).
+
+    Parameters
+    ----------
+    folder : str or path-like
+        The output folder; a missing one holds nothing in the way.
+    name : str
+        The command's file stem.
+    option : str, default="--out"
+        The option that named ``folder``, for the message.
+
+    Raises
+    ------
+    ValueError
+        One line naming ``option``, the folder in the way and what to do.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = tempfile.mkdtemp()
+    >>> check_command_files(out, "sweep")
+    >>> os.mkdir(os.path.join(out, "sweep.png"))
+    >>> check_command_files(out, "sweep")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --out ...: 'sweep.png' is a folder where the command writes a file; ...
+    """
+    import fnmatch
+
+    folder = os.fspath(folder)
+    try:
+        entries = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return  # nothing is in the way (check_output_folder judges the folder itself)
+    for entry in entries:
+        path = os.path.join(folder, entry)
+        if any(fnmatch.fnmatchcase(entry, pattern) for pattern in command_files(name)) \
+                and os.path.isdir(path) and not os.path.islink(path):
+            raise ValueError(f"{option} {folder!r}: {entry!r} is a folder where the command "
+                             "writes a file; move it away or write elsewhere")
+
+
 def check_outputs_apart(folder, name, inputs=(), files=()):
     """Before any work: no output of the command would overwrite an input or another output.
 
@@ -304,7 +355,9 @@ def check_outputs_apart(folder, name, inputs=(), files=()):
     matches :func:`command_files` and the files the user named (``files``:
     ``--save-model``); see :func:`~intrinsic_rank._validation.check_paths_apart`
     for the rule. An input inside ``folder`` whose name is one of the command's
-    own files is refused too (the run would replace it).
+    own files is refused too (the run would replace it), and so is a folder
+    standing where the command writes one of its files
+    (:func:`check_command_files`).
 
     Parameters
     ----------
@@ -335,6 +388,7 @@ def check_outputs_apart(folder, name, inputs=(), files=()):
     """
     import fnmatch
 
+    check_command_files(folder, name)
     given, folder = os.fspath(folder), os.path.abspath(os.fspath(folder))
     inputs = [(option, os.fspath(path)) for option, path in inputs if path is not None]
     own = [("--out file", os.path.join(folder, pattern), "file")
@@ -463,12 +517,23 @@ class OutputStage:
                         os.remove(old)
             self._staged = {}
             record = _companions_file(self.folder, self.name)
-            if names or os.path.exists(record):
-                with contextlib.suppress(OSError):  # the run is in; the record is bookkeeping
-                    handle, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{self.name}.")
-                    with os.fdopen(handle, "w") as stream:
-                        json.dump(names, stream)
-                    os.replace(tmp, record)
+            if names or os.path.lexists(record):
+                self._write_record(record, names)
+
+    def _write_record(self, record, names):
+        """The folder's list of this run's files; the run is in, so a failure is ignored,
+        and the temporary file is removed whatever stood in the record's way."""
+        tmp = None
+        try:
+            handle, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{self.name}.",
+                                           suffix=".tmp")
+            with os.fdopen(handle, "w") as stream:
+                json.dump(names, stream)
+            os.replace(tmp, record)
+        except OSError:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.remove(tmp)
 
     def discard(self):
         """Remove the staged temporary files: the folder stays as the earlier run left it."""

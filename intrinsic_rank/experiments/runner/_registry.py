@@ -37,7 +37,7 @@ from typing import Callable, NamedTuple, Optional
 __all__ = [
     "EXPERIMENTS", "Experiment", "InterruptGuard", "NOT_COMPARABLE", "Verdict", "VERDICTS",
     "get_experiment",
-    "grade", "is_finite", "number_text", "one_plot", "register", "save_plot",
+    "grade", "is_finite", "one_plot", "register", "save_plot",
 ]
 
 
@@ -397,41 +397,6 @@ def get_experiment(name):
 
 
 # -- small helpers shared by the experiments' verdict and plot functions ---------------
-
-
-def number_text(value, fmt="{:.3g}"):
-    """A number for prose: NaN and None read as "n/a", booleans as yes/no.
-
-    Parameters
-    ----------
-    value : object
-    fmt : str, default="{:.3g}"
-
-    Returns
-    -------
-    text : str
-
-    Examples
-    --------
-    >>> number_text(0.123456), number_text(float("nan")), number_text(3)
-    ('0.123', 'n/a', '3')
-    """
-    import math
-
-    import numpy as np
-
-    if value is None:
-        return "n/a"
-    try:
-        if math.isnan(value):
-            return "n/a"
-    except TypeError:
-        return str(value)
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    return fmt.format(value)
 
 
 def is_finite(value):

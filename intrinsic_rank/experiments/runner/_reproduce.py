@@ -43,8 +43,11 @@ What the cache promises:
   (a folder in the way is moved aside to ``result.json.damaged``).
 * **The manifest is rebuilt from the pieces.** ``manifest.json`` lists every
   piece whose own ``result.json`` is valid, read from those files, so a
-  damaged or deleted manifest loses no entry. It is rewritten after each
-  piece; an interrupted run records ``"interrupted": true`` in ``last_run``.
+  damaged or deleted manifest loses no entry. It is rewritten when a run
+  starts and after each piece, and its ``last_run`` always describes the run
+  that wrote it: ``"interrupted": true`` until that run has finished, so a run
+  stopped in any way (Ctrl-C, SIGTERM, SIGHUP, even SIGKILL or a power cut)
+  never leaves the record of an earlier run beside the pieces it cached.
 * **One run per folder at a time.** A run holds ``OUT/.lock``
   (an operating-system file lock); a second run on the same folder says so on stderr and
   waits, then reuses what the first one cached.
@@ -57,6 +60,7 @@ Examples
 ['sweep', 'ladder', 'frontier']
 """
 
+import contextlib
 import datetime
 import json
 import math
@@ -70,6 +74,7 @@ from sklearn.utils import Bunch
 from ... import __version__
 from ..._validation import check_device, check_seed
 from ._output import (
+    check_command_files,
     check_output_folder,
     jsonable,
     lock_folder,
@@ -367,16 +372,13 @@ def _manifest_pieces(out):
     return entries
 
 
-def _write_manifest(out, last_run=None):
-    """Write ``out/manifest.json`` from the pieces' own result files.
+def _write_manifest(out, last_run):
+    """Write ``out/manifest.json`` from the pieces' own result files and ``last_run``.
 
-    ``last_run=None`` keeps the last run recorded in the old manifest, if it
-    reads back.
+    ``last_run`` is the record of the run writing it (``"interrupted": true``
+    while that run has not finished), never an earlier run's.
     """
     path = os.path.join(out, _MANIFEST_FILE)
-    if last_run is None:
-        old = read_json(path)
-        last_run = old.get("last_run") if isinstance(old, dict) else None
     _clear_path(path, want_folder=False)
     write_json(path, dict(pieces=_manifest_pieces(out), last_run=last_run))
     return path
@@ -440,11 +442,13 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
         Before any work: for an unknown piece name, a ``random_state`` that is
         not an integer in ``[0, 2**32 - 1]``, a device torch does not know (or
         CUDA asked for and absent), an ``out`` that is empty, a file or not
-        writable, or settings a piece's ``check`` refuses.
+        writable, a folder standing where a piece writes one of its files
+        (``out/<piece>/<piece>.png``), or settings a piece's ``check`` refuses.
     KeyboardInterrupt
         When Ctrl-C arrives: the piece that was running is not cached, the
         pieces finished before it are, and the manifest records the
-        interrupted run.
+        interrupted run (as it does for any stop: its ``last_run`` says
+        ``"interrupted": true`` from the start of a run until its end).
 
     Examples
     --------
@@ -461,6 +465,7 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
         piece = EXPERIMENTS[name]
         settings = jsonable(piece.quick if quick else piece.full)
         piece.validate(settings)
+        check_command_files(os.path.join(out, name), piece.file_stem, option="out")
         plan.append((name, piece, settings))
     if command is None:
         on = "" if device == "cpu" else f", device={device!r}"
@@ -480,6 +485,10 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
                         finished=datetime.datetime.now().isoformat(timespec="seconds"),
                         **extra)
 
+        # Until this run finishes, the manifest names it as interrupted: whatever stops
+        # it (a signal that unwinds or one that kills outright), the record beside the
+        # pieces it cached is its own, never the previous run's.
+        _write_manifest(out, last_run(interrupted=True))
         try:
             code = code_digest()  # once per run: the code this run computes with
             for i, (name, piece, settings) in enumerate(plan, 1):
@@ -488,9 +497,10 @@ def reproduce(pieces="all", quick=True, out="runs/reproduce", force=False, rando
                                         random_state, force, progress,
                                         f"[{i}/{len(names)}] {name} ({mode}):", device)
                 if i < len(plan):
-                    _write_manifest(out)
-        except KeyboardInterrupt:
-            _write_manifest(out, last_run(interrupted=True))
+                    _write_manifest(out, last_run(interrupted=True))
+        except BaseException:  # Ctrl-C, SIGTERM or SIGHUP unwinding, or a piece that failed
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                _write_manifest(out, last_run(interrupted=True))
             raise
         seconds = time.perf_counter() - start
         machine["load_average_end"] = (

@@ -1,16 +1,19 @@
-"""Tables as the commands print them and as the report shows them in Markdown.
+"""Tables and numbers as the commands print them and as the report shows them.
 
 Every float column follows one rule: 4 significant digits (trailing zeros
 dropped), in fixed point when every value of the column lies in
 ``[1e-4, 1e6)`` (or is zero), otherwise in scientific notation for the whole
-column; a missing value, ``None`` or NaN, reads "–".
+column. A missing value, ``None`` or NaN, reads "–" (:data:`MISSING`) in a
+table cell and in prose alike: :func:`number_text` is the one place that says
+so, and the tables call it.
 """
 
 import math
 
 import numpy as np
 
-__all__ = ["MISSING", "format_column", "format_table", "markdown_table", "markdown_text"]
+__all__ = ["MISSING", "format_column", "format_table", "markdown_table", "markdown_text",
+           "number_text"]
 
 
 MISSING = "\u2013"
@@ -21,8 +24,43 @@ def _is_float(value):
     return isinstance(value, (float, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
-def _is_missing(value):
-    return value is None or (_is_float(value) and math.isnan(value))
+def number_text(value, fmt="{:.3g}"):
+    """A value as text: :data:`MISSING` for None and NaN, in tables and prose alike.
+
+    Booleans read yes/no, infinities ``inf``/``-inf``, integers as they are,
+    other numbers by ``fmt``, anything else as ``str(value)``.
+
+    Parameters
+    ----------
+    value : object
+    fmt : str, default="{:.3g}"
+        The format of a finite non-integer number.
+
+    Returns
+    -------
+    text : str
+
+    Examples
+    --------
+    >>> number_text(0.123456), number_text(float("nan")), number_text(None), number_text(3)
+    ('0.123', '–', '–', '3')
+    >>> number_text(float("inf")), number_text(True), number_text(2.5, "{:.2f}")
+    ('inf', 'yes', '2.50')
+    """
+    if value is None:
+        return MISSING
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    try:
+        if math.isnan(value):
+            return MISSING
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+    except TypeError:  # not a real number: text, a list
+        return str(value)
+    return fmt.format(value)
 
 
 def _significant(value, digits, scientific):
@@ -76,19 +114,12 @@ def format_column(values, floatfmt=None, digits=4):
     scientific = bool(finite) and (min(finite) < 1e-4 or max(finite) >= 1e6)
     cells = []
     for value in values:
-        if _is_missing(value):
-            cells.append(MISSING)
-        elif isinstance(value, (bool, np.bool_)):
-            cells.append("yes" if value else "no")
-        elif _is_float(value):
-            if not math.isfinite(value):
-                cells.append("inf" if value > 0 else "-inf")
-            elif floatfmt is not None:
-                cells.append(floatfmt.format(value))
-            else:
-                cells.append(_significant(float(value), digits, scientific))
+        if floatfmt is None and _is_float(value) and math.isfinite(value):
+            cells.append(_significant(float(value), digits, scientific))
+        elif _is_float(value):  # missing, infinite, or formatted by floatfmt
+            cells.append(number_text(value, floatfmt))
         else:
-            cells.append(str(value))
+            cells.append(number_text(value, "{}"))
     return cells
 
 
