@@ -508,11 +508,14 @@ def _plot(result, folder):
 
 
 def _run(settings, *, random_state, progress, device):
-    from ...nn import load_model
+    from ...nn import ModelNotInstalledError, load_model
     from ._impose_ranks import impose_ranks
     from ._real_heads import head_rank_map
 
-    loaded = load_model(settings["model"], progress=progress)
+    try:
+        loaded = load_model(settings["model"], progress=progress)
+    except ModelNotInstalledError as error:  # a packaged model (or its reader) not installed
+        return {"missing": str(error), "config": dict(settings)}
     result = head_rank_map(
         loaded, settings["corpora"], settings["heads"], tolerances=settings["tolerances"],
         n_fit=settings["n_fit"], n_heldout=settings["n_heldout"], length=settings["length"],
