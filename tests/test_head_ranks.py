@@ -239,6 +239,19 @@ def test_bad_map_arguments_are_one_line(toy, kwargs, message):
         head_rank_map(toy, **{**options, **kwargs})
 
 
+def test_a_map_too_large_for_the_machine_is_refused_before_the_model_loads(monkeypatch):
+    # SmolLM2's shape is known from its name: nothing loads (no wheel needed for this)
+    monkeypatch.setattr(_real_heads, "load_model", lambda *a, **k: pytest.fail("loaded"))
+    with pytest.raises(ValueError, match=r"--length, --n-fit and --n-heldout: the map of 270 "
+                                         r"heads \(48 \+ 16 windows of 4096 tokens\) needs"):
+        head_rank_map("smollm2-135m", ["code"], "all", length=4096)
+    with pytest.raises(ValueError, match=r"head L30H0 is not in the model"):
+        head_rank_map("smollm2-135m", ["code"], ["L30H0"])
+    with pytest.raises(ValueError, match=r"plant_rank must be an integer in \[2, 63\]"):
+        head_rank_map("smollm2-135m", ["code"], ["L0H0"], plant_ranks=[64])
+    assert _real_heads.activation_batch(9, 4096) == 1  # the hooked pass shrinks its batch
+
+
 def test_heads_are_typed_by_what_they_do(toy):
     heads = select_heads(toy, n_induction=1, n_previous=1, n_sink=1, n_inputs=8)
     assert len(heads) == 8

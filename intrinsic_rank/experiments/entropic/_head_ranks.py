@@ -717,11 +717,14 @@ def _check(settings):
 
     shape = model_heads(settings["model"])
     if shape is not None:  # a packaged model: its size is known before it loads
-        from ._real_heads import check_plant_rank, checked_heads
+        from ._real_heads import check_map_memory, check_plant_rank, checked_heads
 
-        checked_heads(settings["heads"], shape["n_layers"], shape["n_heads"])
+        pairs = checked_heads(settings["heads"], shape["n_layers"], shape["n_heads"])
         for k in settings["plant_ranks"] or ():
             check_plant_rank(k, shape["width"])
+        check_map_memory(shape, pairs, settings["n_fit"], settings["n_heldout"],
+                         settings["length"], len(settings["tolerances"]),
+                         settings["batch_size"])
 
 
 _SETTINGS = dict(model="smollm2-135m", corpora=["code"], tolerances=list(TOLERANCES),

@@ -40,7 +40,8 @@ import time
 import numpy as np
 from sklearn.utils import Bunch
 
-from ..._validation import check_device, check_int, check_real, keyed_seed
+from ..._packaged_models import model_heads
+from ..._validation import check_allocation, check_device, check_int, check_real, keyed_seed
 from ...inspection import (
     TOKEN_CORPORA,
     corpus_token_ids,
@@ -64,9 +65,10 @@ from ._head_measure import (
     rank_text,
 )
 
-__all__ = ["HEAD_TYPES", "MAP_COLUMNS", "MAP_DEFAULTS", "PLANT_SCALES", "SHARPNESS",
-           "check_plant_rank", "checked_heads", "head_name", "head_rank_map", "measure_layer", "plant_query",
-           "rank_text", "records_frame", "select_heads"]
+__all__ = ["ACTIVATION_BATCH_BYTES", "HEAD_TYPES", "MAP_COLUMNS", "MAP_DEFAULTS",
+           "PLANT_SCALES", "SHARPNESS", "activation_batch", "check_map_memory",
+           "check_plant_rank", "checked_heads", "head_name", "head_rank_map", "map_memory",
+           "measure_layer", "plant_query", "rank_text", "records_frame", "select_heads"]
 
 HEAD_TYPES = ("induction", "previous-token", "sink", "other")
 """The head types of :func:`select_heads`, in the order heads are typed."""
@@ -471,9 +473,76 @@ def _checked_plants(plant_ranks, plant_noise, width):
     return [(k, noisy) for k in ranks for noisy in noises]
 
 
+ACTIVATION_BATCH_BYTES = 1 << 30
+"""The attention maps one batch of the hooked forward pass may take (they are ``L x L`` per
+head): the batch shrinks for long windows."""
+
+
+def activation_batch(n_heads, length):
+    """Windows per forward pass of the hooked model: at most 64, maps within 1 GiB.
+
+    Examples
+    --------
+    >>> activation_batch(9, 128), activation_batch(9, 4096)
+    (64, 1)
+    """
+    return int(max(1, min(64, ACTIVATION_BATCH_BYTES // (4 * n_heads * length ** 2))))
+
+
+def map_memory(shape, pairs, n_fit, n_heldout, length, n_tolerances, batch_size):
+    """Bytes a map needs at once, from the model's shape, before anything is allocated.
+
+    The inputs of every measured layer and the outputs of every measured head for the
+    training and held-out windows (float32); one batch of the hooked forward pass's
+    attention maps; and one distillation step of a head: its batch's scores for as
+    many slots as a search round can hold (the powers of two and three per
+    tolerance), kept with their softmax and gradients (four copies).
+
+    Parameters
+    ----------
+    shape : dict
+        ``n_heads``, ``d_model``, ``head_dim`` (:func:`~intrinsic_rank._packaged_models.model_heads`).
+    pairs : list of (int, int)
+    n_fit, n_heldout, length, n_tolerances, batch_size : int
+
+    Returns
+    -------
+    n_bytes : int
+
+    Examples
+    --------
+    >>> shape = dict(n_heads=9, d_model=576, head_dim=64)
+    >>> map_memory(shape, [(0, 0)], 48, 16, 128, 5, 8) < 2 ** 30
+    True
+    """
+    windows = (n_fit + n_heldout) * length
+    layers = len({layer for layer, _ in pairs})
+    data = 4 * windows * (layers * shape["d_model"] + len(pairs) * shape["head_dim"])
+    maps = 4 * activation_batch(shape["n_heads"], length) * shape["n_heads"] * length ** 2
+    slots = 6 + 3 * n_tolerances
+    step = 4 * 4 * batch_size * slots * length ** 2
+    return int(data + maps + step)
+
+
+def check_map_memory(shape, pairs, n_fit, n_heldout, length, n_tolerances, batch_size):
+    """Refuse a map larger than this machine's memory, in one line, before any work.
+
+    Examples
+    --------
+    >>> shape = dict(n_heads=9, d_model=576, head_dim=64)
+    >>> check_map_memory(shape, [(0, 0)], 48, 16, 128, 5, 8) > 0
+    True
+    """
+    return check_allocation(
+        map_memory(shape, pairs, n_fit, n_heldout, length, n_tolerances, batch_size),
+        "--length, --n-fit and --n-heldout",
+        f"the map of {len(pairs)} heads ({n_fit} + {n_heldout} windows of {length} tokens)")
+
+
 def _model_shape(loaded):
     facts = head_facts(loaded, 0, 0)
-    return facts.n_layers, facts.n_heads, min(facts.d_model, facts.head_dim)
+    return dict(n_layers=facts.n_layers, n_heads=facts.n_heads, d_model=facts.d_model,
+                head_dim=facts.head_dim, width=min(facts.d_model, facts.head_dim))
 
 
 def _options(tolerances, distill, margin, restarts, training, precision_draws, plant_tol):
@@ -559,10 +628,19 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
     options = _options(tolerances, distill, margin, restarts, training, precision_draws,
                        check_real(plant_tol, "plant_tol", 0.0, 1.0, low_open=True,
                                   high_open=True))
+    known = model_heads(model)
+    if known is not None:  # a packaged model: its heads are checked before it loads
+        pairs = checked_heads(heads, known["n_layers"], known["n_heads"])
+        _checked_plants(plant_ranks, plant_noise, known["width"])
+        check_map_memory(known, pairs, n_fit, n_heldout, length,
+                         len(options["tolerances"]), options["training"]["batch_size"])
     loaded = model if isinstance(model, LoadedModel) else load_model(model, progress=progress)
-    n_layers, n_heads, width = _model_shape(loaded)
+    shape = _model_shape(loaded)
+    n_layers, n_heads, width = shape["n_layers"], shape["n_heads"], shape["width"]
     pairs = checked_heads(heads, n_layers, n_heads)
     plants = _checked_plants(plant_ranks, plant_noise, width)
+    check_map_memory(shape, pairs, n_fit, n_heldout, length, len(options["tolerances"]),
+                     options["training"]["batch_size"])
     types = {(h["layer"], h["head"]): h for h in select_heads(loaded, random_state=random_state,
                                                               device=device)}
     settings = dict(model=loaded.label, n_fit=n_fit, n_heldout=n_heldout, length=length,
@@ -616,8 +694,11 @@ def _corpus_data(loaded, corpus, pairs, n_fit, n_heldout, length, random_state, 
                                random_state=random_state, split="train")
     held_ids = corpus_token_ids(corpus, loaded.tokenizer, vocab, n_inputs=n_heldout,
                                 length=length, random_state=random_state, split="validation")
-    fit = head_activations(loaded, fit_ids, pairs, device=device, progress=progress)
-    held = head_activations(loaded, held_ids, pairs, device=device, progress=progress)
+    batch = activation_batch(head_facts(loaded, *pairs[0]).n_heads, length)
+    fit = head_activations(loaded, fit_ids, pairs, batch_size=batch, device=device,
+                           progress=progress)
+    held = head_activations(loaded, held_ids, pairs, batch_size=batch, device=device,
+                            progress=progress)
     return Bunch(fit=fit, held=held, held_ids=held_ids,
                  source=corpus_record(corpus, loaded.tokenizer))
 
