@@ -16,7 +16,7 @@ import pytest
 
 from intrinsic_rank.cli import main
 from intrinsic_rank.experiments import EXPERIMENTS, Experiment, register, reproduce
-from intrinsic_rank.experiments.runner._registry import InterruptGuard
+from intrinsic_rank._interrupts import StopGuard
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
 
@@ -85,15 +85,15 @@ def registered():
 def test_the_guard_turns_a_swallowed_interrupt_into_keyboard_interrupt():
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
-        with InterruptGuard() as guard:
+        with StopGuard() as guard:
             _swallowed_interrupt()
-    assert guard.interrupted and signal.getsignal(signal.SIGINT) is before
-    with InterruptGuard() as guard:  # no interrupt: nothing happens
+    assert guard.received == [signal.SIGINT] and signal.getsignal(signal.SIGINT) is before
+    with StopGuard() as guard:  # no interrupt: nothing happens
         pass
-    assert not guard.interrupted
+    assert guard.received == []
     # an error after a swallowed interrupt is the interrupt (skorch's KeyError: 'train_loss')
     with pytest.raises(KeyboardInterrupt) as info:
-        with InterruptGuard():
+        with StopGuard():
             _swallowed_interrupt()
             raise KeyError("train_loss")
     assert isinstance(info.value.__cause__, KeyError)

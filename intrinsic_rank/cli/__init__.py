@@ -72,12 +72,11 @@ import argparse
 import os
 import re
 import shlex
-import signal
 import sys
 
 from .. import __version__
 from ._commands import COMMANDS
-from ._stops import _Finished, _ignore_stop_signals, _Terminated, _TerminationSignals
+from .._interrupts import StopGuard, Stopped, end_program, stop_report
 from ._threads import (
     DEFAULT_THREADS,
     THREADS_HELP,
@@ -93,7 +92,6 @@ from ._threads import (
 
 __all__ = ["DEFAULT_THREADS", "THREADS_RULE", "cpu_count", "main", "thread_count"]
 
-_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 _BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
@@ -316,7 +314,7 @@ def _paths_of(args, options):
     return found
 
 
-def _run_experiment(experiment, args, finished=None):
+def _run_experiment(experiment, args, guard=None):
     """Checks -> run -> JSON and CSV -> summary and tables -> plots; one run's files together.
 
     Every file of the run (the JSON, the CSV, a saved model, the PNGs) is staged
@@ -329,7 +327,7 @@ def _run_experiment(experiment, args, finished=None):
     from ..experiments import format_table
     from ..experiments.runner import check_outputs_apart
 
-    finished = _Finished() if finished is None else finished
+    guard = StopGuard(deliver=False) if guard is None else guard
     _check_device(args.device)
     settings = experiment.settings(args)
     experiment.validate(settings)
@@ -360,12 +358,12 @@ def _run_experiment(experiment, args, finished=None):
         except KeyboardInterrupt:
             raise
         except BrokenPipeError:
-            finished.hold()  # the results are renamed in from here on
+            guard.hold()  # the results are renamed in from here on
             raise
         except Exception as error:
-            finished.hold()
+            guard.hold()
             raise _OutputFailed(error, json_path) from error
-        finished.hold()  # the point of no return: the stage renames the files in
+        guard.hold()  # the point of no return: the stage renames the files in
     if broken_pipe:
         return _BROKEN_PIPE
     print("saved " + _listed([os.path.join(args.out, f) for f in files] + [json_path]))
@@ -409,16 +407,6 @@ def _run_reproduce(args):
     return 0
 
 
-def _exit_now(status):
-    """Flush stdout and stderr, then end the process with ``status`` at once."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe or stream: nothing more to say
-            pass
-    os._exit(status)
-
-
 def main(argv=None):
     """Entry point of the ``intrinsic-rank`` command.
 
@@ -452,7 +440,10 @@ def main(argv=None):
     try:
         if as_program:
             _give_missing_streams_a_sink()
-        with _TerminationSignals(), _Finished(keep=as_program) as finished:
+        # Ctrl-C, SIGTERM and SIGHUP unwind the run as exceptions until its files start
+        # to be renamed in (guard.hold(), the point of no return); from then on they are
+        # dropped: the run has finished, entirely in.
+        with StopGuard(deliver=False, end_process=False, program=as_program) as guard:
             if first is not None and not name.endswith(first):
                 import intrinsic_rank.experiments  # noqa: F401 (a command the table lacks)
             args = _build_parser().parse_args(argv)
@@ -463,40 +454,20 @@ def main(argv=None):
                 else:
                     from ..experiments.runner import get_experiment
 
-                    status = _run_experiment(get_experiment(args.experiment), args, finished)
+                    status = _run_experiment(get_experiment(args.experiment), args, guard)
             sys.stdout.flush()  # a reader that left shows here, not at interpreter exit
-        if as_program:
-            # The run is finished and saved: a stop signal from now on, while the
-            # interpreter shuts down, must not turn its status into 130 or a death by signal.
-            _ignore_stop_signals()
         return status
     except _UsageError as error:
         print(error, file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopped) as stop:
+        # Nothing of the run is half-written: its files are staged and renamed in together,
+        # and a stop before the renames leaves the previous run's files as they were.
         if as_program:
-            # We are leaving because of Ctrl-C: a second one during the interpreter's
-            # shutdown must not turn the one line into a traceback or a death by signal.
-            _ignore_stop_signals()
-        print(f"{name}: interrupted", file=sys.stderr)
-        if as_program:
-            # Everything finished is on disk already (atomic writes; the reproduce
-            # manifest records the interruption). CPython may still end the process
-            # by re-raising SIGINT at shutdown when it judges an interrupt unhandled
-            # (exit status -2 instead of 130), so the
-            # program leaves here, streams flushed, with the status a shell expects.
-            _exit_now(_INTERRUPTED)
-        return _INTERRUPTED
-    except _Terminated as stop:
-        # The blocks it unwound removed their temporary files (atomic_file) and
-        # released the folder lock; nothing half-written is left.
-        if as_program:
-            _ignore_stop_signals()
-        what = signal.Signals(stop.signum).name
-        print(f"{name}: stopped by {what}", file=sys.stderr)
-        if as_program:
-            _exit_now(128 + stop.signum)
-        return 128 + stop.signum
+            end_program(stop, name)
+        line, status = stop_report(stop, name)
+        print(line, file=sys.stderr)
+        return status
     except BrokenPipeError:
         _silence_stdout()
         return _BROKEN_PIPE

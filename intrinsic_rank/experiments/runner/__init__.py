@@ -52,7 +52,6 @@ from ._registry import (
     NOT_COMPARABLE,
     VERDICTS,
     Experiment,
-    InterruptGuard,
     Verdict,
     get_experiment,
     grade,
@@ -67,7 +66,6 @@ from ._reproduce import reproduce, write_report
 __all__ = [
     "EXPERIMENTS",
     "Experiment",
-    "InterruptGuard",
     "MAX_EPOCHS",
     "MAX_GRID_SIZE",
     "MISSING",

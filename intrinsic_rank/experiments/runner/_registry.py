@@ -10,13 +10,12 @@ one; neither ``cli.py`` nor the reproduce runner changes.
 Interrupts
 ----------
 Both the CLI and ``reproduce`` run an experiment through
-:meth:`Experiment.execute`, never ``run`` directly. It runs ``run`` under
-``InterruptGuard``: while it runs, Ctrl-C (SIGINT) is recorded as well as
-raised as ``KeyboardInterrupt``, so an interrupt that some library swallows
-(skorch's ``partial_fit`` catches ``KeyboardInterrupt`` and returns a
-truncated fit) still ends the run with ``KeyboardInterrupt`` when ``run``
-returns or fails: a result computed while an interrupt arrived is never handed
-on, written or cached.
+:meth:`Experiment.execute`, never ``run`` directly. It runs ``run`` under a
+:class:`~intrinsic_rank._interrupts.StopGuard`: a stop signal (Ctrl-C,
+SIGTERM, SIGHUP) that some library swallows (skorch's ``partial_fit`` catches
+``KeyboardInterrupt`` and returns a truncated fit) still ends the run when
+``run`` returns or fails: a result computed while a stop arrived is never
+handed on, written or cached.
 
 Writing a command's files
 -------------------------
@@ -29,78 +28,15 @@ Ctrl-C none of them (the earlier run's files stay, all of them); after a
 plotting failure the results and no PNG of an earlier run.
 """
 
-import signal
-import threading
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional
 
 __all__ = [
-    "EXPERIMENTS", "Experiment", "InterruptGuard", "NOT_COMPARABLE", "Verdict", "VERDICTS",
+    "EXPERIMENTS", "Experiment", "NOT_COMPARABLE", "Verdict", "VERDICTS",
     "get_experiment",
     "grade", "is_finite", "number_text", "one_plot", "register", "save_plot",
 ]
 
-
-class InterruptGuard:
-    """Record Ctrl-C (SIGINT) in a block, and end the block with ``KeyboardInterrupt``.
-
-    Inside the block a SIGINT sets :attr:`interrupted` and raises
-    ``KeyboardInterrupt`` as Python's default handler does. When the block
-    ends -- normally, or with any exception -- after an interrupt, the guard
-    raises ``KeyboardInterrupt`` (chained to that exception), so code that
-    catches the interrupt and carries on (skorch's ``partial_fit``) cannot turn
-    it into a finished-looking result. The previous handler is restored on
-    exit. Outside the main thread, or when SIGINT is ignored, nothing is
-    installed and only a ``KeyboardInterrupt`` that leaves the block counts.
-
-    Attributes
-    ----------
-    interrupted : bool
-        Whether a SIGINT arrived (or a ``KeyboardInterrupt`` left the block).
-
-    Examples
-    --------
-    >>> import os, signal
-    >>> try:
-    ...     with InterruptGuard() as guard:
-    ...         try:
-    ...             os.kill(os.getpid(), signal.SIGINT)
-    ...         except KeyboardInterrupt:
-    ...             pass  # swallowed, as skorch does
-    ... except KeyboardInterrupt:
-    ...     print("interrupted:", guard.interrupted)
-    interrupted: True
-    """
-
-    def __init__(self):
-        self.interrupted = False
-        self._previous = None
-
-    def _handler(self, signum, frame):
-        self.interrupted = True
-        raise KeyboardInterrupt
-
-    def __enter__(self):
-        self.interrupted = False
-        self._previous = None
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.getsignal(signal.SIGINT)
-            if previous not in (signal.SIG_IGN, None):
-                signal.signal(signal.SIGINT, self._handler)
-                self._previous = previous
-        return self
-
-    def __exit__(self, kind, error, traceback):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
-        if kind is not None and issubclass(kind, KeyboardInterrupt):
-            self.interrupted = True
-            return False
-        if self.interrupted:
-            raise KeyboardInterrupt("interrupted (an interrupt was caught and "
-                                    "swallowed inside the run)") from error
-        return False
 
 VERDICTS = ("agrees", "partly", "does not agree", "not comparable")
 """The four verdicts a claim can get.
@@ -307,7 +243,7 @@ class Experiment:
         return json_path, files
 
     def execute(self, settings, *, random_state, progress, device):
-        """``run(settings, ...)`` under an ``InterruptGuard``, with the progress convention.
+        """``run(settings, ...)`` under a stop guard, with the progress convention.
 
         With ``progress`` true, off a terminal a status line with the elapsed
         time goes to stderr every 30 s (the bars show on a terminal); third-party
@@ -328,13 +264,17 @@ class Experiment:
         Raises
         ------
         KeyboardInterrupt
-            When Ctrl-C arrived during ``run``, even if something inside ``run``
-            caught it and carried on.
+            When Ctrl-C arrived during ``run``, even if something inside
+            ``run`` caught it and carried on. A SIGTERM or SIGHUP is handled
+            the same way (as the ``BaseException`` ``Stopped``, which the
+            command line reports); outside the command line it then ends the
+            process by that signal once ``run`` has cleaned up.
         """
+        from ..._interrupts import StopGuard
         from ._progress import StatusLines, silence_third_party_bars
 
         silence_third_party_bars()
-        with InterruptGuard(), StatusLines(self.command, enabled=progress):
+        with StopGuard(), StatusLines(self.command, enabled=progress):
             return self.run(settings, random_state=random_state, progress=progress,
                             device=device)
 
