@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 from intrinsic_rank.cli import main
-from intrinsic_rank.experiments import EXPERIMENTS, Experiment, register, reproduce
+from intrinsic_rank.experiments import EXPERIMENTS, Experiment, Option, register, reproduce
 from intrinsic_rank._interrupts import StopGuard
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -57,7 +57,7 @@ def _toy(name, calls, *, interrupt=False, plot=None, check=None, rows=None):
         tables=lambda result: [("rows", result["records"], ["size", "value"])],
         plot=plot or default_plot,
         verdicts=lambda result: [("it counts", "rows", "agrees", "it does")],
-        add_arguments=lambda parser: parser.add_argument("--size", type=int, default=2),
+        options=[Option("--size", type=int, default=2, help="how far to count")],
         settings=lambda args: dict(size=args.size), summary=lambda result: [f"{name}:"],
         in_reproduce=False, check=check,
     )
@@ -178,7 +178,7 @@ _PROGRAM = textwrap.dedent("""
         name="long", command="long-run", title="t", paper="p", help="h", description="d",
         quick={}, full={}, run=run, plot=plot,
         tables=lambda r: [("rows", r["records"], ["size", "value"])],
-        verdicts=lambda r: [], add_arguments=lambda p: None, settings=lambda a: {},
+        verdicts=lambda r: [], settings=lambda a: {},
         summary=lambda r: ["a long table"], in_reproduce=False))
     sys.exit(main())
 """)
@@ -368,7 +368,7 @@ def test_grid_types_check_before_expanding():
 _SIGNALLED = textwrap.dedent("""
     import os, signal, sys, time
     from intrinsic_rank.cli import main
-    from intrinsic_rank.experiments import Experiment, register
+    from intrinsic_rank.experiments import Experiment, Option, register
     from intrinsic_rank.experiments.runner import atomic_file
 
     def run(settings, *, random_state, progress, device):
@@ -388,7 +388,7 @@ _SIGNALLED = textwrap.dedent("""
         quick={}, full={}, run=run, plot=plot,
         tables=lambda r: [("rows", r["records"], ["size", "value"])],
         verdicts=lambda r: [], settings=lambda a: dict(slow_write=a.slow_write),
-        add_arguments=lambda p: p.add_argument("--slow-write", default=None),
+        options=[Option("--slow-write", help="a file written slowly")],
         summary=lambda r: ["toy"], in_reproduce=False))
     status = main()
     if os.environ.get("SIGINT_AT_EXIT"):

@@ -20,14 +20,11 @@ from intrinsic_rank._interrupts import StopGuard, Stopped
 from intrinsic_rank._validation import check_paths_apart
 from intrinsic_rank.cli import main
 from intrinsic_rank.experiments import EXPERIMENTS
-from intrinsic_rank.experiments.runner import (
-    Experiment,
+from intrinsic_rank.experiments.runner import Experiment, register, write_csv, write_json
+from intrinsic_rank.experiments.runner._output import (
     check_outputs_apart,
     output_stage,
     read_json,
-    register,
-    write_csv,
-    write_json,
     write_text,
 )
 
@@ -76,7 +73,7 @@ def toy():
     experiment = Experiment(
         name="toy-signal", command="toy-signal", title="toy", paper="none", help="toy",
         description="toy", quick={}, full={}, run=_toy_run, tables=lambda result: [],
-        plot=_toy_plot, verdicts=lambda result: [], add_arguments=lambda parser: None,
+        plot=_toy_plot, verdicts=lambda result: [],
         settings=lambda args: {}, summary=lambda result: [], extra_files=_toy_csv)
     register(experiment)
     yield experiment

@@ -5,7 +5,8 @@ The measurements (which heads, the planted-rank test, the sweeps) are in
 types, do corpora separate ``r*_attn``?) by tests fixed before the run, the verdict
 of the planted-rank test, the tables, the figure and the command line.
 
-Registered as the experiment ``head-ranks`` (piece and command).
+The work of the experiment ``head-ranks`` (piece and command), declared in
+:mod:`intrinsic_rank.experiments.entropic`.
 """
 
 import math
@@ -13,10 +14,8 @@ import math
 import numpy as np
 from scipy import stats
 
-from ..._packaged_models import model_option_help
 from ...inspection import TOKEN_CORPORA, parse_head
 from ..runner import (
-    Experiment,
     Verdict,
     jsonable,
     number_text,
@@ -368,32 +367,6 @@ def _corpus_list(text):
     return names
 
 
-def _add_arguments(parser):
-    from ..runner import MAX_EPOCHS, bounded_int, parse_ranks
-
-    parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help=model_option_help(causal=True))
-    parser.add_argument("--heads", type=_head_list, default=None,
-                        help="comma-separated heads such as L18H6,L16H0 (default: 3 induction, "
-                        "2 previous-token, 2 sink and 4 drawn heads, chosen by measurement)")
-    parser.add_argument("--plant-rank", type=bounded_int(2, 4096), default=None,
-                        help="plant this query rank, 2..4096, in every head and test that "
-                        "the sweep finds it (default: none, the heads as trained)")
-    parser.add_argument("--corpora", type=_corpus_list, default=list(TOKEN_CORPORA),
-                        help=f"comma-separated corpora (default: {','.join(TOKEN_CORPORA)})")
-    parser.add_argument("--n-inputs", type=bounded_int(5, 65536), default=768,
-                        help="sequences per corpus, 5..65536 (default: 768)")
-    parser.add_argument("--length", type=bounded_int(4, 4096), default=64,
-                        help="tokens per sequence, BOS included, 4..4096 (default: 64)")
-    parser.add_argument("--rank-grid", type=parse_ranks, default=None,
-                        help="query ranks to sweep (default: 1, 2, 4, ... up to the head width)")
-    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=None,
-                        help="epochs per sweep, 1..1000000 (default: 40 from the head's own "
-                        "truncations, 150 from a random draw with --plant-rank)")
-    parser.add_argument("--lr", type=float, default=None,
-                        help="learning rate (default: 1e-3, or 6e-3 with --plant-rank)")
-
-
 def _settings(args):
     return dict(model=args.model, heads=args.heads, corpora=list(args.corpora),
                 plant_rank=args.plant_rank, n_inputs=args.n_inputs, length=args.length,
@@ -403,31 +376,3 @@ def _settings(args):
 def _check(settings):
     if settings["lr"] is not None and not (math.isfinite(settings["lr"]) and settings["lr"] > 0):
         raise ValueError(f"--lr must be a finite number > 0; got {settings['lr']}")
-
-
-EXPERIMENT = Experiment(
-    name="head-ranks",
-    command="head-ranks",
-    title="Real heads: the attention-native rank r*_attn of a causal LM's heads",
-    paper="The Entropic Bound (open problem: the ranks of trained models' realised operators)",
-    help="r*_attn of a causal LM's heads by distillation under each head's own rotary or "
-    "absolute positions, per corpus, with a planted-rank test",
-    description="Reads chosen heads of a causal LM (SmolLM2-135M by default) by hooks: X, "
-    "the input of the head's attention, and Y, the head's output. For each head and corpus "
-    "(random tokens, repeated random tokens, prose, code) a causal softmax student with the "
-    "head's own positions, scale and values sweeps its query rank, and r*_attn is the "
-    "smallest rank leaving at most tol of Y's variance unexplained (the head's floor is 0). "
-    "With --plant-rank K every head's query is replaced by a sharp rank-K plant first, and "
-    "the sweep must find K. Prints the table and what it answers (do head types or corpora "
-    "separate r*_attn, by tests fixed in advance); saves head_ranks.png, head_ranks.csv and "
-    "head_ranks.json.",
-    quick=dict(model="smollm2-135m", heads=None, corpora=["random", "repeated"],
-               plant_rank=None, n_inputs=256, length=64, rank_grid=None, max_epochs=None,
-               lr=None),
-    full=dict(model="smollm2-135m", heads=None, corpora=list(TOKEN_CORPORA), plant_rank=None,
-              n_inputs=768, length=64, rank_grid=None, max_epochs=None, lr=None),
-    run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,
-    add_arguments=_add_arguments, settings=_settings, summary=_summary,
-    extra_files=_extra_files, check=_check, floatfmt="{:.3g}",
-)
-"""``r*_attn`` of real heads as a registered experiment (``head-ranks``)."""
