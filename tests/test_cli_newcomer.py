@@ -428,7 +428,7 @@ def test_help_says_the_files_written_and_what_quick_changes(capsys, command):
     stem = EXPERIMENTS[command].file_stem
     assert f"Writes {stem}.json" in text and f"(default runs/{stem})" in text
     if "--quick" in text:  # what it changes, and each value beside the default it replaces
-        assert "--quick the reproduce report's quick scale" in text
+        assert "--quick the quick sizes" in text
         assert "; --quick: " in text
 
 

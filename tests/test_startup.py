@@ -179,7 +179,7 @@ def test_a_registered_experiment_gets_its_options_quick_and_help(capsys):
     try:
         text = _help_of("toy-start", capsys)
         assert "how far to count (default: 5; --quick: 2)" in text
-        assert "the reproduce report's quick scale: --size 2" in text
+        assert "the quick sizes: --size 2" in text
         parser = cli._build_parser()
         assert toy.settings(parser.parse_args(["toy-start", "--quick"])) == {"size": 2}
         # a namespace from another parser gets the same values

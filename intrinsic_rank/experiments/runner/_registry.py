@@ -286,7 +286,7 @@ class Experiment:
         changes = [f"{option.flag} {_value_text(option.quick, option.kwargs.get('nargs'))}"
                    for option in self.options if option.changes_with_quick]
         (flag,) = [option for option in self.options if option.dest == "quick"]
-        text = "the reproduce report's quick scale"
+        text = "the quick sizes"
         if changes:
             text += ": " + ", ".join(changes)
         if flag.help:
