@@ -274,6 +274,37 @@ def test_save_model_folder_cleans_up_under_sigterm(tmp_path, signame):
     assert os.listdir(tmp_path) == []  # neither the folder nor a .tiny.partial-* one
 
 
+_REPRODUCE_UNDER_SIGTERM = textwrap.dedent("""
+    import os, signal, sys, time
+    from intrinsic_rank.experiments import Experiment, register, reproduce
+    from intrinsic_rank.experiments.runner import atomic_file
+
+    def run(settings, *, random_state, progress, device):
+        with atomic_file(os.path.join(sys.argv[1], "slow.json")) as tmp:
+            open(tmp, "w").write("half")
+            os.kill(os.getpid(), signal.SIGTERM)  # as kill would, while the file is written
+            time.sleep(30)
+        return {"records": []}
+
+    register(Experiment(
+        name="term", command="term-cmd", title="t", paper="p", help="h", description="d",
+        quick={}, full={}, run=run, tables=lambda r: [], plot=lambda r, f: [],
+        verdicts=lambda r: [], summary=lambda r: [], in_reproduce=False))
+    reproduce("term", out=os.path.join(sys.argv[1], "out"), progress=False)
+    print("not reached")
+""")
+
+
+def test_sigterm_in_a_run_from_python_cleans_up_then_ends_the_process_by_it(tmp_path):
+    done = subprocess.run([sys.executable, "-c", _REPRODUCE_UNDER_SIGTERM, str(tmp_path)],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == -signal.SIGTERM, done.stderr[-2000:]
+    assert "not reached" not in done.stdout
+    # the run unwound: its temporary file is gone, and nothing of it was cached
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert not (tmp_path / "out" / "term" / "result.json").exists()
+
+
 def test_an_unwinding_guard_leaves_other_handlers_alone():
     def mine(signum, frame):
         raise RuntimeError("mine")
