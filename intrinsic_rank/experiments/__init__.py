@@ -17,10 +17,12 @@ Each experiment is one :class:`Experiment`, declared in its paper's
 and the module that holds its run, tables, plots and verdicts);
 :data:`REPORT_ORDER` below gathers them, paper by paper, in the order of the
 report and of ``intrinsic-rank --help``, and registers them in
-:data:`EXPERIMENTS`, which the command line and :func:`reproduce` read. The measuring functions these experiments use
-(:func:`~intrinsic_rank.inspection.profile_heads`, :func:`~intrinsic_rank.inspection.head_pattern_scores`,
-:func:`~intrinsic_rank.inspection.reachability_geometry`) live in :mod:`intrinsic_rank.inspection` and are
-re-exported here.
+:data:`EXPERIMENTS`, which the command line and :func:`reproduce` read. The
+measuring functions these experiments use
+(:func:`~intrinsic_rank.inspection.profile_heads`,
+:func:`~intrinsic_rank.inspection.head_pattern_scores`,
+:func:`~intrinsic_rank.inspection.reachability_geometry`) live in
+:mod:`intrinsic_rank.inspection` and are re-exported here.
 
 Importing this package imports nothing heavy: the declarations are plain data,
 and every function, class and constant of the papers, the runner and

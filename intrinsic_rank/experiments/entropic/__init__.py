@@ -252,10 +252,10 @@ PROFILE = Experiment(
                "pooled over inputs)"),
         Option("--exclude-bos", action="store_true",
                help="leave the first key out of the head scores (previous-token, "
-               "duplicate-token, induction), as TransformerLens's exclude_bos"),
+               "duplicate-token, induction), as TransformerLens's exclude_bos (default: off)"),
         Option("--exclude-current-token", action="store_true",
                help="leave each query's own position out of the head scores, as "
-               "TransformerLens's exclude_current_token"),
+               "TransformerLens's exclude_current_token (default: off)"),
     ),
     module=_MODULE.format("_profile"),
     floatfmt="{:.3g}",

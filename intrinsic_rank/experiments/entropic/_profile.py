@@ -12,8 +12,9 @@ positions a pattern names) and the sink rate. A uniform attention baseline on
 the same inputs says what "a lot" means.
 
 The work of the experiment ``profile`` (the same name as piece and command), declared in
-:mod:`intrinsic_rank.experiments.entropic`: the command profiles one model and its reachability geometry, the reproduce
-piece several models and :func:`kernel_rank_trajectory`.
+:mod:`intrinsic_rank.experiments.entropic`: the command profiles one model and its
+reachability geometry, the reproduce piece several models and
+:func:`kernel_rank_trajectory`.
 """
 
 import math

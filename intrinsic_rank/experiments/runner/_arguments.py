@@ -504,10 +504,10 @@ def refused_data(reason):
     >>> option = refused_data("draws its own task")
     >>> option.dest, option.hidden
     ('data', True)
-    >>> option.type("x.npz")
+    >>> option.type("x.npz")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    argparse.ArgumentTypeError: not supported by this command, which draws its own task; use intrinsic-rank sweep --data FILE
+    argparse.ArgumentTypeError: not supported by this command, which draws its own task; ...
     """
 
     def refuse(text):

@@ -90,7 +90,8 @@ class Verdict(NamedTuple):
 
 _PARTS = ("run", "tables", "plot", "verdicts", "summary", "settings", "check", "saved",
           "extra_files")
-"""The work of an experiment, in its module as ``_run``, ``_tables``, ... (see :class:`Experiment`)."""
+"""The parts of an experiment's work, in its module as ``_run``, ``_tables``, ... (see
+:class:`Experiment`)."""
 
 _OPTIONAL = {
     "check": lambda settings: None,
