@@ -3,12 +3,15 @@
 The console script imports this module and calls :func:`main`, which imports
 the command line itself: a Ctrl-C while that import runs (the first tenth of a
 second of every command) is then the command's own one line and exit status
-130, not a ``KeyboardInterrupt`` traceback. This module imports nothing but the
-standard library's ``os`` and ``sys``.
+130 (:func:`intrinsic_rank._interrupts.end_program`, as every other stop of a
+command), not a ``KeyboardInterrupt`` traceback. This module imports nothing
+but the standard library's ``sys`` and the package's stop-signal module, which
+imports only the standard library.
 """
 
-import os
 import sys
+
+from ._interrupts import end_program
 
 __all__ = ["main"]
 
@@ -23,15 +26,8 @@ def main():
     """
     try:
         from intrinsic_rank.cli import main as command_line
-    except KeyboardInterrupt:
-        import signal
-
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: no traceback either
-        try:
-            print("intrinsic-rank: interrupted", file=sys.stderr, flush=True)
-        except (OSError, ValueError, AttributeError):  # no stderr
-            pass
-        os._exit(130)  # 128 + SIGINT, what a shell reports for Ctrl-C
+    except KeyboardInterrupt as stop:
+        end_program(stop, "intrinsic-rank")
     return command_line()
 
 

@@ -60,9 +60,11 @@ def test_import_linter_contracts_are_kept():
     assert "Contracts: 6 kept, 0 broken." in run.stdout
 
 
-#: the private modules every room may import from: the checks, and the table of packaged
-#: models (which imports only typing, so that ``--help`` can list them without torch)
-_BASE_HOMES = ("intrinsic_rank._validation", "intrinsic_rank._packaged_models")
+#: the private modules every room may import from: the checks, the table of packaged
+#: models (which imports only typing, so that ``--help`` can list them without torch) and
+#: the stop signals (the standard library only)
+_BASE_HOMES = ("intrinsic_rank._validation", "intrinsic_rank._packaged_models",
+               "intrinsic_rank._interrupts")
 
 
 def _private(part):

@@ -427,9 +427,9 @@ def test_help_says_the_files_written_and_what_quick_changes(capsys, command):
     text = " ".join(_help(capsys, command).split())
     stem = EXPERIMENTS[command].file_stem
     assert f"Writes {stem}.json" in text and f"(default runs/{stem})" in text
-    if "--quick" in text:  # the sizes it changes, beside the defaults it replaces
-        assert "--quick the quick size of the reproduce report:" in text
-        assert "(instead of" in text
+    if "--quick" in text:  # what it changes, and each value beside the default it replaces
+        assert "--quick the quick sizes" in text
+        assert "; --quick: " in text
 
 
 def test_a_choice_called_default_is_not_a_stated_default(capsys):

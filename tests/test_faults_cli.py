@@ -15,8 +15,8 @@ import textwrap
 import pytest
 
 from intrinsic_rank.cli import main
-from intrinsic_rank.experiments import EXPERIMENTS, Experiment, register, reproduce
-from intrinsic_rank.experiments.runner._registry import InterruptGuard
+from intrinsic_rank.experiments import EXPERIMENTS, Experiment, Option, register, reproduce
+from intrinsic_rank._interrupts import StopGuard
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
 
@@ -57,7 +57,7 @@ def _toy(name, calls, *, interrupt=False, plot=None, check=None, rows=None):
         tables=lambda result: [("rows", result["records"], ["size", "value"])],
         plot=plot or default_plot,
         verdicts=lambda result: [("it counts", "rows", "agrees", "it does")],
-        add_arguments=lambda parser: parser.add_argument("--size", type=int, default=2),
+        options=[Option("--size", type=int, default=2, help="how far to count")],
         settings=lambda args: dict(size=args.size), summary=lambda result: [f"{name}:"],
         in_reproduce=False, check=check,
     )
@@ -85,15 +85,15 @@ def registered():
 def test_the_guard_turns_a_swallowed_interrupt_into_keyboard_interrupt():
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
-        with InterruptGuard() as guard:
+        with StopGuard() as guard:
             _swallowed_interrupt()
-    assert guard.interrupted and signal.getsignal(signal.SIGINT) is before
-    with InterruptGuard() as guard:  # no interrupt: nothing happens
+    assert guard.received == [signal.SIGINT] and signal.getsignal(signal.SIGINT) is before
+    with StopGuard() as guard:  # no interrupt: nothing happens
         pass
-    assert not guard.interrupted
+    assert guard.received == []
     # an error after a swallowed interrupt is the interrupt (skorch's KeyError: 'train_loss')
     with pytest.raises(KeyboardInterrupt) as info:
-        with InterruptGuard():
+        with StopGuard():
             _swallowed_interrupt()
             raise KeyError("train_loss")
     assert isinstance(info.value.__cause__, KeyError)
@@ -178,7 +178,7 @@ _PROGRAM = textwrap.dedent("""
         name="long", command="long-run", title="t", paper="p", help="h", description="d",
         quick={}, full={}, run=run, plot=plot,
         tables=lambda r: [("rows", r["records"], ["size", "value"])],
-        verdicts=lambda r: [], add_arguments=lambda p: None, settings=lambda a: {},
+        verdicts=lambda r: [], settings=lambda a: {},
         summary=lambda r: ["a long table"], in_reproduce=False))
     sys.exit(main())
 """)
@@ -368,7 +368,7 @@ def test_grid_types_check_before_expanding():
 _SIGNALLED = textwrap.dedent("""
     import os, signal, sys, time
     from intrinsic_rank.cli import main
-    from intrinsic_rank.experiments import Experiment, register
+    from intrinsic_rank.experiments import Experiment, Option, register
     from intrinsic_rank.experiments.runner import atomic_file
 
     def run(settings, *, random_state, progress, device):
@@ -388,7 +388,7 @@ _SIGNALLED = textwrap.dedent("""
         quick={}, full={}, run=run, plot=plot,
         tables=lambda r: [("rows", r["records"], ["size", "value"])],
         verdicts=lambda r: [], settings=lambda a: dict(slow_write=a.slow_write),
-        add_arguments=lambda p: p.add_argument("--slow-write", default=None),
+        options=[Option("--slow-write", help="a file written slowly")],
         summary=lambda r: ["toy"], in_reproduce=False))
     status = main()
     if os.environ.get("SIGINT_AT_EXIT"):

@@ -13,22 +13,23 @@ import textwrap
 
 import pytest
 
-from intrinsic_rank.experiments import EXPERIMENTS, Experiment, register, reproduce
+from intrinsic_rank.experiments import EXPERIMENTS, Experiment, Option, register, reproduce
 from intrinsic_rank.experiments.runner import (
     MISSING,
     check_output_folder,
-    format_column,
     format_table,
     lock_folder,
-    markdown_table,
     number_text,
+    save_records,
+    write_json,
+)
+from intrinsic_rank.experiments.runner._output import (
     output_stage,
     read_json,
-    save_records,
     write_csv,
-    write_json,
     write_text,
 )
+from intrinsic_rank.experiments.runner._tables import format_column, markdown_table
 
 
 def _strict(text):
@@ -371,7 +372,7 @@ def _toy_experiment(name, calls, value=0.5, extra=None):
         verdicts=lambda result: [("it counts", f"{len(result['records'])} rows",
                                   "agrees" if result["records"][-1]["value"] > 0
                                   else "does not agree", "rows > 0")],
-        add_arguments=lambda parser: parser.add_argument("--size", type=int, default=2),
+        options=[Option("--size", type=int, default=2, help="how far to count")],
         settings=lambda args: dict(size=args.size),
         summary=lambda result: [f"{name}: counting"],
         in_reproduce=False,
@@ -516,6 +517,7 @@ def test_the_lock_is_exclusive_between_processes(tmp_path):
 
 _TWO_RUNS = """
 import os, sys, time
+import torch  # what reproduce loads before the lock, loaded before "ready" is signalled
 from intrinsic_rank.experiments import Experiment, register, reproduce
 
 out, ready = sys.argv[1], sys.argv[1] + ".second-ready"
@@ -537,7 +539,7 @@ register(Experiment(
     name="slow", command="slow-cmd", title="slow", paper="none", help="h", description="d",
     quick=dict(size=1), full=dict(size=1), run=run,
     tables=lambda r: [("rows", r["records"], ["size", "value"])], plot=plot,
-    verdicts=lambda r: [("c", "m", "agrees", "e")], add_arguments=lambda p: None,
+    verdicts=lambda r: [("c", "m", "agrees", "e")],
     settings=lambda a: {}, summary=lambda r: [], in_reproduce=False))
 if len(sys.argv) > 2:
     open(ready, "w").close()

@@ -38,9 +38,9 @@ from intrinsic_rank.experiments.entropic._files import (
     load_xy,
     save_model_file,
 )
-from intrinsic_rank.experiments.runner import read_json, write_csv, write_json
+from intrinsic_rank.experiments.runner import write_csv, write_json
 from intrinsic_rank.experiments.runner._arguments import bounded_float
-from intrinsic_rank.experiments.runner._output import output_stage
+from intrinsic_rank.experiments.runner._output import output_stage, read_json
 from intrinsic_rank.nn import STUDENTS
 
 

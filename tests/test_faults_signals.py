@@ -16,17 +16,15 @@ import textwrap
 import numpy as np
 import pytest
 
-from intrinsic_rank._validation import SignalHold, check_paths_apart, termination_unwinds
+from intrinsic_rank._interrupts import StopGuard, Stopped
+from intrinsic_rank._validation import check_paths_apart
 from intrinsic_rank.cli import main
 from intrinsic_rank.experiments import EXPERIMENTS
-from intrinsic_rank.experiments.runner import (
-    Experiment,
+from intrinsic_rank.experiments.runner import Experiment, register, write_csv, write_json
+from intrinsic_rank.experiments.runner._output import (
     check_outputs_apart,
     output_stage,
     read_json,
-    register,
-    write_csv,
-    write_json,
     write_text,
 )
 
@@ -75,7 +73,7 @@ def toy():
     experiment = Experiment(
         name="toy-signal", command="toy-signal", title="toy", paper="none", help="toy",
         description="toy", quick={}, full={}, run=_toy_run, tables=lambda result: [],
-        plot=_toy_plot, verdicts=lambda result: [], add_arguments=lambda parser: None,
+        plot=_toy_plot, verdicts=lambda result: [],
         settings=lambda args: {}, summary=lambda result: [], extra_files=_toy_csv)
     register(experiment)
     yield experiment
@@ -203,17 +201,48 @@ def test_any_stop_that_is_not_an_error_discards_the_stage(tmp_path, stop):
     assert os.listdir(tmp_path) == []
 
 
-def test_a_signal_hold_records_drops_or_delivers():
-    hold = SignalHold().start()
-    os.kill(os.getpid(), signal.SIGINT)
-    os.kill(os.getpid(), signal.SIGTERM)
+def test_a_held_guard_records_drops_or_delivers():
+    with StopGuard(held=True, deliver=False) as hold:
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
     assert hold.received == [signal.SIGINT, signal.SIGTERM]
-    hold.release(deliver=False)
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    hold = SignalHold().start()
-    os.kill(os.getpid(), signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
-        hold.release(deliver=True)
+        with StopGuard(held=True):
+            os.kill(os.getpid(), signal.SIGINT)
+            reached = True  # held: the block runs to its end, then the interrupt acts
+    assert reached
+
+
+def test_a_guard_switches_from_unwinding_to_holding_once():
+    with pytest.raises(Stopped):
+        with StopGuard(end_process=False):
+            os.kill(os.getpid(), signal.SIGTERM)
+    with StopGuard(deliver=False, end_process=False) as guard:
+        guard.hold()  # the point of no return
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGHUP)
+    assert guard.received == [signal.SIGTERM, signal.SIGHUP]
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL
+
+
+def test_an_inner_hold_delivers_to_the_outer_guard():
+    with pytest.raises(Stopped) as info:
+        with StopGuard(end_process=False) as outer:
+            with StopGuard(held=True):
+                os.kill(os.getpid(), signal.SIGTERM)
+            raise AssertionError("not reached: the held signal acts at the inner block's end")
+    assert info.value.signum == signal.SIGTERM and outer.received == [signal.SIGTERM]
+
+
+def test_an_ignored_signal_stays_ignored():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with StopGuard() as guard:
+        os.kill(os.getpid(), signal.SIGTERM)
+    with StopGuard(held=True) as hold:
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert guard.received == hold.received == []
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
 
 
 # -- save_model_folder: SIGTERM cleans up, then the process ends by it -----------------
@@ -245,14 +274,45 @@ def test_save_model_folder_cleans_up_under_sigterm(tmp_path, signame):
     assert os.listdir(tmp_path) == []  # neither the folder nor a .tiny.partial-* one
 
 
-def test_termination_unwinds_leaves_other_handlers_alone():
+_REPRODUCE_UNDER_SIGTERM = textwrap.dedent("""
+    import os, signal, sys, time
+    from intrinsic_rank.experiments import Experiment, register, reproduce
+    from intrinsic_rank.experiments.runner import atomic_file
+
+    def run(settings, *, random_state, progress, device):
+        with atomic_file(os.path.join(sys.argv[1], "slow.json")) as tmp:
+            open(tmp, "w").write("half")
+            os.kill(os.getpid(), signal.SIGTERM)  # as kill would, while the file is written
+            time.sleep(30)
+        return {"records": []}
+
+    register(Experiment(
+        name="term", command="term-cmd", title="t", paper="p", help="h", description="d",
+        quick={}, full={}, run=run, tables=lambda r: [], plot=lambda r, f: [],
+        verdicts=lambda r: [], summary=lambda r: [], in_reproduce=False))
+    reproduce("term", out=os.path.join(sys.argv[1], "out"), progress=False)
+    print("not reached")
+""")
+
+
+def test_sigterm_in_a_run_from_python_cleans_up_then_ends_the_process_by_it(tmp_path):
+    done = subprocess.run([sys.executable, "-c", _REPRODUCE_UNDER_SIGTERM, str(tmp_path)],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == -signal.SIGTERM, done.stderr[-2000:]
+    assert "not reached" not in done.stdout
+    # the run unwound: its temporary file is gone, and nothing of it was cached
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert not (tmp_path / "out" / "term" / "result.json").exists()
+
+
+def test_an_unwinding_guard_leaves_other_handlers_alone():
     def mine(signum, frame):
         raise RuntimeError("mine")
 
     previous = signal.signal(signal.SIGTERM, mine)
     try:
         with pytest.raises(RuntimeError, match="mine"):
-            with termination_unwinds():
+            with StopGuard():
                 os.kill(os.getpid(), signal.SIGTERM)
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:

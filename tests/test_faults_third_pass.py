@@ -475,9 +475,9 @@ _INTERRUPTED_IMPORT = textwrap.dedent("""
     entry = tomllib.load(open(sys.argv[1], "rb"))["project"]["scripts"]["intrinsic-rank"]
     module, function = entry.split(":")
 
-    class InterruptTheImport:  # Ctrl-C while the command line's table is imported
+    class InterruptTheImport:  # Ctrl-C while the command line's own modules are imported
         def find_spec(self, name, path=None, target=None):
-            if name == "intrinsic_rank.cli._commands":
+            if name == "intrinsic_rank.cli._threads":
                 os.kill(os.getpid(), signal.SIGINT)
             return None
 

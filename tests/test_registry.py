@@ -1,13 +1,16 @@
 """The experiment registry: what the CLI and ``reproduce`` are built from.
 
-The fake experiment below lives only in this file: registering it is enough for the
+The fake experiments below live only in this file: registering one is enough for the
 command line to grow a command (with the shared options) and for ``reproduce`` to run it
-as a piece -- the proof that a new experiment touches one module.
+as a piece -- the proof that a new experiment needs its module and its declaration, and
+neither the command line nor the runner changes.
 """
 
 import dataclasses
 import json
 import pathlib
+import sys
+import textwrap
 
 import pytest
 
@@ -16,19 +19,36 @@ from intrinsic_rank.experiments import (
     EXPERIMENTS,
     REPORT_ORDER,
     Experiment,
+    Option,
     register,
     reproduce,
 )
 from intrinsic_rank.experiments.runner._reproduce import _resolve_pieces
 
-ORDER = ["sweep", "ladder", "frontier", "min-ip", "min-ip-law", "reach", "copy", "lm-geometry",
-         "profile", "corpus-ranks", "head-ranks"]
 CALLABLES = ["run", "tables", "plot", "verdicts", "add_arguments", "settings", "summary"]
 
 
+def _declared():
+    """Every Experiment the papers' packages declare (read from the packages, not listed)."""
+    from intrinsic_rank.experiments import entropic, min_ip, reachability
+
+    return [value for paper in (entropic, min_ip, reachability)
+            for value in vars(paper).values() if isinstance(value, Experiment)]
+
+
+def test_the_report_order_is_each_papers_report_then_the_appendix():
+    from intrinsic_rank.experiments import entropic, min_ip, reachability
+
+    assert REPORT_ORDER == (*entropic.REPORT, *min_ip.REPORT, *reachability.REPORT,
+                            *entropic.APPENDIX)
+    # every declared experiment is in the report exactly once, and registered in its order
+    assert sorted(e.name for e in _declared()) == sorted(e.name for e in REPORT_ORDER)
+    assert len({e.name for e in REPORT_ORDER}) == len(REPORT_ORDER)
+    assert list(EXPERIMENTS)[:len(REPORT_ORDER)] == [e.name for e in REPORT_ORDER]
+    assert all(e.module.startswith("intrinsic_rank.experiments.") for e in REPORT_ORDER)
+
+
 def test_every_registered_experiment_is_complete_and_commands_are_unique():
-    assert list(EXPERIMENTS)[:len(ORDER)] == ORDER  # registration order = report order
-    assert [e.name for e in REPORT_ORDER] == ORDER  # the explicit list fixes that order
     commands = [e.command for e in EXPERIMENTS.values()]
     assert len(set(commands)) == len(commands)
     assert "reproduce" not in commands
@@ -80,7 +100,7 @@ def _toy(calls, plot=None):
         plot=plot or default_plot,
         verdicts=lambda result: [("the toy counts", f"{len(result['records'])} rows",
                                   "agrees", "it does")],
-        add_arguments=lambda parser: parser.add_argument("--size", type=int, default=2),
+        options=[Option("--size", type=int, default=2, help="how far to count")],
         settings=lambda args: dict(size=args.size),
         summary=lambda result: ["Toy: counting", f"counted to {len(result['records'])}"],
         in_reproduce=False,
@@ -180,6 +200,47 @@ def test_reproduce_runs_a_registered_experiment_and_passes_the_device(toy, tmp_p
                                 agrees=1, partly=0, does_not_agree=0, not_comparable=0)]
     # "all" leaves out an experiment registered with in_reproduce=False
     assert "toy" not in _resolve_pieces("all") and _resolve_pieces(["toy"]) == ["toy"]
+
+
+_WORK = textwrap.dedent("""
+    def _run(settings, *, random_state, progress, device):
+        return dict(records=[dict(size=i) for i in range(1, settings["size"] + 1)])
+
+    def _tables(result):
+        return [("rows", result["records"], ["size"])]
+
+    def _plot(result, folder):
+        return []
+
+    def _verdicts(result):
+        return [("it counts", str(len(result["records"])), "agrees", "rows")]
+
+    def _summary(result):
+        return [f"counted to {len(result['records'])}"]
+""")
+
+
+def test_a_new_experiment_is_its_module_and_its_declaration(tmp_path, monkeypatch, capsys):
+    """What adding an experiment takes: the module of its work and one declaration."""
+    (tmp_path / "toy_work_of_a_paper.py").write_text(_WORK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    toy = register(Experiment(
+        name="toy-module", command="toy-module", title="A toy", paper="none", help="a toy",
+        description="Counts to --size.", full=dict(size=3), quick=dict(size=2),
+        options=(Option("--quick", action="store_true", help=""),
+                 Option("--size", type=int, scale="size", help="how far to count")),
+        module="toy_work_of_a_paper", in_reproduce=False))
+    try:
+        assert "toy_work_of_a_paper" not in sys.modules  # declared, not loaded
+        assert main(["toy-module", "--quick", "--out", str(tmp_path / "out"), "--quiet"]) == 0
+        assert capsys.readouterr().out.splitlines()[0] == "counted to 2"
+        assert json.loads((tmp_path / "out" / "toy_module.json").read_text())["records"] == [
+            {"size": 1}, {"size": 2}]
+        run = reproduce("toy-module", quick=False, out=tmp_path / "report", progress=False)
+        assert run.pieces["toy-module"].verdicts[0].measured == "3"  # the full scale
+    finally:
+        EXPERIMENTS.pop("toy-module")
+        sys.modules.pop("toy_work_of_a_paper", None)
 
 
 def test_reproduce_command_passes_the_device(toy, tmp_path, capsys):

@@ -33,10 +33,6 @@ Conventions
   space, not a folder, not one of the run's own files) and
   :func:`check_paths_apart` (no output equals or lies inside an input or
   another output).
-* Stop signals: :class:`SignalHold` / :func:`signals_held` (SIGINT, SIGTERM
-  and SIGHUP held back while files are renamed in) and
-  :func:`termination_unwinds` (a default SIGTERM or SIGHUP still runs the
-  block's clean-up).
 * Files read as input: :func:`read_text_lines` (size and line-length caps,
   the file's name in every error) and :func:`check_token_ids`.
 * Error messages name the parameter and never print a whole array:
@@ -66,22 +62,12 @@ from ._resources import (
     read_text_lines,
 )
 from ._paths import MIN_FREE_BYTES, check_output_file, check_output_folder, check_paths_apart
-from ._signals import (
-    STOP_SIGNALS,
-    SignalHold,
-    TerminationUnwind,
-    signals_held,
-    termination_unwinds,
-)
 
 __all__ = [
     "MAX_SEED",
     "MAX_TEXT_BYTES",
     "MAX_TEXT_LINE",
     "MIN_FREE_BYTES",
-    "STOP_SIGNALS",
-    "SignalHold",
-    "TerminationUnwind",
     "check_allocation",
     "check_device",
     "check_distinct",
@@ -102,7 +88,5 @@ __all__ = [
     "keyed_seed",
     "memory_limit",
     "read_text_lines",
-    "signals_held",
-    "termination_unwinds",
     "torch_rng",
 ]

@@ -1,15 +1,15 @@
 """Command line: ``intrinsic-rank <experiment> ... | reproduce ...``.
 
-Thin by design: one sub-command per experiment of the command table
-(``intrinsic_rank.cli._commands``, in report order: ``sweep``, ``ladder``,
-``frontier``, ``min-ip``, ``min-ip-law``, ``reach``, ``copy``, ``lm-geometry``,
-``profile``, ``corpus-ranks``, ``head-ranks``) and any experiment registered
-from Python, built from the experiment's options plus the options every command
-shares (``--seed``, ``--out``, ``--quiet``, ``--device``, ``--threads``), and
-``reproduce``. One runner serves every experiment: settings from the
-arguments, every check, ``run``, the JSON written first, then the printed
-summary and tables, then the plots and other files. The stop signals are
-``_stops``'s, the thread rule ``_threads``'s.
+Thin by design: one sub-command per registered experiment
+(:data:`~intrinsic_rank.experiments.EXPERIMENTS`, in report order, then any
+experiment registered from Python), built from the experiment's own declaration
+(its :class:`~intrinsic_rank.experiments.Option` list) plus the options every
+command shares (``--seed``, ``--out``, ``--quiet``, ``--device``,
+``--threads``), and ``reproduce``. One runner serves every experiment: settings
+from the arguments, every check, ``run``, the JSON written first, then the
+printed summary and tables, then the plots and other files. The stop signals
+are :mod:`intrinsic_rank._interrupts`'s (one guard per command), the thread rule
+``_threads``'s.
 
 What a command promises
 -----------------------
@@ -62,22 +62,21 @@ What a command promises
   process may use is capped at them, with a one-line note on stderr.
 * **No stdout at all** (``intrinsic-rank sweep >&-``): what would be printed
   goes nowhere, the run saves its files and exits 0.
-* **Start-up is light.** The parser comes from the command table
-  (``intrinsic_rank.cli._commands``): ``--help``, ``--version`` and every
-  sub-command's ``--help`` import no torch, skorch or transformers; a command
-  imports its experiment when it runs.
+* **Start-up is light.** The parser comes from the experiments' declarations,
+  which are plain data: ``--help``, ``--version`` and every sub-command's
+  ``--help`` import no torch, skorch or transformers (nor numpy); a command
+  imports its experiment's module when it runs.
 """
 
 import argparse
 import os
-import re
 import shlex
-import signal
 import sys
 
 from .. import __version__
-from ._commands import COMMANDS
-from ._stops import _Finished, _ignore_stop_signals, _Terminated, _TerminationSignals
+from ..experiments import EXPERIMENTS
+from ..experiments.runner import CommandParser, Option
+from .._interrupts import StopGuard, Stopped, end_program, stop_report
 from ._threads import (
     DEFAULT_THREADS,
     THREADS_HELP,
@@ -88,12 +87,11 @@ from ._threads import (
     thread_count,
 )
 
-# Nothing heavy is imported here: the parser comes from the command table
-# (``_commands``), and a command imports the experiments (torch) when it runs.
+# Nothing heavy is imported here: the parser comes from the experiments' declarations,
+# and a command imports its experiment's module (torch) when it runs.
 
 __all__ = ["DEFAULT_THREADS", "THREADS_RULE", "cpu_count", "main", "thread_count"]
 
-_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 _BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
@@ -101,7 +99,7 @@ class _UsageError(Exception):
     """A bad command line: one line for stderr, exit status 2."""
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(CommandParser):
     """argparse with errors as one line (``prog: error: message``) and no usage block."""
 
     def error(self, message):
@@ -142,29 +140,11 @@ def _check_device(device):
 
 
 
-_SAYS_DEFAULT = re.compile(r"\(default\b|\bdefault:|\(the default\)", re.IGNORECASE)
-"""A help text that states its default: ``(default ...``, ``default: ...``, ``(the default)``
-(a choice called ``'default'`` is not one)."""
-
-
 class _HelpFormatter(argparse.HelpFormatter):
-    """``--help`` with every option's default: ``(default: X)`` unless the help says it.
+    """``--help`` whose lines never break inside a hyphenated word.
 
-    Flags (``store_true``) and options whose default is ``None`` show none: their
-    help says what happens when they are not given.
+    Every option states its default itself (:class:`~intrinsic_rank.experiments.Option`).
     """
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        default = action.default
-        if (_SAYS_DEFAULT.search(text) or default in (None, False, argparse.SUPPRESS)
-                or not (action.option_strings or action.nargs in ("?", "*"))
-                or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
-            return text
-        if isinstance(default, (list, tuple)):
-            default = ",".join(str(v) for v in default) if default else "none"
-        shown = str(default).replace("%", "%%")
-        return f"{text} (default: {shown})" if text else f"(default: {shown})"
 
     def _split_lines(self, text, width):
         # never cut inside a hyphenated word: model names (all-MiniLM-L6-v2), --no-deps, 1-8
@@ -181,32 +161,21 @@ def _shared_options(out):
     the parsers built from it.
     """
     shared = _Parser(add_help=False)
-    shared.add_argument("--seed", type=_seed, default=0,
-                        help="random seed, an integer in [0, 2**32 - 1] (default 0)")
-    shared.add_argument("--out", type=_out_folder, default=out,
-                        help=f"output folder (default {out})")
-    shared.add_argument("--quiet", action="store_true", help="no progress output")
-    shared.add_argument("--device", default="cpu",
-                        help="a torch device such as cpu or cuda (default cpu)")
-    shared.add_argument("--threads", type=_threads, default=None, metavar="N",
-                        help=THREADS_HELP.replace("%", "%%"))
+    for option in (
+        Option("--seed", type=_seed, default=0,
+               help="random seed, an integer in [0, 2**32 - 1]"),
+        Option("--out", type=_out_folder, default=out, help="output folder"),
+        Option("--quiet", action="store_true", help="no progress output"),
+        Option("--device", default="cpu", help="a torch device such as cpu or cuda"),
+        Option("--threads", type=_threads, metavar="N", help=THREADS_HELP),
+    ):
+        option.add_to(shared)
     return shared
 
 
 def _commands():
-    """The sub-commands: the table's, then any experiment registered from Python.
-
-    An experiment registered at run time (a plugin, a test) is only known once
-    :mod:`intrinsic_rank.experiments` is imported; the table never imports it.
-    Each entry has ``name``, ``command``, ``paper``, ``help``, ``description``,
-    ``add_arguments``, ``file_stem`` and ``writes`` (``None``: not stated).
-    """
-    commands = list(COMMANDS)
-    experiments = sys.modules.get("intrinsic_rank.experiments")
-    if experiments is not None:
-        known = {command.name for command in commands}
-        commands += [e for e in experiments.EXPERIMENTS.values() if e.name not in known]
-    return commands
+    """The sub-commands: the registered experiments, in report order."""
+    return list(EXPERIMENTS.values())
 
 
 def _papers(commands):
@@ -221,8 +190,7 @@ def _papers(commands):
 
 def _description(command):
     out = f"runs/{command.file_stem}"
-    writes = getattr(command, "writes", None)
-    files = f" Writes {writes} in --out (default {out})." if writes else ""
+    files = f" Writes {command.writes} in --out (default {out})." if command.writes else ""
     return f"{command.description}{files} Paper: \"{command.paper}\"."
 
 
@@ -260,17 +228,19 @@ def _build_parser():
         "agrees. Writes OUT/report.md, OUT/manifest.json and one folder per piece "
         "(its result.json and figures). Prints a summary table.",
     )
-    sub.add_argument("pieces", nargs="*", default=["all"],
-                     help="'all' (the default) or some of the commands: "
-                     + " ".join(e.command for e in commands_list)
-                     + " (each piece of the report is named as its command)")
-    sub.add_argument("--quick", action="store_true",
-                     help="the quick settings, minutes on a laptop CPU (the default; each "
-                     "command's --help says its quick sizes)")
-    sub.add_argument("--full", action="store_true",
-                     help="the papers' sizes (tens of minutes)")
-    sub.add_argument("--force", action="store_true",
-                     help="recompute the pieces even when a valid cache exists")
+    for option in (
+        Option("pieces", nargs="*", default=["all"],
+               help="'all' or some of the commands: "
+               + " ".join(e.command for e in commands_list)
+               + " (each piece of the report is named as its command)"),
+        Option("--quick", action="store_true",
+               help="the quick settings, minutes on a laptop CPU (the default; each "
+               "command's --help says its quick sizes)"),
+        Option("--full", action="store_true", help="the papers' sizes (tens of minutes)"),
+        Option("--force", action="store_true",
+               help="recompute the pieces even when a valid cache exists"),
+    ):
+        option.add_to(sub)
     sub.set_defaults(experiment=None)
     return parser
 
@@ -316,7 +286,7 @@ def _paths_of(args, options):
     return found
 
 
-def _run_experiment(experiment, args, finished=None):
+def _run_experiment(experiment, args, guard=None):
     """Checks -> run -> JSON and CSV -> summary and tables -> plots; one run's files together.
 
     Every file of the run (the JSON, the CSV, a saved model, the PNGs) is staged
@@ -327,15 +297,13 @@ def _run_experiment(experiment, args, finished=None):
     No output may overwrite an input or another output (checked before any work).
     """
     from ..experiments import format_table
-    from ..experiments.runner import check_outputs_apart
 
-    finished = _Finished() if finished is None else finished
+    guard = StopGuard(deliver=False) if guard is None else guard
     _check_device(args.device)
     settings = experiment.settings(args)
     experiment.validate(settings)
     inputs = _paths_of(args, _INPUT_OPTIONS)
-    check_outputs_apart(args.out, experiment.file_stem, inputs,
-                        _paths_of(args, _FILE_OPTIONS))
+    experiment.check_outputs(args.out, inputs, _paths_of(args, _FILE_OPTIONS))
     broken_pipe = False
     with experiment.output_stage(args.out, protect=[path for _, path in inputs]):
         result = experiment.execute(settings, random_state=args.seed, progress=not args.quiet,
@@ -360,12 +328,12 @@ def _run_experiment(experiment, args, finished=None):
         except KeyboardInterrupt:
             raise
         except BrokenPipeError:
-            finished.hold()  # the results are renamed in from here on
+            guard.hold()  # the results are renamed in from here on
             raise
         except Exception as error:
-            finished.hold()
+            guard.hold()
             raise _OutputFailed(error, json_path) from error
-        finished.hold()  # the point of no return: the stage renames the files in
+        guard.hold()  # the point of no return: the stage renames the files in
     if broken_pipe:
         return _BROKEN_PIPE
     print("saved " + _listed([os.path.join(args.out, f) for f in files] + [json_path]))
@@ -409,16 +377,6 @@ def _run_reproduce(args):
     return 0
 
 
-def _exit_now(status):
-    """Flush stdout and stderr, then end the process with ``status`` at once."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe or stream: nothing more to say
-            pass
-    os._exit(status)
-
-
 def main(argv=None):
     """Entry point of the ``intrinsic-rank`` command.
 
@@ -447,56 +405,35 @@ def main(argv=None):
     words = sys.argv[1:] if argv is None else list(argv)
     name = "intrinsic-rank"
     first = next((word for word in words if not word.startswith("-")), None)
-    if first in {command.command for command in COMMANDS} | {"reproduce"}:
+    if first in {command.command for command in _commands()} | {"reproduce"}:
         name = f"intrinsic-rank {first}"  # an interrupt while parsing names the command too
     try:
         if as_program:
             _give_missing_streams_a_sink()
-        with _TerminationSignals(), _Finished(keep=as_program) as finished:
-            if first is not None and not name.endswith(first):
-                import intrinsic_rank.experiments  # noqa: F401 (a command the table lacks)
+        # Ctrl-C, SIGTERM and SIGHUP unwind the run as exceptions until its files start
+        # to be renamed in (guard.hold(), the point of no return); from then on they are
+        # dropped: the run has finished, entirely in.
+        with StopGuard(deliver=False, end_process=False, program=as_program) as guard:
             args = _build_parser().parse_args(argv)
             name = f"intrinsic-rank {args.command}"
             with _ThreadSetting(args.threads, name):
                 if args.experiment is None:
                     status = _run_reproduce(args)
                 else:
-                    from ..experiments.runner import get_experiment
-
-                    status = _run_experiment(get_experiment(args.experiment), args, finished)
+                    status = _run_experiment(EXPERIMENTS[args.experiment], args, guard)
             sys.stdout.flush()  # a reader that left shows here, not at interpreter exit
-        if as_program:
-            # The run is finished and saved: a stop signal from now on, while the
-            # interpreter shuts down, must not turn its status into 130 or a death by signal.
-            _ignore_stop_signals()
         return status
     except _UsageError as error:
         print(error, file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopped) as stop:
+        # Nothing of the run is half-written: its files are staged and renamed in together,
+        # and a stop before the renames leaves the previous run's files as they were.
         if as_program:
-            # We are leaving because of Ctrl-C: a second one during the interpreter's
-            # shutdown must not turn the one line into a traceback or a death by signal.
-            _ignore_stop_signals()
-        print(f"{name}: interrupted", file=sys.stderr)
-        if as_program:
-            # Everything finished is on disk already (atomic writes; the reproduce
-            # manifest records the interruption). CPython may still end the process
-            # by re-raising SIGINT at shutdown when it judges an interrupt unhandled
-            # (exit status -2 instead of 130), so the
-            # program leaves here, streams flushed, with the status a shell expects.
-            _exit_now(_INTERRUPTED)
-        return _INTERRUPTED
-    except _Terminated as stop:
-        # The blocks it unwound removed their temporary files (atomic_file) and
-        # released the folder lock; nothing half-written is left.
-        if as_program:
-            _ignore_stop_signals()
-        what = signal.Signals(stop.signum).name
-        print(f"{name}: stopped by {what}", file=sys.stderr)
-        if as_program:
-            _exit_now(128 + stop.signum)
-        return 128 + stop.signum
+            end_program(stop, name)
+        line, status = stop_report(stop, name)
+        print(line, file=sys.stderr)
+        return status
     except BrokenPipeError:
         _silence_stdout()
         return _BROKEN_PIPE

@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 
-from .._validation import termination_unwinds
+from .._interrupts import StopGuard
 from ._causal_lm import TinyCausalLM
 from ._hf import _quiet_transformers, unquantized
 from ._loading import LoadedModel, load_model
@@ -86,7 +86,7 @@ def save_model_folder(model, path, tokenizer=None, overwrite=False, progress=Tru
     parent, name = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
     # a default SIGTERM or SIGHUP would end the process before the clean-up below
-    with termination_unwinds():
+    with StopGuard():
         staging = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent)
         try:
             with _quiet_transformers():

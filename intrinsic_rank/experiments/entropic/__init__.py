@@ -13,113 +13,439 @@
   rank ``r*_attn`` over a causal LM's heads (``_real_heads``), each head measured
   by its training-free curve and distillation (``_head_measure``), and the
   measured ranks imposed on the model and judged by its loss (``_impose_ranks``).
+
+This file is the paper's table of contents, and imports nothing heavy: each
+experiment's declaration (its words, options and scales; its work is in its
+module, loaded when it runs), and the public names of the modules, each loaded
+on first use (Scientific Python's SPEC 1).
 """
 
-from ._sweep import (
-    plot_sweep,
-    rank_sweep,
-    EXPERIMENT as SWEEP,
-)
-from ._data import DEFAULT_MAX_RANK, sweep_data
-from ._files import (
-    MODEL_FORMAT,
-    ModelVersionWarning,
-    load_model_file,
-    load_xy,
-    save_model_file,
-)
-from ._grid import (
-    SWEEP_GRID_KEYS,
-    fit_seeds,
-    sweep_grid,
-)
-from ._ladder import (
-    RUNGS,
-    interpolation_ladder,
-    plot_ladder,
-    EXPERIMENT as LADDER,
-)
-from ._frontier import (
-    FRONTIER_TEACHERS,
-    plot_frontier,
-    predictability_frontier,
-    EXPERIMENT as FRONTIER,
-)
-from ._profile import (
-    PROFILE_SUMMARY_COLUMNS,
-    EXPERIMENT as PROFILE,
-)
-from ._profile_plots import plot_head_profile, plot_head_scores
-from ._corpus_ranks import (
-    CORPORA,
-    CORPUS_RANK_COLUMNS,
-    corpus_inputs,
-    corpus_rank_profiles,
-    plot_corpus_ranks,
-    EXPERIMENT as CORPUS_RANKS,
-)
-from ._head_measure import TOLERANCES, measure_head
-from ._real_heads import HEAD_TYPES, head_rank_map, plant_query, select_heads
-from ._impose_ranks import ALLOCATIONS, impose_ranks
-from ._head_ranks import (
-    head_rank_findings,
-    plot_head_rank_curves,
-    plot_head_rank_map,
-    plot_impose,
-    EXPERIMENT as HEAD_RANKS,
-)
-from ._trajectory import (
-    TRAJECTORY_COLUMNS,
-    kernel_rank_trajectory,
-    plot_kernel_rank_trajectory,
+import importlib
+
+from ..._packaged_models import model_option_help
+from ..runner import (
+    MAX_EPOCHS,
+    Experiment,
+    Option,
+    bounded_float,
+    bounded_int,
+    parse_precision,
+    parse_ranks,
+    refused_data,
 )
 
-__all__ = [
-    "CORPORA",
-    "CORPUS_RANKS",
-    "ALLOCATIONS",
-    "HEAD_RANKS",
-    "HEAD_TYPES",
-    "CORPUS_RANK_COLUMNS",
-    "FRONTIER",
-    "FRONTIER_TEACHERS",
-    "LADDER",
-    "DEFAULT_MAX_RANK",
-    "MODEL_FORMAT",
-    "ModelVersionWarning",
-    "PROFILE",
-    "PROFILE_SUMMARY_COLUMNS",
-    "RUNGS",
-    "SWEEP",
-    "SWEEP_GRID_KEYS",
-    "TRAJECTORY_COLUMNS",
-    "corpus_inputs",
-    "TOLERANCES",
-    "head_rank_findings",
-    "head_rank_map",
-    "impose_ranks",
-    "measure_head",
-    "plant_query",
-    "plot_head_rank_curves",
-    "plot_head_rank_map",
-    "plot_impose",
-    "select_heads",
-    "corpus_rank_profiles",
-    "fit_seeds",
-    "interpolation_ladder",
-    "kernel_rank_trajectory",
-    "load_model_file",
-    "load_xy",
-    "plot_corpus_ranks",
-    "plot_frontier",
-    "plot_head_profile",
-    "plot_head_scores",
-    "plot_kernel_rank_trajectory",
-    "plot_ladder",
-    "plot_sweep",
-    "predictability_frontier",
-    "rank_sweep",
-    "save_model_file",
-    "sweep_data",
-    "sweep_grid",
-]
+_ENTROPIC = "The Entropic Bound"
+
+CORPORA = ("random", "repeated", "prose", "code")
+"""The corpora of :func:`corpus_rank_profiles`, from the least to the most structured input
+they are not: uniform random tokens, a repeated short passage, English prose, Python code."""
+
+_QUICK = Option("--quick", action="store_true", help="")
+_MODULE = f"{__name__}.{{}}"
+
+# -- sweep --------------------------------------------------------------------------------
+
+_SWEEP = dict(teachers=["linear", "softmax"], r_star=4, d=16, seq_len=8, n_samples=2048,
+              noise=0.1, max_epochs=200)
+
+SWEEP = Experiment(
+    name="sweep",
+    command="sweep",
+    title="The Entropic Bound: deficiency, achievability and recovery of r*",
+    paper=_ENTROPIC,
+    help="rank sweep on a teacher task with known r*",
+    description="Train a grid of student ranks at once on a teacher task (or your X, Y "
+    "with --data) and estimate r* (the smallest rank reaching the noise floor).",
+    writes="sweep.json (settings, every rank's risks, r*), sweep.csv (one row per rank) "
+    "and sweep.png (risk against rank)",
+    full=_SWEEP,
+    quick=dict(_SWEEP, n_samples=1536, max_epochs=150),
+    options=(
+        _QUICK,
+        Option("--teacher", choices=["linear", "softmax", "fixed"], default="softmax",
+               help="the teacher task"),
+        Option("--attention", choices=["auto", "fixed", "linear", "softmax", "block"],
+               shown="match the teacher; with --data: auto",
+               help="student class; auto chooses fixed, linear or softmax by the held-out "
+               "risk of a full-rank student of each"),
+        Option("--r-star", type=bounded_int(1, 4096), scale="r_star",
+               help="true rank of the teacher, 1..d (at most 4096)"),
+        Option("--d", type=bounded_int(1, 4096), scale="d", help="token dimension, 1..4096"),
+        Option("--seq-len", type=bounded_int(1, 4096), scale="seq_len",
+               help="sequence length L, 1..4096"),
+        Option("--n-samples", type=bounded_int(2, 10**8), scale="n_samples",
+               help="number of sequences, 2..10^8 and within memory"),
+        Option("--noise", type=bounded_float(0.0, 1e6), scale="noise",
+               help="noise standard deviation, 0..1e6"),
+        Option("--rank-grid", type=parse_ranks, shown="1..2r*",
+               help="rank grid, e.g. 1-8 or 1,2,4,8"),
+        Option("--epochs", type=bounded_int(1, MAX_EPOCHS), scale="max_epochs",
+               help="full-batch optimiser steps, 1..1000000"),
+        Option("--noise-floor", type=bounded_float(0.0), metavar="RISK",
+               shown="estimated from the sweep",
+               help="the noise floor (an MSE) the ranks are judged against, when you know it"),
+        Option("--data", metavar="FILE", group="your own data", shown="a teacher task",
+               help="an .npz file with arrays X and Y (numpy.savez(FILE, X=X, Y=Y)), or an "
+               ".npy file of X with --targets; the rank grid then defaults to 1..min(d, 16), "
+               "--attention to auto"),
+        Option("--targets", metavar="Y.npy", group="your own data", shown="none",
+               help="the .npy file of Y when --data is an .npy file of X"),
+        Option("--save-model", metavar="PATH", group="your own data", shown="not saved",
+               help="also store the fitted estimator in PATH, checked before any work (a "
+               "pickle behind a header with the package version and a SHA-256; load it with "
+               "intrinsic_rank.experiments.load_model_file(PATH), which checks the hash "
+               "before unpickling: that detects a damaged file, not a malicious author, so "
+               "load only files you trust)"),
+    ),
+    groups={"your own data": "sweep X and Y from files instead of a teacher (--teacher, "
+            "--r-star, --d, --seq-len, --n-samples and --noise then do not apply): X of "
+            "shape (n, L, d), Y of shape (n, L, d_out), (n,) or (n, k), checked by "
+            "AttentionRankEstimator"},
+    module=_MODULE.format("_sweep"),
+    json_name="sweep",
+)
+"""The rank sweep as a registered experiment (piece and command ``sweep``)."""
+
+# -- ladder -------------------------------------------------------------------------------
+
+_LADDER = dict(n_samples=2048, n_test=1024, seq_len=8, d=16, r_star=4, noise=0.1,
+               max_epochs=200)
+
+LADDER = Experiment(
+    name="ladder",
+    command="ladder",
+    title="The interpolation ladder: why static rank fails",
+    paper=_ENTROPIC,
+    help="the interpolation ladder B0-B3 on a fixed-operator task",
+    description="Fit B0 (fixed operator), B1 (linear QK), B2 (softmax QK) and B3 "
+    "(Transformer block) at full rank on one fixed-operator task and compare their test "
+    "excess risk.",
+    writes="ladder.json and ladder.png (excess risk per rung)",
+    full=_LADDER,
+    quick=dict(_LADDER, n_samples=1536, max_epochs=150),
+    options=(
+        _QUICK,
+        Option("--r-star", type=bounded_int(1, 4096), scale="r_star",
+               help="rank of the operator, 1..L (at most 4096)"),
+        Option("--d", type=bounded_int(1, 4096), scale="d", help="token dimension, 1..4096"),
+        Option("--seq-len", type=bounded_int(1, 4096), scale="seq_len",
+               help="sequence length L, 1..4096"),
+        Option("--n-samples", type=bounded_int(2, 10**8), scale="n_samples",
+               help="training sequences, 2..10^8 and within memory"),
+        Option("--noise", type=bounded_float(0.0, 1e6), scale="noise",
+               help="noise standard deviation, 0..1e6"),
+        Option("--epochs", type=bounded_int(1, MAX_EPOCHS), scale="max_epochs",
+               help="full-batch optimiser steps, 1..1000000"),
+        refused_data("compares the rungs B0-B3 on a fixed-operator task it draws itself"),
+    ),
+    module=_MODULE.format("_ladder"),
+)
+"""The interpolation ladder as a registered experiment."""
+
+# -- frontier -----------------------------------------------------------------------------
+
+_FRONTIER = dict(r_stars=list(range(1, 17)), d=16, seq_len=8, n_samples=4096, noise=0.1,
+                 kernel_scale=2.0, recovery=True, max_epochs=200)
+_FRONTIER_QUICK = dict(_FRONTIER, r_stars=[1, 2, 4, 8, 12, 16], max_epochs=150)
+
+FRONTIER = Experiment(
+    name="frontier",
+    command="frontier",
+    title="The predictability frontier: r* from data, before training",
+    paper=_ENTROPIC,
+    help="how far r* can be predicted from data before training",
+    description="For a grid of r*, fit each teacher's operator by least squares (no "
+    "training) and compare the numerical, energy and realised-mixer ranks with the true "
+    "r*; softmax teachers also get a recovery student.",
+    writes="frontier.json and frontier.png (estimated against true r*)",
+    full=_FRONTIER,
+    quick=_FRONTIER_QUICK,
+    options=(
+        Option("--quick", action="store_true",
+               help="without --r-star, r* in " + ",".join(map(str, _FRONTIER_QUICK["r_stars"]))
+               + " up to d"),
+        Option("--r-star", dest="r_stars", type=parse_ranks, shown="1..d",
+               help="true ranks, e.g. 1-16 or 1,2,4,8"),
+        Option("--d", type=bounded_int(1, 4096), scale="d",
+               help="token dimension, 1..4096 and within memory (the lifted least squares "
+               "of an unknown value map holds about d^6 / 4 numbers)"),
+        Option("--seq-len", type=bounded_int(1, 4096), scale="seq_len",
+               help="sequence length L, 1..4096"),
+        Option("--n-samples", type=bounded_int(2, 10**8), scale="n_samples",
+               help="number of sequences, 2..10^8 and within memory"),
+        Option("--noise", type=bounded_float(0.0, 1e6), scale="noise",
+               help="noise standard deviation, 0..1e6"),
+        Option("--kernel-scale", type=bounded_float(0.0, 1e6), scale="kernel_scale",
+               help="scale of the attention teachers' kernel, 0..1e6"),
+        Option("--no-recovery", action="store_true",
+               help="skip the recovery students (data-only estimates only)"),
+        Option("--epochs", type=bounded_int(1, MAX_EPOCHS), scale="max_epochs",
+               help="full-batch optimiser steps of the recovery students, 1..1000000"),
+        refused_data("varies the true r* of teachers it draws itself"),
+    ),
+    module=_MODULE.format("_frontier"),
+    floatfmt="{:.3g}",
+)
+"""The predictability frontier as a registered experiment."""
+
+# -- the appendix on real models: profile, corpus-ranks, head-ranks -------------------------
+
+_PRECISION_HELP = (
+    "eps of the {what}: a number, a dtype name such as float16, or a convention: machine, "
+    "paper (2^-10) or relative (r_inf / 2048); the bounds table shows all three conventions")
+
+PROFILE = Experiment(
+    name="profile",
+    command="profile",
+    title="Real models: per-head static kernel ranks, realised mixers, sinks and locality",
+    paper=f"{_ENTROPIC} (appendix B: real language models)",
+    help="per-head rank profile of a pretrained model (static QK kernel, realised "
+    "attention, sinks, locality) and its reachability geometry",
+    description="For every layer and head: the static query-key kernel's spectrum and rank "
+    "measures, the realised attention matrices' energy rank averaged over inputs, the mass "
+    "on the first token (sink), on the most-attended key and on a diagonal band "
+    "(locality); then the hidden-state radius and the bounds of \"How many different "
+    "outputs can a Transformer generate?\" that apply to the model. Prints the tables. "
+    "Runs offline.",
+    writes="profile.json, profile.csv (one row per head), profile.png (layer x head heat "
+    "maps) and, when head scores were measured, profile_scores.png",
+    quick=dict(models=["default", "all-MiniLM-L6-v2"], n_inputs=32, max_length=64,
+               steps=[0, 100, 200, 400, 800]),
+    full=dict(models=["default", "all-MiniLM-L6-v2"], n_inputs=32, max_length=128,
+              steps=[0, 200, 400, 800, 1600, 3200]),
+    options=(
+        Option("model", default="default", help=model_option_help),
+        Option("--texts", shown="none, the inputs of --inputs",
+               help="a text file, one input per line"),
+        Option("--inputs", choices=["default", "repeated-random"], default="default",
+               help="'default': the package's 32 sample passages for a model with a "
+               "tokenizer, induction sequences for the embedded model; 'repeated-random': "
+               "the field's induction test, the tokenizer's BOS token, --half-length random "
+               "tokens and the same tokens again, with the model's next-token accuracy on "
+               "each copy"),
+        Option("--n-inputs", type=bounded_int(1, 4096), default=32,
+               help="number of generated inputs (--inputs; not --texts), 1..4096"),
+        Option("--half-length", type=bounded_int(1, 4096),
+               shown="as many as fit in --max-length",
+               help="random tokens per copy for --inputs repeated-random, 1..4096"),
+        Option("--max-length", type=bounded_int(2, 8192), default=64,
+               help="truncation length in tokens, 2..8192"),
+        Option("--band", type=bounded_int(0, 8192), default=1,
+               help="half-width of the locality band, 0..8192 (0: the diagonal)"),
+        Option("--n-memory", type=bounded_int(1, 8192), default=1,
+               help="prompt vectors m for the reachability geometry, 1..8192 and within "
+               "the model's context"),
+        Option("--tokens", type=bounded_int(0, 8192), default=8,
+               help="random tokens after the prompt vectors (geometry), 0..8192 and within "
+               "the model's context"),
+        Option("--precision", type=parse_precision, shown="the model's own dtype",
+               help=_PRECISION_HELP.format(what="summary's bounds")),
+        Option("--slope", type=bounded_float(0.0, 1e9, low_open=True),
+               shown="none, the ratio column reads –",
+               help="a measured slope (tokens per prompt vector, e.g. of 'intrinsic-rank "
+               "reach'), a number in (0, 1e9], to divide the slope bounds by"),
+        Option("--no-geometry", action="store_true", help="skip the reachability geometry"),
+        Option("--score-measure", choices=["mul", "abs", "conditional"], default="mul",
+               help="the head scores' measure: TransformerLens's 'mul' (share of all "
+               "attention on the pattern) or 'abs' (1 - rounded mean |A - D| n), or "
+               "'conditional' (share over the queries where the pattern names a position, "
+               "pooled over inputs)"),
+        Option("--exclude-bos", action="store_true",
+               help="leave the first key out of the head scores (previous-token, "
+               "duplicate-token, induction), as TransformerLens's exclude_bos (default: off)"),
+        Option("--exclude-current-token", action="store_true",
+               help="leave each query's own position out of the head scores, as "
+               "TransformerLens's exclude_current_token (default: off)"),
+    ),
+    module=_MODULE.format("_profile"),
+    floatfmt="{:.3g}",
+)
+"""Per-head profiles as a registered experiment (piece and command ``profile``)."""
+
+_CORPUS_RANKS = dict(model="smollm2-135m", corpora=list(CORPORA), n_inputs=8, length=64,
+                     period=16)
+
+CORPUS_RANKS = Experiment(
+    name="corpus-ranks",
+    command="corpus-ranks",
+    title="A real causal LM: per-head ranks on corpora of different complexity",
+    paper=f"{_ENTROPIC} (appendix B: real language models)",
+    help="per-head static and realised ranks of a causal LM on random tokens, a repeated "
+    "passage, prose and code, and whether the corpora separate them",
+    description="Profiles every head of one causal LM (SmolLM2-135M by default) on four "
+    "offline corpora of clearly different complexity: uniform random tokens, a short "
+    "passage repeated, English prose and Python source, all of the same length. Reports per "
+    "corpus the median and interquartile range over heads of the realised attention energy "
+    "rank, the model's next-token loss, and whether the corpora separate the ranks (range "
+    "of medians against the head spread; Friedman's test).",
+    writes="corpus_ranks.json and corpus_ranks.png (energy rank per corpus)",
+    full=_CORPUS_RANKS,
+    quick=dict(_CORPUS_RANKS, model="default"),
+    options=(
+        Option("model", scale="model",
+               help=lambda: model_option_help(causal=True)
+               + "; the embedded model reads byte-level texts"),
+        Option("--corpora", type="_corpus_list", scale="corpora",
+               help="comma-separated corpora, two or more of " + ", ".join(CORPORA)),
+        Option("--n-inputs", type=bounded_int(1, 4096), scale="n_inputs",
+               help="inputs per corpus, 1..4096"),
+        Option("--length", type=bounded_int(4, 8192), scale="length",
+               help="tokens per input, BOS included, 4..8192 and within the model's context"),
+        Option("--period", type=bounded_int(1, 8192), scale="period",
+               help="length of the repeated passage, 1..8192 and below --length - 1"),
+    ),
+    module=_MODULE.format("_corpus_ranks"),
+    floatfmt="{:.3g}",
+)
+"""The per-corpus ranks of a causal LM as a registered experiment (``corpus-ranks``)."""
+
+TOLERANCES = (0.01, 0.02, 0.05, 0.1, 0.2)
+"""The tolerances of ``r*_attn(tol)``: shares of the held-out variance of a head's output
+that a student may leave unexplained."""
+
+HEAD_RANK_WINDOWS = dict(n_fit=48, n_heldout=16, length=128)
+"""Windows per corpus for training and for held-out scoring, and tokens per window."""
+
+HEAD_RANK_TRAINING = dict(lr=2e-3, batch_size=8, max_epochs=300, patience=10, min_fall=0.01)
+"""The distillation of a head's ranks (:func:`~intrinsic_rank.nn.distill_slots`): Adam's
+learning rate, windows per step, the most epochs, and the plateau (no fall of a rank's
+best held-out risk by ``min_fall`` of itself in ``patience`` epochs)."""
+
+DISTILL_MARGIN = 10.0
+"""Training is tried at a rank only where its truncation is within this factor of ``tol``."""
+
+_HEAD_RANKS = dict(model="smollm2-135m", heads="all", corpora=["code"],
+                   tolerances=list(TOLERANCES), **HEAD_RANK_WINDOWS, distill="auto",
+                   restarts=0, **{k: v for k, v in HEAD_RANK_TRAINING.items()
+                                  if k != "min_fall"},
+                   plant_ranks=None, plant_noise="exact", plant_tol=0.02, impose=True,
+                   n_test=32, jobs=-1)
+
+HEAD_RANKS = Experiment(
+    name="head-ranks",
+    command="head-ranks",
+    title="Real heads: the map of r*_attn over a causal LM's heads, judged by its own loss",
+    paper=f"{_ENTROPIC} (open problem: the ranks of trained models' realised operators)",
+    help="r*_attn of every head of a causal LM: training-free curve, distillation, "
+    "precision floor, planted ranks, and the ranks imposed on the model",
+    description="Reads every head of a causal LM (SmolLM2-135M-Instruct, Q4_1 GGUF "
+    "dequantised to float32, by default) by hooks on windows of a corpus split by document. "
+    "For each head: the training-free curve (its query truncated on the SVD of its realised "
+    "queries, at every rank), its precision floor (one more quantisation step of its query "
+    "weights), then students with the head's own positions, keys and values distilled from "
+    "those starts where training can change the answer, to a plateau, keeping the best "
+    "held-out epoch. r*_attn(tol) is the smallest rank leaving at most tol of Y's variance "
+    "unexplained ('> w-1' when only the full width does). Then every head's rank is imposed "
+    "on the model and its loss measured on held-out documents, against a uniform rank and "
+    "a query-energy allocation at the same total. Every finished head is kept in "
+    "head_ranks.parts/ beside the outputs: a rerun with the same settings resumes.",
+    writes="head_ranks.json (one record per head, corpus and plant), head_ranks.csv, "
+    "head_ranks.png (the map), head_rank_curves.png and head_ranks_impose.png",
+    full=_HEAD_RANKS,
+    quick=dict(_HEAD_RANKS, heads="L0H0,L5H3,L10H6,L15H2,L16H0,L18H6,L18H8,L20H4,L25H1,"
+               "L29H7", n_fit=24, n_heldout=8, length=64, impose=False),
+    options=(
+        _QUICK,
+        Option("model", scale="model", help=lambda: model_option_help(causal=True)),
+        Option("--heads", type="_head_list", scale="heads",
+               help="'all' or comma-separated heads such as L18H6,L16H0"),
+        Option("--corpora", type="_corpus_list", scale="corpora",
+               help="comma-separated corpora, one or more of " + ", ".join(CORPORA)
+               + " (prose and code: the Python standard library's files, split by file)"),
+        Option("--tolerances", type="_tolerance_list", scale="tolerances",
+               help="comma-separated tolerances in (0, 1)"),
+        Option("--n-fit", type=bounded_int(2, 65536), scale="n_fit",
+               help="training windows per corpus, 2..65536"),
+        Option("--n-heldout", type=bounded_int(2, 65536), scale="n_heldout",
+               help="held-out windows per corpus, 2..65536"),
+        Option("--length", type=bounded_int(4, 4096), scale="length",
+               help="tokens per window, BOS included, 4..4096"),
+        Option("--distill", choices=["auto", "all", "none"], scale="distill",
+               help=f"where training is tried: auto (ranks whose truncation is within "
+               f"{DISTILL_MARGIN:g} x tol, below the training-free answer, at tolerances no "
+               "finer than the head's precision floor), all, or none"),
+        Option("--restarts", type=bounded_int(0, 64), scale="restarts",
+               help="random starts per trained rank besides the data-aware one, 0..64"),
+        Option("--epochs", dest="max_epochs", type=bounded_int(1, MAX_EPOCHS),
+               scale="max_epochs", help="the most epochs of a distillation, 1..1000000"),
+        Option("--patience", type=bounded_int(1, MAX_EPOCHS), scale="patience",
+               help=f"epochs without a fall of a rank's best held-out risk by "
+               f"{HEAD_RANK_TRAINING['min_fall']:.0%} of itself before it has converged"),
+        Option("--lr", type=bounded_float(0.0, 1000.0, low_open=True), scale="lr",
+               help="Adam's learning rate, in (0, 1000]"),
+        Option("--batch-size", type=bounded_int(1, 65536), scale="batch_size",
+               help="windows per step, 1..65536"),
+        Option("--plant-rank", dest="plant_ranks", type="_rank_list", scale="plant_ranks",
+               shown="none, the heads as trained",
+               help="comma-separated query ranks to plant in every head, each 2..width-1, "
+               "and test that the map finds them"),
+        Option("--plant-noise", choices=["exact", "quantisation", "both"],
+               scale="plant_noise",
+               help="plants as given, moved by one quantisation step of the weights, or both"),
+        Option("--plant-tol", type=bounded_float(0.0, 1.0, low_open=True),
+               scale="plant_tol",
+               help="the tolerance a plant is made sharp at and judged at; one of "
+               "--tolerances"),
+        Option("--no-impose", dest="impose", action="store_false", scale="impose",
+               help="skip imposing the ranks on the model (done when every head is measured "
+               "and nothing is planted)"),
+        Option("--n-test", type=bounded_int(2, 65536), scale="n_test",
+               help="windows of the test documents for the model's loss, 2..65536"),
+        Option("--jobs", type=bounded_int(-1, 512), scale="jobs",
+               help="layers measured at once, in processes of one thread: -1 all cores, "
+               "1..512"),
+    ),
+    module=_MODULE.format("_head_ranks"),
+    floatfmt="{:.3g}",
+)
+"""``r*_attn`` of real heads as a registered experiment (``head-ranks``)."""
+
+REPORT = (SWEEP, LADDER, FRONTIER)
+"""The paper's experiments on teacher tasks, in the order of the report and of ``--help``."""
+
+APPENDIX = (PROFILE, CORPUS_RANKS, HEAD_RANKS)
+"""The experiments on real language models, last in the report (after every paper's
+:data:`REPORT`)."""
+
+# -- the public names of the modules, loaded on first use ----------------------------------
+
+_LAZY = {
+    "_sweep": ("plot_sweep", "rank_sweep"),
+    "_data": ("DEFAULT_MAX_RANK", "sweep_data"),
+    "_files": ("MODEL_FORMAT", "ModelVersionWarning", "load_model_file", "load_xy",
+               "save_model_file"),
+    "_grid": ("SWEEP_GRID_KEYS", "fit_seeds", "sweep_grid"),
+    "_ladder": ("RUNGS", "interpolation_ladder", "plot_ladder"),
+    "_frontier": ("FRONTIER_TEACHERS", "plot_frontier", "predictability_frontier"),
+    "_profile": ("PROFILE_SUMMARY_COLUMNS",),
+    "_profile_plots": ("plot_head_profile", "plot_head_scores"),
+    "_corpus_ranks": ("CORPUS_RANK_COLUMNS", "corpus_inputs", "corpus_rank_profiles",
+                      "plot_corpus_ranks"),
+    "_head_measure": ("measure_head",),
+    "_real_heads": ("HEAD_TYPES", "head_rank_map", "plant_query", "select_heads"),
+    "_impose_ranks": ("ALLOCATIONS", "impose_ranks"),
+    "_head_ranks": ("head_rank_findings", "plot_head_rank_curves", "plot_head_rank_map",
+                    "plot_impose"),
+    "_trajectory": ("TRAJECTORY_COLUMNS", "kernel_rank_trajectory",
+                    "plot_kernel_rank_trajectory"),
+}
+"""Each module and the public names it gives this package."""
+
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
+
+__all__ = sorted(["APPENDIX", "CORPORA", "CORPUS_RANKS", "DISTILL_MARGIN", "FRONTIER",
+                  "HEAD_RANKS", "HEAD_RANK_TRAINING", "HEAD_RANK_WINDOWS", "LADDER",
+                  "PROFILE", "REPORT", "SWEEP", "TOLERANCES", *_HOME])
+
+
+def __getattr__(name):
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -9,7 +9,8 @@ query-key kernel rank is the same on every corpus by construction; the
 realised attention rank is measured on each, and a rule decides whether the
 corpora separate it.
 
-Registered as the experiment ``corpus-ranks`` (piece and command).
+The work of the experiment ``corpus-ranks`` (piece and command), declared in
+:mod:`intrinsic_rank.experiments.entropic` with :data:`CORPORA`.
 """
 
 import time
@@ -19,7 +20,6 @@ import torch
 from scipy import stats
 from sklearn.utils import Bunch
 
-from ..._packaged_models import model_option_help
 from ..._validation import check_device, check_int
 from ...datasets import load_text_corpus
 from ...inspection import ordinary_token_ids, profile_heads
@@ -31,8 +31,6 @@ from ...nn import (
     unwrap_model,
 )
 from ..runner import (
-    Experiment,
-    bounded_int,
     Verdict,
     is_finite,
     jsonable,
@@ -42,13 +40,11 @@ from ..runner import (
     pyplot,
     save_figure,
 )
+from . import CORPORA
 
 __all__ = ["CORPORA", "CORPUS_RANK_COLUMNS", "corpus_inputs", "corpus_rank_profiles",
            "plot_corpus_ranks"]
 
-CORPORA = ("random", "repeated", "prose", "code")
-"""The corpora of :func:`corpus_rank_profiles`, from the least to the most structured input
-they are not: uniform random tokens, a repeated short passage, English prose, Python code."""
 
 CORPUS_RANK_COLUMNS = ["corpus", "length", "next_token_loss", "attn_energy_rank_median",
                        "attn_energy_rank_q25", "attn_energy_rank_q75", "sink_mass_mean",
@@ -441,45 +437,6 @@ def _corpus_list(text):
     return names
 
 
-def _add_arguments(parser):
-    parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help=model_option_help(causal=True)
-                        + "; the embedded model reads byte-level texts")
-    parser.add_argument("--corpora", type=_corpus_list, default=list(CORPORA),
-                        help=f"comma-separated corpora (default: {','.join(CORPORA)})")
-    parser.add_argument("--n-inputs", type=bounded_int(1, 4096), default=8,
-                        help="inputs per corpus, 1..4096 (default: 8)")
-    parser.add_argument("--length", type=bounded_int(4, 8192), default=64,
-                        help="tokens per input, BOS included, 4..8192 and within the "
-                        "model's context (default: 64)")
-    parser.add_argument("--period", type=bounded_int(1, 8192), default=16,
-                        help="length of the repeated passage, 1..8192 and below --length "
-                        "- 1 (default: 16)")
-
-
 def _settings(args):
     return dict(model=args.model, corpora=list(args.corpora), n_inputs=args.n_inputs,
                 length=args.length, period=args.period)
-
-
-EXPERIMENT = Experiment(
-    name="corpus-ranks",
-    command="corpus-ranks",
-    title="A real causal LM: per-head ranks on corpora of different complexity",
-    paper="The Entropic Bound (appendix B: real language models)",
-    help="per-head static and realised ranks of a causal LM on random tokens, a repeated "
-    "passage, prose and code, and whether the corpora separate them",
-    description="Profiles every head of one causal LM (SmolLM2-135M by default) on four "
-    "offline corpora of clearly different complexity: uniform random tokens, a short passage "
-    "repeated, English prose and Python source, all of the same length. Reports per corpus "
-    "the median and interquartile range over heads of the realised attention energy rank, "
-    "the model's next-token loss, and whether the corpora separate the ranks (Friedman's "
-    "test with heads as blocks and Kendall's W). Saves corpus_ranks.png and "
-    "corpus_ranks.json.",
-    quick=dict(model="default", corpora=list(CORPORA), n_inputs=8, length=64, period=16),
-    full=dict(model="smollm2-135m", corpora=list(CORPORA), n_inputs=8, length=64, period=16),
-    run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,
-    add_arguments=_add_arguments, settings=_settings, summary=_summary,
-    floatfmt="{:.3g}",
-)
-"""The per-corpus ranks of a causal LM as a registered experiment (``corpus-ranks``)."""

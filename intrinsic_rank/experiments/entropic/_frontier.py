@@ -1,6 +1,6 @@
 """The predictability frontier: how far ``r*`` can be read from data before training.
 
-Registered as the experiment ``frontier`` (CLI command ``frontier``).
+The work of the experiment ``frontier``, declared in :mod:`intrinsic_rank.experiments.entropic`.
 """
 
 import time
@@ -12,10 +12,8 @@ from sklearn.utils import Bunch
 from ...datasets import make_attention_task
 from ...estimators import AttentionRankEstimator, EnergyEffectiveRank
 from ..._validation import check_allocation
-from ..runner import MAX_EPOCHS, add_refused_data, bounded_float, bounded_int, parse_ranks
-from ..runner import refuse_data
 from ..runner import MISSING, jsonable, pyplot, save_figure
-from ..runner import Experiment, Verdict, grade, is_finite, number_text, one_plot
+from ..runner import Verdict, grade, is_finite, number_text, one_plot
 
 __all__ = ["predictability_frontier", "plot_frontier", "FRONTIER_TEACHERS"]
 
@@ -434,46 +432,22 @@ def _softmax_verdicts(rows, d, rank_tol):
     return verdicts
 
 
-def _add_arguments(parser):
-    parser.add_argument("--quick", action="store_true",
-                        help="the reproduce report's quick size: r* in 1,2,4,8,12,16, "
-                        "150 recovery epochs")
-    parser.add_argument("--r-star", dest="r_stars", type=parse_ranks, default=None,
-                        help="true ranks, e.g. 1-16 or 1,2,4,8 (default 1..d; --quick "
-                        "1,2,4,8,12,16 when d = 16)")
-    parser.add_argument("--d", type=bounded_int(1, 4096), default=16,
-                        help="token dimension, 1..4096 and within memory (the lifted "
-                        "least squares of an unknown value map holds about d^6 / 4 numbers)")
-    parser.add_argument("--seq-len", type=bounded_int(1, 4096), default=8,
-                        help="sequence length L, 1..4096")
-    parser.add_argument("--n-samples", type=bounded_int(2, 10**8), default=4096,
-                        help="number of sequences, 2..10^8 and within memory")
-    parser.add_argument("--noise", type=bounded_float(0.0, 1e6), default=0.1,
-                        help="noise standard deviation, 0..1e6")
-    parser.add_argument("--kernel-scale", type=bounded_float(0.0, 1e6), default=2.0,
-                        help="scale of the attention teachers' kernel, 0..1e6")
-    parser.add_argument("--no-recovery", action="store_true",
-                        help="skip the recovery students (data-only estimates only)")
-    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=None,
-                        help="full-batch optimiser steps of the recovery students, "
-                        "1..1000000 (default 200, --quick 150)")
-    add_refused_data(parser)  # the sweep's option, refused with a reason
-
-
 def _settings(args):
-    refuse_data(args, "frontier", "varies the true r* of teachers it draws itself")
-    size = EXPERIMENT.quick if args.quick else EXPERIMENT.full
+    from . import FRONTIER
+
     r_stars = args.r_stars
     if r_stars is None and args.quick:
-        r_stars = [r for r in size["r_stars"] if r <= args.d] or None
+        r_stars = [r for r in FRONTIER.quick["r_stars"] if r <= args.d] or None
     d, L, n = args.d, args.seq_len, args.n_samples
     unknowns = d * d * (d + 1) // 2  # the lifted fit of an unknown value map
     check_allocation(24 * n * L * d + 8 * unknowns**2, "--d, --seq-len and --n-samples",
                      "the teacher tasks and the lifted normal equations")
     return dict(r_stars=r_stars, d=args.d, seq_len=args.seq_len,
                 n_samples=args.n_samples, noise=args.noise, kernel_scale=args.kernel_scale,
-                recovery=not args.no_recovery,
-                max_epochs=size["max_epochs"] if args.epochs is None else args.epochs)
+                recovery=not args.no_recovery, max_epochs=args.epochs)
+
+
+_plot = one_plot(plot_frontier, "frontier.png")
 
 
 def _summary(result):
@@ -489,23 +463,3 @@ def _summary(result):
         lines.append(f"{label}: noise-aware numerical rank exact in {exact} of {len(rows)}")
     lines.append(f"{result['seconds']:.1f} s")
     return lines
-
-
-EXPERIMENT = Experiment(
-    name="frontier",
-    command="frontier",
-    title="The predictability frontier: r* from data, before training",
-    paper="The Entropic Bound",
-    help="how far r* can be predicted from data before training",
-    description="For a grid of r*, fit each teacher's operator by least squares "
-    "(no training) and compare the numerical, energy and realised-mixer ranks "
-    "with the true r*; softmax teachers also get a recovery student.",
-    quick=dict(r_stars=[1, 2, 4, 8, 12, 16], d=16, seq_len=8, n_samples=4096,
-               noise=0.1, kernel_scale=2.0, recovery=True, max_epochs=150),
-    full=dict(r_stars=list(range(1, 17)), d=16, seq_len=8, n_samples=4096,
-              noise=0.1, kernel_scale=2.0, recovery=True, max_epochs=200),
-    run=_run, tables=_tables, plot=one_plot(plot_frontier, "frontier.png"),
-    verdicts=_verdicts, add_arguments=_add_arguments, settings=_settings,
-    summary=_summary, floatfmt="{:.3g}",
-)
-"""The predictability frontier as a registered experiment."""

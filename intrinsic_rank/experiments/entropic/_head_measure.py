@@ -48,17 +48,10 @@ from ..._validation import check_int, check_real
 from ...estimators import refinement_ranks
 from ...inspection import precision_floor, query_basis, truncation_risks
 from ...nn import RotarySoftmaxStudent, distill_slots
+from . import DISTILL_MARGIN, HEAD_RANK_TRAINING, TOLERANCES
 
-__all__ = ["DISTILL_MARGIN", "DISTILL_MODES", "RESOLUTION", "TOLERANCES", "TRAINING",
-           "check_tolerances",
-           "energy_rank", "measure_head", "rank_text"]
-
-TOLERANCES = (0.01, 0.02, 0.05, 0.1, 0.2)
-"""The tolerances of ``r*_attn(tol)``: shares of the held-out variance of a head's output
-that a student may leave unexplained."""
-
-DISTILL_MARGIN = 10.0
-"""Training is tried at a rank only where its truncation is within this factor of ``tol``."""
+__all__ = ["DISTILL_MODES", "RESOLUTION", "TRAINING", "check_tolerances", "energy_rank",
+           "measure_head", "rank_text"]
 
 RESOLUTION = 1 / 8
 """The search stops when the bracket of an answer is at most this share of it (one rank at
@@ -69,8 +62,9 @@ DISTILL_MODES = ("auto", "all", "none")
 ``"all"``: every rank below the training-free answer, at every tolerance; ``"none"``: the
 training-free curve alone."""
 
-TRAINING = dict(lr=2e-3, batch_size=8, max_epochs=300, patience=10, min_fall=0.01)
-"""The distillation's defaults (:func:`~intrinsic_rank.nn.distill_slots`)."""
+TRAINING = HEAD_RANK_TRAINING
+"""The distillation's defaults (:func:`~intrinsic_rank.nn.distill_slots`), declared with the
+experiment (:data:`~intrinsic_rank.experiments.entropic.HEAD_RANK_TRAINING`)."""
 
 
 def rank_text(rank, width):

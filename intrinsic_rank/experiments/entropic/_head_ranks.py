@@ -6,7 +6,8 @@ imposing the measured ranks on the model is :func:`~._impose_ranks.impose_ranks`
 are the answers they give by rules fixed before the run (:func:`head_rank_findings`,
 the planted-rank and impose verdicts), the tables, figures and command line.
 
-Registered as the experiment ``head-ranks`` (piece and command).
+The work of the experiment ``head-ranks`` (piece and command), declared in
+:mod:`intrinsic_rank.experiments.entropic`.
 """
 
 import math
@@ -15,9 +16,7 @@ import os
 import numpy as np
 from scipy import stats
 
-from ..._packaged_models import model_option_help
 from ..runner import (
-    Experiment,
     Verdict,
     jsonable,
     number_text,
@@ -26,8 +25,8 @@ from ..runner import (
     save_plot,
     write_csv,
 )
-from ._head_measure import DISTILL_MODES, TOLERANCES, check_tolerances
-from ._real_heads import MAP_DEFAULTS, SHARPNESS, head_name
+from ._head_measure import check_tolerances
+from ._real_heads import SHARPNESS, head_name
 
 __all__ = ["ALPHA", "FINDINGS_TOL", "PLANT_RECOVERY", "SCORES", "head_rank_findings",
            "plot_head_rank_curves", "plot_head_rank_map", "plot_impose"]
@@ -521,7 +520,7 @@ def _run(settings, *, random_state, progress, device):
         n_fit=settings["n_fit"], n_heldout=settings["n_heldout"], length=settings["length"],
         distill=settings["distill"], restarts=settings["restarts"],
         training={k: settings[k] for k in ("lr", "batch_size", "max_epochs", "patience")},
-        plant_ranks=settings["plant_ranks"], plant_noise=settings["plant_noise"],
+        plant_ranks=settings["plant_ranks"], plant_noise=_NOISE[settings["plant_noise"]],
         plant_tol=settings["plant_tol"], checkpoint=settings.get("checkpoint"),
         n_jobs=settings["jobs"], random_state=random_state, progress=progress, device=device)
     out = dict(records=result.records, config=result.config, corpora=result.corpora,
@@ -529,7 +528,7 @@ def _run(settings, *, random_state, progress, device):
     out["findings"] = head_rank_findings(result.records)
     out["plant_recovery"] = planted_recovery(
         [dict(r, plant_tol=settings["plant_tol"]) for r in result.records])
-    if settings["impose"] and settings["heads"] == "all" and settings["plant_ranks"] is None:
+    if settings["impose"] and settings["heads"] == "all" and not settings["plant_ranks"]:
         first = settings["corpora"][0]
         chosen = [i for i, r in enumerate(result.records) if r["corpus"] == first]
         out["impose"] = impose_ranks(
@@ -564,28 +563,37 @@ def _summary(result):
     return lines
 
 
-def _parsed(kind):
-    """An argparse type for a comma-separated list (``kind``: ``int`` or ``float``)."""
+def _parsed(kind, text):
+    """A comma-separated list of ``kind`` (``int`` or ``float``), or argparse's one-line error."""
     import argparse
 
-    def parse(text):
-        try:
-            values = [kind(part) for part in text.split(",") if part.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"give comma-separated {'integers' if kind is int else 'numbers'}; got "
-                f"{text!r}") from None
-        if not values:
-            raise argparse.ArgumentTypeError(f"give at least one value; got {text!r}")
-        return values
-    return parse
+    try:
+        values = [kind(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"give comma-separated {'integers' if kind is int else 'numbers'}; got "
+            f"{text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"give at least one value; got {text!r}")
+    return values
+
+
+def _rank_list(text):
+    """``--plant-rank``: comma-separated integers of at least 2 (the width is checked later)."""
+    import argparse
+
+    ranks = _parsed(int, text)
+    if min(ranks) < 2 or max(ranks) > 4096 or len(set(ranks)) != len(ranks):
+        raise argparse.ArgumentTypeError(
+            f"give distinct ranks of at least 2 and below the head width; got {text!r}")
+    return ranks
 
 
 def _tolerance_list(text):
     import argparse
 
     try:
-        return check_tolerances(_parsed(float)(text))
+        return check_tolerances(_parsed(float, text))
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
@@ -606,103 +614,29 @@ def _head_list(text):
 def _corpus_list(text):
     import argparse
 
-    from ...inspection import TOKEN_CORPORA
+    from . import CORPORA
 
     names = [name.strip() for name in text.split(",") if name.strip()]
-    bad = [name for name in names if name not in TOKEN_CORPORA]
+    bad = [name for name in names if name not in CORPORA]
     if bad or not names or len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(
-            f"give one or more distinct of {', '.join(TOKEN_CORPORA)}, comma-separated; got "
+            f"give one or more distinct of {', '.join(CORPORA)}, comma-separated; got "
             f"{text!r}")
     return names
 
 
-QUICK = dict(heads="L0H0,L5H3,L10H6,L15H2,L16H0,L18H6,L18H8,L20H4,L25H1,L29H7", n_fit=24,
-             n_heldout=8, length=64, impose=False)
-"""What ``--quick`` changes: ten heads across the layers, fewer and shorter windows, no impose."""
-
-
-def _add_arguments(parser):
-    from ..runner import MAX_EPOCHS, bounded_int
-
-    parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help=model_option_help(causal=True))
-    parser.add_argument("--quick", action="store_true",
-                        help=f"ten heads across the layers ({QUICK['heads']}), "
-                        f"{QUICK['n_fit']} + {QUICK['n_heldout']} windows of "
-                        f"{QUICK['length']} tokens, no impose")
-    parser.add_argument("--heads", type=_head_list, default=None,
-                        help="'all' or comma-separated heads such as L18H6,L16H0 (default: "
-                        "all)")
-    parser.add_argument("--corpora", type=_corpus_list, default=["code"],
-                        help="comma-separated corpora of random, repeated, prose, code "
-                        "(default: code; prose and code are the Python standard library's "
-                        "files, split by file)")
-    parser.add_argument("--tolerances", type=_tolerance_list, default=list(TOLERANCES),
-                        help="comma-separated tolerances in (0, 1) (default: "
-                        f"{','.join(f'{t:g}' for t in TOLERANCES)})")
-    parser.add_argument("--n-fit", type=bounded_int(2, 65536), default=None,
-                        help=f"training windows per corpus, 2..65536 (default: "
-                        f"{MAP_DEFAULTS['n_fit']})")
-    parser.add_argument("--n-heldout", type=bounded_int(2, 65536), default=None,
-                        help=f"held-out windows per corpus, 2..65536 (default: "
-                        f"{MAP_DEFAULTS['n_heldout']})")
-    parser.add_argument("--length", type=bounded_int(4, 4096), default=None,
-                        help=f"tokens per window, BOS included, 4..4096 (default: "
-                        f"{MAP_DEFAULTS['length']})")
-    parser.add_argument("--distill", choices=DISTILL_MODES, default="auto",
-                        help="where training is tried: auto (ranks whose truncation is within "
-                        "10 x tol, below the training-free answer), all, none (default: auto)")
-    parser.add_argument("--restarts", type=bounded_int(0, 64), default=0,
-                        help="random starts per trained rank besides the data-aware one, "
-                        "0..64 (default: 0)")
-    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=300,
-                        help="the most epochs of a distillation, 1..1000000 (default: 300)")
-    parser.add_argument("--patience", type=bounded_int(1, MAX_EPOCHS), default=20,
-                        help="epochs without a 1 %% fall of a rank's best held-out risk "
-                        "before it has converged (default: 20)")
-    parser.add_argument("--lr", type=float, default=3e-3,
-                        help="Adam's learning rate, in (0, 1000] (default: 0.003)")
-    parser.add_argument("--batch-size", type=bounded_int(1, 65536), default=16,
-                        help="windows per step, 1..65536 (default: 16)")
-    parser.add_argument("--plant-rank", type=_parsed(int), default=None,
-                        help="comma-separated query ranks to plant in every head, each "
-                        "2..width-1, and test that the map finds them (default: none, the "
-                        "heads as trained)")
-    parser.add_argument("--plant-noise", choices=("exact", "quantisation", "both"),
-                        default="exact",
-                        help="plants as given, moved by one quantisation step of the "
-                        "weights, or both (default: exact)")
-    parser.add_argument("--plant-tol", type=float, default=0.02,
-                        help="the tolerance a plant is made sharp at and judged at; one of "
-                        "--tolerances (default: 0.02)")
-    parser.add_argument("--no-impose", dest="impose", action="store_false",
-                        help="skip imposing the ranks on the model (done by default when "
-                        "every head is measured and nothing is planted)")
-    parser.add_argument("--n-test", type=bounded_int(2, 65536), default=32,
-                        help="windows of the test documents for the model's loss, 2..65536 "
-                        "(default: 32)")
-    parser.add_argument("--jobs", type=bounded_int(1, 512), default=1,
-                        help="layers measured at once, in processes, 1..512 (default: 1)")
+_NOISE = {"exact": False, "quantisation": True, "both": "both"}
 
 
 def _settings(args):
-    quick = QUICK if args.quick else {}
-    settings = dict(
-        model=args.model, heads=args.heads or quick.get("heads") or "all",
-        corpora=list(args.corpora), tolerances=list(args.tolerances),
-        n_fit=args.n_fit or quick.get("n_fit") or MAP_DEFAULTS["n_fit"],
-        n_heldout=args.n_heldout or quick.get("n_heldout") or MAP_DEFAULTS["n_heldout"],
-        length=args.length or quick.get("length") or MAP_DEFAULTS["length"],
-        distill=args.distill, restarts=args.restarts, max_epochs=args.epochs,
-        patience=args.patience, lr=args.lr, batch_size=args.batch_size,
-        plant_ranks=args.plant_rank, plant_noise={"exact": False, "quantisation": True,
-                                                  "both": "both"}[args.plant_noise],
-        plant_tol=args.plant_tol, impose=args.impose and quick.get("impose", True),
-        n_test=args.n_test, jobs=args.jobs,
-        checkpoint=os.path.join(args.out, "head_ranks.parts"))
+    """The run's settings from the parsed options, with the folder of the finished heads."""
+    settings = {name: getattr(args, name) for name in (
+        "model", "heads", "corpora", "tolerances", "n_fit", "n_heldout", "length", "distill",
+        "restarts", "max_epochs", "patience", "lr", "batch_size", "plant_ranks",
+        "plant_noise", "plant_tol", "impose", "n_test", "jobs")}
     if isinstance(settings["heads"], str) and settings["heads"] != "all":
-        settings["heads"] = settings["heads"].split(",")
+        settings["heads"] = _head_list(settings["heads"])  # the quick default's text
+    settings["checkpoint"] = os.path.join(args.out, "head_ranks.parts")
     return settings
 
 
@@ -713,6 +647,9 @@ def _check(settings):
     if settings["plant_tol"] not in settings["tolerances"]:
         raise ValueError(f"--plant-tol {settings['plant_tol']:g} must be one of --tolerances "
                          f"{','.join(f'{t:g}' for t in settings['tolerances'])}")
+    if settings["plant_noise"] not in _NOISE:
+        raise ValueError(f"--plant-noise must be one of {', '.join(_NOISE)}; got "
+                         f"{settings['plant_noise']!r}")
     from ..._packaged_models import model_heads
 
     shape = model_heads(settings["model"])
@@ -725,39 +662,3 @@ def _check(settings):
         check_map_memory(shape, pairs, settings["n_fit"], settings["n_heldout"],
                          settings["length"], len(settings["tolerances"]),
                          settings["batch_size"])
-
-
-_SETTINGS = dict(model="smollm2-135m", corpora=["code"], tolerances=list(TOLERANCES),
-                 distill="auto", restarts=0, max_epochs=300, patience=20, lr=3e-3,
-                 batch_size=16, plant_ranks=None, plant_noise=False, plant_tol=0.02,
-                 n_test=32, jobs=1)
-
-EXPERIMENT = Experiment(
-    name="head-ranks",
-    command="head-ranks",
-    title="Real heads: the map of r*_attn over a causal LM's heads, judged by its own loss",
-    paper="The Entropic Bound (open problem: the ranks of trained models' realised operators)",
-    help="r*_attn of every head of a causal LM: training-free curve, distillation, "
-    "precision floor, planted ranks, and the ranks imposed on the model",
-    description="Reads every head of a causal LM (SmolLM2-135M-Instruct, Q4_1 GGUF "
-    "dequantised to float32, by default) by hooks on windows of a corpus split by "
-    "document. For each head: the training-free curve (the head's query truncated on the "
-    "SVD of its realised queries, at every rank), then students with the head's own "
-    "positions, keys and values distilled from those starts where training can change "
-    "the answer, to a plateau, keeping the best held-out epoch; r*_attn(tol) is the "
-    "smallest rank leaving at most tol of Y's variance unexplained ('> w-1' when only the "
-    "full width does), with the head's precision floor (one quantisation step of its "
-    "weights). Then every head's rank is imposed on the model and its held-out loss "
-    "measured, against a uniform rank and a query-energy allocation at the same total. "
-    "Prints the distribution, the tests fixed in advance and the verdicts; saves "
-    "head_ranks.json, head_ranks.csv, head_ranks.png (the map), head_rank_curves.png and "
-    "head_ranks_impose.png, and keeps every finished head in head_ranks.parts/ (a rerun "
-    "with the same settings resumes).",
-    quick=dict(_SETTINGS, heads=QUICK["heads"].split(","), n_fit=QUICK["n_fit"],
-               n_heldout=QUICK["n_heldout"], length=QUICK["length"], impose=False),
-    full=dict(_SETTINGS, heads="all", impose=True, **MAP_DEFAULTS),
-    run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,
-    add_arguments=_add_arguments, settings=_settings, summary=_summary,
-    extra_files=_extra_files, check=_check, floatfmt="{:.3g}",
-)
-"""``r*_attn`` of real heads as a registered experiment (``head-ranks``)."""

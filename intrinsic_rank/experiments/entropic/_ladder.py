@@ -1,6 +1,6 @@
 """The interpolation ladder: why static rank fails (The Entropic Bound, seeds 000-002).
 
-Registered as the experiment ``ladder`` (CLI command ``ladder``).
+The work of the experiment ``ladder``, declared in :mod:`intrinsic_rank.experiments.entropic`.
 """
 
 import math
@@ -12,9 +12,8 @@ from sklearn.utils import Bunch
 from ...datasets import make_fixed_operator_task
 from ...estimators import AttentionRankEstimator
 from ..._validation import check_allocation
-from ..runner import MAX_EPOCHS, add_refused_data, bounded_float, bounded_int, refuse_data
 from ..runner import jsonable, pyplot, save_figure
-from ..runner import Experiment, Verdict, grade, is_finite, number_text, one_plot
+from ..runner import Verdict, grade, is_finite, number_text, one_plot
 
 __all__ = ["interpolation_ladder", "plot_ladder", "RUNGS"]
 
@@ -277,36 +276,18 @@ def _verdicts(result):
     return verdicts
 
 
-def _add_arguments(parser):
-    parser.add_argument("--quick", action="store_true",
-                        help="the reproduce report's quick size: 1536 samples, 150 epochs")
-    parser.add_argument("--r-star", type=bounded_int(1, 4096), default=4,
-                        help="rank of the operator, 1..L (at most 4096)")
-    parser.add_argument("--d", type=bounded_int(1, 4096), default=16,
-                        help="token dimension, 1..4096")
-    parser.add_argument("--seq-len", type=bounded_int(1, 4096), default=8,
-                        help="sequence length L, 1..4096")
-    parser.add_argument("--n-samples", type=bounded_int(2, 10**8), default=None,
-                        help="training sequences, 2..10^8 and within memory (default 2048, "
-                        "--quick 1536)")
-    parser.add_argument("--noise", type=bounded_float(0.0, 1e6), default=0.1,
-                        help="noise standard deviation, 0..1e6")
-    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=None,
-                        help="full-batch optimiser steps, 1..1000000 (default 200, --quick "
-                        "150)")
-    add_refused_data(parser)  # the sweep's option, refused with a reason
-
-
 def _settings(args):
-    refuse_data(args, "ladder", "compares the rungs B0-B3 on a fixed-operator task it draws itself")
-    size = EXPERIMENT.quick if args.quick else EXPERIMENT.full
-    n = size["n_samples"] if args.n_samples is None else args.n_samples
+    from . import LADDER
+
+    n, n_test = args.n_samples, LADDER.full["n_test"]
     # the task (train and test) in float64, before it is drawn
-    check_allocation(8 * args.seq_len**2 + 24 * (n + size["n_test"]) * args.seq_len * args.d,
+    check_allocation(8 * args.seq_len**2 + 24 * (n + n_test) * args.seq_len * args.d,
                      "--d, --seq-len and --n-samples", "the fixed-operator task")
     return dict(n_samples=n, seq_len=args.seq_len, d=args.d, r_star=args.r_star,
-                noise=args.noise,
-                max_epochs=size["max_epochs"] if args.epochs is None else args.epochs)
+                noise=args.noise, max_epochs=args.epochs)
+
+
+_plot = one_plot(plot_ladder, "ladder.png")
 
 
 def _summary(result):
@@ -320,22 +301,3 @@ def _summary(result):
         f"B0 excess {b0:.3g}; the input-conditioned rungs keep at least {worst:.3g} "
         f"({worst / floor:.0f} times the noise floor); {result['seconds']:.1f} s",
     ]
-
-
-EXPERIMENT = Experiment(
-    name="ladder",
-    command="ladder",
-    title="The interpolation ladder: why static rank fails",
-    paper="The Entropic Bound",
-    help="the interpolation ladder B0-B3 on a fixed-operator task",
-    description="Fit B0 (fixed operator), B1 (linear QK), B2 (softmax QK) and B3 "
-    "(Transformer block) at full rank on one fixed-operator task and compare "
-    "their test excess risk.",
-    quick=dict(n_samples=1536, n_test=1024, seq_len=8, d=16, r_star=4, noise=0.1,
-               max_epochs=150),
-    full=dict(n_samples=2048, n_test=1024, seq_len=8, d=16, r_star=4, noise=0.1,
-              max_epochs=200),
-    run=_run, tables=_tables, plot=one_plot(plot_ladder, "ladder.png"), verdicts=_verdicts,
-    add_arguments=_add_arguments, settings=_settings, summary=_summary,
-)
-"""The interpolation ladder as a registered experiment."""

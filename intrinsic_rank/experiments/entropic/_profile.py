@@ -11,9 +11,10 @@ duplicate-token and induction scores (the share of a head's attention on the
 positions a pattern names) and the sink rate. A uniform attention baseline on
 the same inputs says what "a lot" means.
 
-Registered as the experiment ``profile`` (the same name as piece and command):
-the command profiles one model and its reachability geometry, the reproduce
-piece several models and :func:`kernel_rank_trajectory`.
+The work of the experiment ``profile`` (the same name as piece and command), declared in
+:mod:`intrinsic_rank.experiments.entropic`: the command profiles one model and its
+reachability geometry, the reproduce piece several models and
+:func:`kernel_rank_trajectory`.
 """
 
 import math
@@ -24,7 +25,6 @@ import numpy as np
 from scipy import stats
 from sklearn.utils import Bunch
 
-from ..._packaged_models import model_option_help
 from ..._validation import read_text_lines
 from ...inspection import (
     check_precision,
@@ -37,16 +37,10 @@ from ...inspection import (
 from ...nn import ModelNotInstalledError, as_model_adapter, load_model
 from ..runner import (
     GEOMETRY_BOUND_COLUMNS,
-    Experiment,
-    bounded_float,
-    bounded_int,
     Verdict,
     geometry_record,
-    grade,
-    is_finite,
     jsonable,
     number_text,
-    parse_precision,
     save_plot,
     progress_steps,
     refinement_rows,
@@ -385,60 +379,6 @@ def _read_texts(path):
     return read_text_lines(path, "--texts")
 
 
-def _add_arguments(parser):
-    parser.add_argument("model", nargs="?", default="default",
-                        help=model_option_help())
-    parser.add_argument("--texts", default=None,
-                        help="a text file, one input per line (default: none, the inputs "
-                        "of --inputs)")
-    parser.add_argument("--inputs", choices=["default", "repeated-random"], default="default",
-                        help="'default': the package's 32 sample passages for a model with a "
-                        "tokenizer, induction sequences for the embedded model; "
-                        "'repeated-random': the field's induction test, the tokenizer's BOS "
-                        "token, --half-length random tokens and the same tokens again, with "
-                        "the model's next-token accuracy on each copy (default: default)")
-    parser.add_argument("--n-inputs", type=bounded_int(1, 4096), default=32,
-                        help="number of generated inputs (--inputs; not --texts), 1..4096 "
-                        "(default: 32)")
-    parser.add_argument("--half-length", type=bounded_int(1, 4096), default=None,
-                        help="random tokens per copy for --inputs repeated-random, 1..4096 "
-                        "(default: as many as fit in --max-length)")
-    parser.add_argument("--max-length", type=bounded_int(2, 8192), default=64,
-                        help="truncation length in tokens, 2..8192")
-    parser.add_argument("--band", type=bounded_int(0, 8192), default=1,
-                        help="half-width of the locality band, 0..8192 (0: the diagonal)")
-    parser.add_argument("--n-memory", dest="n_memory", type=bounded_int(1, 8192), default=1,
-                        help="prompt vectors m for the reachability geometry, 1..8192 and "
-                        "within the model's context")
-    parser.add_argument("--tokens", type=bounded_int(0, 8192), default=8,
-                        help="random tokens after the prompt vectors (geometry), 0..8192 and "
-                        "within the model's context")
-    parser.add_argument("--precision", type=parse_precision, default=None,
-                        help="eps of the summary's bounds: a number, a dtype name such as "
-                        "float16, or a convention: machine, paper (2^-10) or relative "
-                        "(r_inf / 2048) (default: the model's own dtype); the bounds table "
-                        "shows all three conventions")
-    parser.add_argument("--slope", type=bounded_float(0.0, 1e9, low_open=True), default=None,
-                        help="a measured slope (tokens per prompt vector, e.g. of "
-                        "'intrinsic-rank reach'), a number in (0, 1e9], to divide the slope "
-                        "bounds by (default: none, the ratio column reads –)")
-    parser.add_argument("--no-geometry", action="store_true",
-                        help="skip the reachability geometry")
-    parser.add_argument("--score-measure", choices=["mul", "abs", "conditional"],
-                        default="mul",
-                        help="the head scores' measure: TransformerLens's 'mul' (share of all "
-                        "attention on the pattern) or 'abs' (1 - rounded mean |A - D| n), or "
-                        "'conditional' (share over the queries where the pattern names a "
-                        "position, pooled over inputs) (default: mul)")
-    parser.add_argument("--exclude-bos", action="store_true",
-                        help="leave the first key out of the head scores (previous-token, "
-                        "duplicate-token, induction), as TransformerLens's exclude_bos "
-                        "(default: off)")
-    parser.add_argument("--exclude-current-token", action="store_true",
-                        help="leave each query's own position out of the head scores, as "
-                        "TransformerLens's exclude_current_token (default: off)")
-
-
 def _settings(args):
     if args.texts and args.inputs != "default":
         raise ValueError(f"--texts and --inputs {args.inputs} both name the inputs: give one")
@@ -611,28 +551,3 @@ def _summary(result):
 
 def _extra_files(result, folder):
     return _mode(result).extra_files(result, folder)
-
-
-EXPERIMENT = Experiment(
-    name="profile",
-    command="profile",
-    title="Real models: per-head static kernel ranks, realised mixers, sinks and locality",
-    paper="The Entropic Bound (appendix B: real language models)",
-    help="per-head rank profile of a pretrained model (static QK kernel, realised "
-    "attention, sinks, locality) and its reachability geometry",
-    description="For every layer and head: the static query-key kernel's spectrum and rank "
-    "measures, the realised attention matrices' energy rank averaged over inputs, the mass "
-    "on the first token (sink), on the most-attended key and on a diagonal band (locality); "
-    "then the hidden-state radius and the bounds of \"How many different outputs can a "
-    "Transformer generate?\" that apply to the model. "
-    "Prints the tables, saves profile.png (layer x head heat maps), profile.csv and "
-    "profile.json. Runs offline.",
-    quick=dict(models=["default", "all-MiniLM-L6-v2"], n_inputs=32, max_length=64,
-               steps=[0, 100, 200, 400, 800]),
-    full=dict(models=["default", "all-MiniLM-L6-v2"], n_inputs=32, max_length=128,
-              steps=[0, 200, 400, 800, 1600, 3200]),
-    run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,
-    add_arguments=_add_arguments, settings=_settings, summary=_summary,
-    extra_files=_extra_files, floatfmt="{:.3g}",
-)
-"""Per-head profiles as a registered experiment (piece and command ``profile``)."""

@@ -55,15 +55,9 @@ from ...inspection import (
     truncated_head,
 )
 from ...nn import LoadedModel, load_model, model_vocab_size, unwrap_model
-from ..runner import progress_steps, run_parallel
-from ._head_measure import (
-    DISTILL_MARGIN,
-    TOLERANCES,
-    TRAINING,
-    check_tolerances,
-    measure_head,
-    rank_text,
-)
+from ..runner import run_parallel
+from . import DISTILL_MARGIN, HEAD_RANK_WINDOWS, TOLERANCES
+from ._head_measure import TRAINING, check_tolerances, measure_head, rank_text
 
 __all__ = ["ACTIVATION_BATCH_BYTES", "HEAD_TYPES", "MAP_COLUMNS", "MAP_DEFAULTS",
            "PLANT_SCALES", "SHARPNESS", "activation_batch", "check_map_memory",
@@ -84,8 +78,9 @@ twice the distillation's margin, so that no rank below ``k`` is near enough for 
 reach ``tol`` (the largest fall training gave on real heads was about 4-fold, on the toy
 model's heads about 7-fold)."""
 
-MAP_DEFAULTS = dict(n_fit=48, n_heldout=16, length=128)
-"""Windows per corpus for training and for held-out scoring, and tokens per window."""
+MAP_DEFAULTS = HEAD_RANK_WINDOWS
+"""Windows per corpus for training and for held-out scoring, and tokens per window, as the
+experiment declares them (:data:`~intrinsic_rank.experiments.entropic.HEAD_RANK_WINDOWS`)."""
 
 
 # -- which heads, and what they do ---------------------------------------------------
@@ -558,7 +553,9 @@ def _options(tolerances, distill, margin, restarts, training, precision_draws, p
 
 
 def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
-                  tolerances=TOLERANCES, n_fit=48, n_heldout=16, length=128, distill="auto",
+                  tolerances=TOLERANCES, n_fit=HEAD_RANK_WINDOWS["n_fit"],
+                  n_heldout=HEAD_RANK_WINDOWS["n_heldout"],
+                  length=HEAD_RANK_WINDOWS["length"], distill="auto",
                   margin=DISTILL_MARGIN, restarts=0, training=None, plant_ranks=None,
                   plant_noise=False, plant_tol=0.02, precision_draws=3, checkpoint=None,
                   n_jobs=1, random_state=0, progress=False, device="cpu"):

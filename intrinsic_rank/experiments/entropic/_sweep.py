@@ -1,10 +1,9 @@
 """The rank sweep on a teacher task: deficiency, achievability and recovery at once.
 
-Registered as the experiment ``entropic`` (CLI command ``sweep``): the command
-sweeps one teacher, the reproduce piece a linear and a softmax teacher.
+The work of the experiment ``sweep`` (declared in :mod:`intrinsic_rank.experiments.entropic`):
+the command sweeps one teacher, the reproduce piece a linear and a softmax teacher.
 """
 
-import argparse
 import math
 import os
 import time
@@ -16,16 +15,11 @@ from ...datasets import make_attention_task, make_fixed_operator_task
 from ...estimators import AttentionRankEstimator
 from ..._validation import check_allocation
 from ..runner import (
-    MAX_EPOCHS,
-    Experiment,
     Verdict,
-    bounded_float,
-    bounded_int,
     grade,
     is_finite,
     jsonable,
     number_text,
-    parse_ranks,
     pyplot,
     save_figure,
     save_plot,
@@ -517,77 +511,10 @@ def _verdicts(result, recovery_tol=RECOVERY_TOL):
     return verdicts
 
 
-def _add_arguments(parser):
-    parser.add_argument("--quick", action="store_true",
-                        help="the reproduce report's quick size: 1536 samples, 150 epochs")
-    parser.add_argument("--teacher", choices=["linear", "softmax", "fixed"], default="softmax",
-                        help="the teacher task")
-    parser.add_argument("--attention", choices=["auto", "fixed", "linear", "softmax", "block"],
-                        default=None, help="student class; auto chooses fixed, linear or "
-                        "softmax by the held-out risk of a full-rank student of each "
-                        "(default: match the teacher; with --data: auto)")
-    parser.add_argument("--r-star", type=bounded_int(1, 4096), default=4,
-                        help="true rank of the teacher, 1..d (at most 4096) (default: 4)")
-    parser.add_argument("--d", type=bounded_int(1, 4096), default=16,
-                        help="token dimension, 1..4096 (default: 16)")
-    parser.add_argument("--seq-len", type=bounded_int(1, 4096), default=8,
-                        help="sequence length L, 1..4096 (default: 8)")
-    parser.add_argument("--n-samples", type=bounded_int(2, 10**8), default=None,
-                        help="number of sequences, 2..10^8 and within memory (default 2048, "
-                        "--quick 1536)")
-    parser.add_argument("--noise", type=bounded_float(0.0, 1e6), default=0.1,
-                        help="noise standard deviation, 0..1e6 (default: 0.1)")
-    parser.add_argument("--rank-grid", dest="rank_grid", type=parse_ranks, default=None,
-                        help="rank grid, e.g. 1-8 or 1,2,4,8 (default 1..2r*)")
-    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=None,
-                        help="full-batch optimiser steps, 1..1000000 (default 200, --quick "
-                        "150)")
-    parser.add_argument("--noise-floor", type=_noise_floor, default=None, metavar="RISK",
-                        help="the noise floor (an MSE) the ranks are judged against, when "
-                        "you know it (default: estimated from the sweep)")
-    data = parser.add_argument_group(
-        "your own data",
-        "sweep X and Y from files instead of a teacher (--teacher, --r-star, --d, --seq-len, "
-        "--n-samples and --noise then do not apply): X of shape (n, L, d), Y of shape "
-        "(n, L, d_out), (n,) or (n, k), checked by AttentionRankEstimator")
-    data.add_argument("--data", default=None, metavar="FILE",
-                      help="an .npz file with arrays X and Y (numpy.savez(FILE, X=X, Y=Y)), "
-                      "or an .npy file of X with --targets (default: a teacher task); the "
-                      "rank grid then defaults to 1..min(d, 16), --attention to auto")
-    data.add_argument("--targets", default=None, metavar="Y.npy",
-                      help="the .npy file of Y when --data is an .npy file of X (default: none)")
-    data.add_argument("--save-model", default=None, metavar="PATH",
-                      help="also store the fitted estimator in PATH, checked before any work "
-                      "(a pickle behind a header with the package version and a SHA-256; "
-                      "load it with intrinsic_rank.experiments.load_model_file(PATH), which "
-                      "checks the hash before unpickling: that detects a damaged file, not a "
-                      "malicious author, so load only files you trust; default: not saved)")
-
-
-def _noise_floor(text):
-    """``--noise-floor``: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0; got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0; got {text}")
-    return value
-
-
-def _sized(args, option, key):
-    """An option that defaults to the full or the quick size (``EXPERIMENT``'s)."""
-    value = getattr(args, option)
-    if value is None:
-        value = (EXPERIMENT.quick if args.quick else EXPERIMENT.full)[key]
-    return value
-
-
 def _settings(args):
     settings = dict(teachers=[args.teacher], attention=args.attention, r_star=args.r_star,
-                    d=args.d, seq_len=args.seq_len,
-                    n_samples=_sized(args, "n_samples", "n_samples"), noise=args.noise,
-                    rank_grid=args.rank_grid, max_epochs=_sized(args, "epochs", "max_epochs"))
+                    d=args.d, seq_len=args.seq_len, n_samples=args.n_samples, noise=args.noise,
+                    rank_grid=args.rank_grid, max_epochs=args.epochs)
     if args.targets is not None and args.data is None:
         raise ValueError("--targets: give it with --data X.npy (the file of X)")
     if args.data is not None:
@@ -667,22 +594,3 @@ def _extra_files(result, folder):
     (sweep,) = result["sweeps"].values()
     write_csv(os.path.join(folder, "sweep.csv"), sweep["records"])
     return ["sweep.csv"]
-
-
-EXPERIMENT = Experiment(
-    name="sweep",
-    command="sweep",
-    title="The Entropic Bound: deficiency, achievability and recovery of r*",
-    paper="The Entropic Bound",
-    help="rank sweep on a teacher task with known r*",
-    description="Train a grid of student ranks at once on a teacher task and "
-    "estimate r* (the smallest rank reaching the noise floor).",
-    quick=dict(teachers=["linear", "softmax"], r_star=4, d=16, seq_len=8,
-               n_samples=1536, noise=0.1, max_epochs=150),
-    full=dict(teachers=["linear", "softmax"], r_star=4, d=16, seq_len=8,
-              n_samples=2048, noise=0.1, max_epochs=200),
-    run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,
-    add_arguments=_add_arguments, settings=_settings, summary=_summary,
-    json_name="sweep", saved=_saved, extra_files=_extra_files,
-)
-"""The rank sweep as a registered experiment (piece ``entropic``, command ``sweep``)."""

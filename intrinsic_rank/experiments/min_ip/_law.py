@@ -1,6 +1,6 @@
 """The Min-IP rank law on the worst case: every sequence over all m-bit tokens.
 
-Registered as the experiment ``min-ip-law`` (CLI command ``min-ip-law``).
+The work of the experiment ``min-ip-law``, declared in :mod:`intrinsic_rank.experiments.min_ip`.
 """
 
 import math
@@ -17,7 +17,7 @@ from ...datasets import exhaustive_triples_bytes, min_ip_exhaustive_triples
 from ...nn import FEATURE_MAPS, TripleAttentionHead, fit_triple_heads
 from ..runner import jsonable, pyplot, save_figure
 from ..runner import progress_steps
-from ..runner import Experiment, Verdict, bounded_int, grade, number_text, one_plot
+from ..runner import Verdict, grade, number_text, one_plot
 
 __all__ = ["min_ip_rank_law", "plot_min_ip_law", "fit_rank_law"]
 
@@ -595,43 +595,15 @@ def is_num(value):
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-MAX_SEEDS = 64
-"""The most seeds per m (``--n-seeds``)."""
-
-
-def _add_arguments(parser):
-    parser.add_argument("--quick", action="store_true", help="m = 2..4, fewer steps")
-    parser.add_argument("--bits", type=bounded_int(1, 8), nargs="+", default=None,
-                        help="values of m, distinct integers in [1, 8] (the exhaustive set "
-                        "of m = 8 takes 0.5 GiB) (default 2 3 4 5, --quick 2 3 4)")
-    parser.add_argument("--n-seeds", type=bounded_int(1, MAX_SEEDS), default=4,
-                        help=f"seeds per m, an integer in [1, {MAX_SEEDS}]")
-    parser.add_argument("--feature-maps", nargs="+", default=["exp"],
-                        choices=sorted(FEATURE_MAPS), help="feature maps of the Min-IP head "
-                        "(distinct)")
-    parser.add_argument("--heads", type=bounded_int(1), nargs="+", default=[1],
-                        help="head counts of the Min-IP model, distinct, each at most 2^m for "
-                        "every m it runs at; several compare h heads of rank r with one head "
-                        "of rank h r (default 1)")
-    parser.add_argument("--map-bits", type=bounded_int(1, 8), nargs="+", default=None,
-                        help="values of m, among --bits, for the maps and head counts after "
-                        "the first (default: all of --bits)")
-    parser.add_argument("--epochs", type=bounded_int(1, 10**6), default=None,
-                        help="full-batch optimiser steps of every fit, an integer in "
-                        "[1, 1000000] (default 3000, --quick 1500)")
+_plot = one_plot(plot_min_ip_law, "min_ip_law.png")
 
 
 def _settings(args):
-    base = dict(EXPERIMENT.quick if args.quick else EXPERIMENT.full)
-    if args.bits:
-        base["n_bits"] = list(distinct(args.bits, "--bits"))
-    if args.epochs is not None:
-        base["max_steps"] = args.epochs
-    base.update(n_seeds=args.n_seeds,
+    return dict(n_bits=list(distinct(args.bits, "--bits")), n_seeds=args.n_seeds,
+                max_steps=args.epochs,
                 feature_maps=list(distinct(args.feature_maps, "--feature-maps")),
                 n_heads=list(distinct(args.heads, "--heads")),
                 map_bits=distinct(args.map_bits, "--map-bits"))
-    return base
 
 
 def _check(settings):
@@ -669,21 +641,3 @@ def _summary(result):
                      f"{number_text(fit['slope'])} ± {number_text(fit['slope_se'])}")
     lines.append(f"{result['seconds']:.1f} s")
     return lines
-
-
-EXPERIMENT = Experiment(
-    name="min-ip-law",
-    command="min-ip-law",
-    title="Min-IP: the exponential rank law on the worst case",
-    paper="Three tokens force exponential feature rank in nonnegative kernel attention",
-    help="the Min-IP rank law on every sequence of all m-bit tokens, with controls",
-    description="Train kernel heads of feature ranks 1..2^m on every length-3 Min-IP "
-    "sequence over all m-bit tokens and measure the smallest rank that solves all of "
-    "them, beside length-2, dense and memorisation controls and the exact constructions.",
-    quick=dict(n_bits=[2, 3, 4], n_seeds=4, max_steps=1500),
-    full=dict(n_bits=[2, 3, 4, 5], n_seeds=4, max_steps=3000),
-    run=_run, tables=_tables, plot=one_plot(plot_min_ip_law, "min_ip_law.png"),
-    verdicts=_verdicts, add_arguments=_add_arguments, settings=_settings, summary=_summary,
-    check=_check,
-)
-"""The Min-IP rank law as a registered experiment."""

@@ -68,6 +68,7 @@ from ...datasets import (
 from ...estimators import AttentionRankEstimator
 from ...metrics import exact_sequence_error
 from ..runner import progress_steps
+from . import OOD_SETTINGS  # declared with the experiment, light for its --help
 
 __all__ = [
     "OOD_SETTINGS",
@@ -80,16 +81,6 @@ __all__ = [
 _FULL_RANKS = (1, 2, 4, 8, 16, 32, 64)
 _QUICK_RANKS = (1, 4, 16)
 _QUICK_OOD_RANKS = (1, 4, 16, 64)
-
-OOD_SETTINGS = (
-    {"n_bits": 8, "pool": 35, "n_train_sequences": 3000},
-    {"n_bits": 12, "pool": 60, "n_train_sequences": 3000},
-    {"n_bits": 16, "pool": 100, "n_train_sequences": 3000},
-)
-"""Default OOD settings: bit width ``n_bits``, codewords per pool ``pool`` (train
-and test pools alike), and the number of training sequences sampled from the
-train pool's family (the test set samples ``n_test_sequences`` from the test
-pool's)."""
 
 _QUICK_OOD_SETTINGS = (
     {"n_bits": 8, "pool": 30, "n_train_sequences": 1000},

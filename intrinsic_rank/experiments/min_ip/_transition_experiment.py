@@ -1,4 +1,7 @@
-"""The ``min-ip`` experiment: the phase transition and OOD scaling, their figure and verdicts."""
+"""The ``min-ip`` experiment: the phase transition and OOD scaling, their figure and verdicts.
+
+Its work; it is declared in :mod:`intrinsic_rank.experiments.min_ip`.
+"""
 
 import math
 import time
@@ -8,21 +11,16 @@ from sklearn.utils import Bunch
 
 from ..._validation import check_allocation
 from ..runner import (
-    MAX_EPOCHS,
-    Experiment,
     Verdict,
-    bounded_int,
     grade,
     is_finite,
     jsonable,
     number_text,
-    parse_ranks,
     pyplot,
     save_figure,
     save_plot,
 )
 from ._transition import (
-    OOD_SETTINGS,
     min_ip_ood_scaling,
     min_ip_phase_transition,
     min_ip_witness_suite_sweep,
@@ -388,25 +386,6 @@ def _verdicts(result):
     return verdicts
 
 
-def _add_arguments(parser):
-    parser.add_argument("--quick", action="store_true",
-                        help="the quick version (fewer ranks, seeds and OOD settings)")
-    parser.add_argument("--n-seeds", type=bounded_int(1, 64), default=None,
-                        help="seeds per setting (default 3, quick 2 in-sample / 1 OOD)")
-    parser.add_argument("--rank-grid", dest="rank_grid", type=parse_ranks, default=None,
-                        help="feature ranks, e.g. 1,2,4,8,16,32,64 (the default)")
-    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=None,
-                        help="full-batch optimiser steps of every fit, 1..1000000 (default "
-                        "400 in-sample, 200 OOD)")
-    parser.add_argument("--n-bits", type=bounded_int(2, 64), default=24,
-                        help="bits of the in-sample witness family, 2..64")
-    parser.add_argument("--n-codewords", type=bounded_int(3, 256), default=16,
-                        help="codewords of the in-sample witness family, 3..256 and within "
-                        "memory (the family holds about n^3 sequences)")
-    parser.add_argument("--no-ood", action="store_true",
-                        help="skip the out-of-distribution experiment")
-
-
 def _settings(args):
     # about n^3 witnesses of 3 tokens of n_bits, in float64 and again in float32
     check_allocation(36 * args.n_bits * args.n_codewords**3, "--n-bits and --n-codewords",
@@ -492,35 +471,3 @@ def _saved(result):
                     "ood": None if ood is None else ood["transition"]},
         rank_bound=phase["rank_bound"], seconds=result["seconds"],
     )
-
-
-EXPERIMENT = Experiment(
-    name="min-ip",
-    command="min-ip",
-    title="Min-IP: three tokens force feature rank in nonnegative kernel attention",
-    paper="Three tokens force exponential feature rank in nonnegative kernel attention",
-    help="Min-IP phase transition of nonnegative kernel attention",
-    description="Train normalised nonnegative kernel heads of a grid of feature ranks (one "
-    "batched optimisation) on an anchored Min-IP witness family, in-sample at lengths 3 and "
-    "2, with dense softmax attention as the reference; then on the paper-like suite of "
-    "1,272 sequences of 24-bit words; then train on one codeword pool and "
-    "test on a disjoint one as the bit width grows. Prints the tables and transition ranks, "
-    "saves min_ip.png and min_ip.json.",
-    # The OOD sizes are fixed here, before any run; docs/reproduce.md records the one
-    # change of the quick ones and its reason.
-    quick=dict(
-        phase=dict(rank_grid=[1, 4, 16], n_seeds=2, quick=True),
-        suite=dict(rank_grid=[1, 4, 32], n_seeds=1, quick=True),
-        ood=dict(settings=jsonable(OOD_SETTINGS[:2]), rank_grid=[1, 4, 16, 64], n_seeds=1,
-                 quick=True),
-    ),
-    full=dict(
-        phase=dict(rank_grid=[1, 2, 4, 8, 16, 32, 64], n_seeds=3),
-        suite=dict(rank_grid=[1, 2, 4, 8, 16, 32, 64], n_seeds=3),
-        ood=dict(settings=jsonable(OOD_SETTINGS), rank_grid=[1, 2, 4, 8, 16, 32, 64], n_seeds=3),
-    ),
-    run=_run, tables=_tables, plot=_plot, verdicts=_verdicts,
-    add_arguments=_add_arguments, settings=_settings, summary=_summary,
-    json_name="min_ip", saved=_saved, floatfmt="{:.3f}",
-)
-"""The Min-IP experiments as a registered experiment (piece and command ``min-ip``)."""

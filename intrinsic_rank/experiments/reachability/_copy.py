@@ -65,10 +65,10 @@ from sklearn.utils import Bunch
 from ..._validation import check_device, check_int, check_real, torch_rng
 from ...datasets import COPY_SPECIAL_TOKENS, make_copy_task
 from ...nn import TinyCausalLM, train_causal_lm
-from ..runner import MAX_EPOCHS, bounded_int
 from ._curves import fit_cliff
 from ..runner import jsonable, pyplot, save_figure
-from ..runner import Experiment, Verdict, grade, is_finite, number_text, one_plot
+from ..runner import Verdict, grade, is_finite, number_text, one_plot
+from . import COPY_SETTINGS, MAX_COPY_CONTEXT, MAX_EVAL_LENGTH  # declared with the experiment
 
 __all__ = [
     "CLIFF_COLUMNS",
@@ -80,22 +80,6 @@ __all__ = [
     "plot_copy_cliff",
     "score_copies",
 ]
-
-COPY_SETTINGS = {
-    "full": dict(train_lengths=(5, 50), d_model=64, n_steps=5000, batch_size=64, lr=1e-3,
-                 n_eval=200),
-    "quick": dict(train_lengths=(5, 20), d_model=48, n_steps=1000, batch_size=64, lr=3e-3,
-                  n_eval=100),
-}
-"""Defaults of :func:`copy_length_cliff` (``"quick"`` when ``quick=True``); an
-explicit argument overrides its entry."""
-
-MAX_COPY_CONTEXT = 2048
-"""The longest context (positions) the command's copy model may have: a length ``n``
-needs ``2 n + 2`` positions (the string, a separator, its copy and the end)."""
-
-MAX_EVAL_LENGTH = (MAX_COPY_CONTEXT - 2) // 2
-"""The longest string ``--eval-max`` (and ``--train-max``) may ask for."""
 
 _EVAL_CHUNK = 256  # strings per forward pass when scoring (bounds memory)
 
@@ -623,31 +607,12 @@ def _verdicts(result):
     return verdicts
 
 
-def _add_arguments(parser):
-    parser.add_argument("--quick", action="store_true",
-                        help="the quick version (train lengths 5-20, d = 48, 1000 steps)")
-    parser.add_argument("--train-min", type=bounded_int(1, MAX_EVAL_LENGTH), default=None,
-                        help=f"shortest training string, 1..{MAX_EVAL_LENGTH} (default 5)")
-    parser.add_argument("--train-max", type=bounded_int(None, MAX_EVAL_LENGTH), default=None,
-                        help=f"longest training string, at most {MAX_EVAL_LENGTH} (default 50, "
-                        "quick 20)")
-    parser.add_argument("--eval-max", type=bounded_int(1, MAX_EVAL_LENGTH), default=None,
-                        help="longest evaluated string (default 3 x train max; at most "
-                        f"{MAX_EVAL_LENGTH}: the model's context holds {MAX_COPY_CONTEXT} "
-                        "positions)")
-    parser.add_argument("--steps", type=bounded_int(1, MAX_EPOCHS), default=None,
-                        help="mini-batch training steps, 1..1000000 (default 5000, quick "
-                        "1000)")
+_plot = one_plot(plot_copy_cliff, "copy.png")
 
 
 def _settings(args):
-    train_lengths = None
-    if args.train_min is not None or args.train_max is not None:
-        preset = COPY_SETTINGS["quick" if args.quick else "full"]["train_lengths"]
-        train_lengths = [preset[0] if args.train_min is None else args.train_min,
-                         preset[1] if args.train_max is None else args.train_max]
-    return dict(train_lengths=train_lengths, eval_max=args.eval_max, n_steps=args.steps,
-                quick=args.quick)
+    return dict(train_lengths=[args.train_min, args.train_max], eval_max=args.eval_max,
+                n_steps=args.steps, quick=args.quick)
 
 
 def _check(settings):
@@ -697,22 +662,3 @@ def _summary(result):
 def _saved(result):
     """The command's ``copy.json``: records, config, cliff, training summary and time."""
     return {key: result[key] for key in ("records", "config", "cliff", "training", "seconds")}
-
-
-EXPERIMENT = Experiment(
-    name="copy",
-    command="copy",
-    title="The copy task: abrupt failure past the training length",
-    paper="How many different outputs can a Transformer generate?",
-    help="copy-task length cliff of a small causal Transformer",
-    description="Train a small causal Transformer (learned absolute positions) to copy "
-    "random strings with lengths in a training range, then measure greedy exact-match "
-    "copying inside and beyond that range and fit where it collapses. Prints the table "
-    "and the fitted cliff, saves copy.png and copy.json.",
-    quick=dict(jsonable(COPY_SETTINGS["quick"]), quick=True),
-    full=jsonable(COPY_SETTINGS["full"]),
-    run=_run, tables=_tables, plot=one_plot(plot_copy_cliff, "copy.png"), verdicts=_verdicts,
-    add_arguments=_add_arguments, settings=_settings, summary=_summary, saved=_saved,
-    floatfmt="{:.3f}", check=_check,
-)
-"""The copy task as a registered experiment (piece and command ``copy``)."""

@@ -17,13 +17,10 @@ import time
 import numpy as np
 from sklearn.utils import Bunch
 
-from ..._packaged_models import model_option_help
 from ...inspection import reachability_geometry
 from ...nn import ModelNotInstalledError, as_causal_lm, load_model
 from ..runner import (
     GEOMETRY_BOUND_COLUMNS,
-    Experiment,
-    bounded_int,
     Verdict,
     geometry_record,
     jsonable,
@@ -408,35 +405,9 @@ def _summary(result):
     ]
 
 
-def _add_arguments(parser):
-    parser.add_argument("model", nargs="?", default="smollm2-135m",
-                        help=model_option_help(causal=True))
-    parser.add_argument("--n-memory", dest="n_memory", type=bounded_int(1, 8192), default=1,
-                        help="prompt vectors m, 1..8192 and within the model's context "
-                        "(default 1)")
-    parser.add_argument("--tokens", type=bounded_int(0, 8192), default=8,
-                        help="random tokens after the prompt vectors, 0..8192 and within "
-                        "the model's context (default 8)")
-    parser.add_argument("--prompts", type=bounded_int(1, 65536), default=None,
-                        help="random prompts whose final hidden states span the box, "
-                        "1..65536 and within memory (default 256; 64 with --quick)")
-    parser.add_argument("--cell-samples", type=bounded_int(1, 2**24), default=None,
-                        help="Monte Carlo points of the decoder cells, 1..16777216 (2^24: "
-                        "hours through a 49,152-token head) (default 131072; 32768 with "
-                        "--quick)")
-    parser.add_argument("--top", type=bounded_int(1, 4096), default=15,
-                        help="tokens listed, 1..4096 (default 15)")
-    parser.add_argument("--quick", action="store_true",
-                        help="the quick settings: 64 prompts, 32768 points (about a "
-                        "minute on one CPU thread after the load)")
-
-
 def _settings(args):
-    scale = QUICK if args.quick else FULL
     return dict(model=args.model, n_memory=args.n_memory, n_tokens=args.tokens,
-                n_prompts=scale["n_prompts"] if args.prompts is None else args.prompts,
-                n_cell_samples=(scale["n_cell_samples"] if args.cell_samples is None
-                                else args.cell_samples), top=args.top)
+                n_prompts=args.prompts, n_cell_samples=args.cell_samples, top=args.top)
 
 
 def _check(settings):
@@ -447,21 +418,3 @@ def _check(settings):
             option = {"n_memory": "--n-memory", "n_tokens": "--tokens", "n_prompts": "--prompts",
                       "n_cell_samples": "--cell-samples", "top": "--top"}[key]
             raise ValueError(f"{option} must be >= {low}; got {value}")
-
-
-QUICK = dict(model="smollm2-135m", n_prompts=64, n_cell_samples=2**15, missing_ok=True)
-FULL = dict(model="smollm2-135m", n_prompts=256, n_cell_samples=2**17, missing_ok=True)
-
-EXPERIMENT = Experiment(
-    name="lm-geometry", command="lm-geometry",
-    title="Reachability geometry of a pretrained LM: radius, cone, bounds and decoder cells",
-    paper="How many different outputs can a Transformer generate?",
-    help="a real LM's hidden-state geometry, bounds and decoder cells (SmolLM2-135M)",
-    description="Measures the reachability geometry of a pretrained causal LM (default "
-    "SmolLM2-135M-Instruct): the radius, box and cone of its final hidden states under "
-    "random prompts, the bounds at the three precision conventions, and the decoder cells "
-    "of its head ranked by their share of the box, with the top tokens decoded.",
-    quick=QUICK, full=FULL,
-    run=_run, tables=_tables, plot=_plot, verdicts=_verdicts, add_arguments=_add_arguments, settings=_settings, summary=_summary,
-    check=_check,
-)

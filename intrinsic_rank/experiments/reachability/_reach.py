@@ -1,6 +1,7 @@
 """Accessibility curves and the reachable-length slope.
 
-From "How many different outputs can a Transformer generate?".
+From "How many different outputs can a Transformer generate?". The work of the
+experiment ``reach``, declared in :mod:`intrinsic_rank.experiments.reachability`.
 """
 
 import time
@@ -8,7 +9,6 @@ import time
 import numpy as np
 from sklearn.utils import Bunch
 
-from ..._packaged_models import model_option_help
 from ..._validation import check_int, keyed_seed
 from ...bounds import precision_for, reachable_slope_bound
 from ...datasets import make_random_targets
@@ -23,10 +23,7 @@ from ...inspection import (
     slope_ratio,
 )
 from ..runner import (
-    MAX_EPOCHS,
     NOT_COMPARABLE,
-    Experiment,
-    bounded_int,
     Verdict,
     grade,
     is_finite,
@@ -34,9 +31,6 @@ from ..runner import (
     label_bound_rows,
     number_text,
     one_plot,
-    parse_lengths,
-    parse_precision,
-    parse_ranks,
     progress_steps,
     pyplot,
     refinement_rows,
@@ -344,12 +338,6 @@ BOUND_COLUMNS = ["width", "vocab_size", "radius", "precision", "slope_bound",
 BOUND_TABLE_COLUMNS = ["bound", "convention", "slope_bound", "ratio"]
 """Columns of the bounds table (one row per bound and precision convention)."""
 
-_QUICK_SIZES = dict(n_memory=[1, 2, 3, 4], n_targets=16)
-"""``reach --quick`` without ``--n-memory``/``--targets``: fewer points than the paper's."""
-
-_PAPER_SIZES = dict(n_memory=[1, 2, 3, 4, 5], n_targets=20)
-"""The paper's protocol sizes, the defaults of ``reach`` and :func:`accessibility_curves`."""
-
 
 def _run(settings, *, random_state, progress, device):
     """One :func:`accessibility_curves`; its result is already plain data."""
@@ -575,40 +563,12 @@ def _verdicts(result, paper_r2=PAPER_R2):
     return verdicts
 
 
-def _add_arguments(parser):
-    parser.add_argument("--model", default="default",
-                        help=model_option_help(causal=True))
-    parser.add_argument("--n-memory", dest="n_memory", type=parse_ranks, default=None,
-                        help="numbers of prompt vectors m, e.g. 1-4 or 1,2,4,8 (default: "
-                        "1-5, the paper's; 1-4 with --quick)")
-    parser.add_argument("--lengths", type=parse_lengths, default="auto",
-                        help="target lengths, e.g. 2-16 or 2,4,8 (default: auto, until "
-                        "nobody is reached twice in a row)")
-    parser.add_argument("--targets", type=bounded_int(1, 4096), default=None,
-                        help="random targets per point, 1..4096 (default: 20, the paper's; "
-                        "16 with --quick)")
-    parser.add_argument("--epochs", type=bounded_int(1, MAX_EPOCHS), default=3000,
-                        help="at most this many full-batch optimiser steps per point, "
-                        "1..1000000")
-    parser.add_argument("--patience", type=bounded_int(1, MAX_EPOCHS), default=500,
-                        help="stop a target after this many steps without a better "
-                        "accuracy, 1..1000000")
-    parser.add_argument("--precision", type=parse_precision, default=None,
-                        help="eps of the headline bound: a number, a dtype name such as "
-                        "float16, or a convention: machine, paper (2^-10) or relative "
-                        "(r_inf / 2048) (default: the model's own dtype); the bounds table "
-                        "shows all three conventions")
-    parser.add_argument("--quick", action="store_true",
-                        help="600 steps, patience 200, m = 1-4, 16 targets: seconds per point")
+_plot = one_plot(plot_accessibility, "reach.png")
 
 
 def _settings(args):
-    sizes = _QUICK_SIZES if args.quick else _PAPER_SIZES
-    return dict(model=args.model,
-                n_memory=args.n_memory if args.n_memory is not None else sizes["n_memory"],
-                lengths=args.lengths,
-                n_targets=args.targets if args.targets is not None else sizes["n_targets"],
-                max_steps=args.epochs, patience=args.patience,
+    return dict(model=args.model, n_memory=args.n_memory, lengths=args.lengths,
+                n_targets=args.targets, max_steps=args.epochs, patience=args.patience,
                 precision=args.precision, quick=args.quick)
 
 
@@ -646,26 +606,3 @@ def _summary(result):
             + "-".join(f"{v:.2f}" for v in _authors_ball_range("relative"))
             + " (the paper quotes 4.5-20.4 across ball and refined bounds)")
     return lines
-
-
-EXPERIMENT = Experiment(
-    name="reach",
-    command="reach",
-    title="Reachable outputs: accessibility, n50 against m, and the slope bounds",
-    paper="How many different outputs can a Transformer generate?",
-    help="accessibility of random targets by cramming prompt vectors",
-    description="Cram random target sequences into m prompt vectors of a frozen causal LM "
-    "(the embedded default model unless --model is given), for a grid of m and target "
-    "lengths (the paper's sizes by default: m = 1-5, 20 targets per point); fit n50 per "
-    "m, the decay past it, the slope of n50 against m, and compare it with the slope "
-    "bounds (ball d ln(1 + 2r/eps) / ln|V|, box, cone, box + decoder cells) under the "
-    "three precision conventions. Prints the tables, saves reach.png and reach.json.",
-    quick=dict(model="default", n_memory=[1, 2, 3, 4], lengths="auto", n_targets=16,
-               max_steps=600, patience=200, precision="float16", quick=True),
-    full=dict(model="default", n_memory=[1, 2, 3, 4, 5], lengths="auto", n_targets=20,
-              max_steps=3000, patience=500, precision="float16"),
-    run=_run, tables=_tables, plot=one_plot(plot_accessibility, "reach.png"),
-    verdicts=_verdicts, add_arguments=_add_arguments, settings=_settings, summary=_summary,
-    floatfmt="{:.3g}",
-)
-"""Cramming and the slope bounds as a registered experiment (piece and command ``reach``)."""

@@ -1,73 +1,53 @@
-"""The experiments' runner: registry, reproduce, output, progress, arguments, parallel.
+"""The experiments' runner: what every paper's experiments share, and no experiment itself.
 
-Infrastructure every paper's experiments share, and no experiment itself: this
-package imports no paper package (import-linter checks it). A paper's module
-builds an :class:`Experiment` from its run, tables, plot, verdicts and options;
-:mod:`intrinsic_rank.experiments` registers them in report order, and the
-command line and :func:`reproduce` read them from :data:`EXPERIMENTS`.
+This package imports no paper package (import-linter checks it). A paper's
+``__init__`` declares each of its experiments as an :class:`Experiment` -- its
+words, its :class:`Option` list, its quick and full settings, and the module
+that holds its work -- and :mod:`intrinsic_rank.experiments` registers them in
+report order; the command line and :func:`reproduce` read them from
+:data:`EXPERIMENTS`.
 
-* registry and verdicts (``_registry``): :class:`Experiment`, :class:`Verdict`,
-  :func:`register`, :data:`EXPERIMENTS` and the small helpers of verdict text;
-* the reproduce runner and its report (``_reproduce``);
-* output (``_output``, ``_tables``, ``_figures``): atomic JSON and CSV files, the folder
-  lock, the printed and Markdown tables and the one text of a missing value, the figures;
-* the reachability geometry's words (``_geometry_text``): the labels, rows and
-  not-applicable notes that ``reach``, ``lm-geometry`` and ``profile`` print;
-* progress (``_progress``): one status-line and bar convention for long runs;
-* argument types (``_arguments``): rank grids, lengths, precisions;
-* parallel tasks through joblib (``_parallel``): :func:`run_parallel`.
+The public names below are the runner's API for the papers' packages and for
+users: the registry and its declarations, the option types, the verdict
+helpers, the records and figures an experiment writes, progress, parallel
+tasks and the reproduce runner. Everything else (the output stage that renames
+a run's files in together, the companion-file list, the status lines, the
+Markdown report's table helpers) is private to the runner's modules:
+
+* ``_registry``: :class:`Experiment`, :class:`Verdict`, :func:`register`, and the
+  small helpers of verdict text;
+* ``_arguments``: :class:`Option` and the option types;
+* ``_reproduce``: the reproduce runner and its report;
+* ``_output``, ``_tables``, ``_figures``: atomic JSON and CSV files, the folder lock,
+  the printed tables and the one text of a missing value, the figures;
+* ``_geometry_text``: the reachability geometry's words (the labels, rows and
+  not-applicable notes that ``reach``, ``lm-geometry`` and ``profile`` print);
+* ``_progress``: one status-line and bar convention for long runs;
+* ``_parallel``: parallel tasks through joblib, :func:`run_parallel`.
+
+Only ``_registry`` and ``_arguments`` (the standard library only) load with the
+package; the others load on first use of one of their names, so that declaring
+an experiment and building ``--help`` import no numpy or torch.
 """
+
+import importlib
 
 from ._arguments import (
     MAX_EPOCHS,
-    MAX_GRID_SIZE,
-    add_refused_data,
+    CommandParser,
+    Option,
     bounded_float,
     bounded_int,
     parse_lengths,
     parse_precision,
     parse_ranks,
-    refuse_data,
+    refused_data,
 )
-from ._figures import pyplot, save_figure, write_figure
-from ._geometry_text import (
-    GEOMETRY_BOUND_COLUMNS,
-    geometry_record,
-    label_bound_rows,
-    refinement_rows,
-)
-from ._output import (
-    OutputStage,
-    atomic_file,
-    check_output_file,
-    check_output_folder,
-    check_outputs_apart,
-    command_files,
-    jsonable,
-    lock_folder,
-    output_stage,
-    read_json,
-    save_records,
-    write_csv,
-    write_json,
-    write_text,
-)
-from ._parallel import run_parallel
-from ._tables import (
-    MISSING,
-    format_column,
-    format_table,
-    markdown_table,
-    markdown_text,
-    number_text,
-)
-from ._progress import StatusLines, Steps, progress_steps, silence_third_party_bars
 from ._registry import (
     EXPERIMENTS,
     NOT_COMPARABLE,
     VERDICTS,
     Experiment,
-    InterruptGuard,
     Verdict,
     get_experiment,
     grade,
@@ -76,62 +56,55 @@ from ._registry import (
     register,
     save_plot,
 )
-from ._reproduce import reproduce, write_report
 
-__all__ = [
+_LAZY = {
+    "_output": ("atomic_file", "check_output_folder", "jsonable", "lock_folder", "save_records",
+                "write_csv", "write_json"),
+    "_tables": ("MISSING", "format_table", "number_text"),
+    "_geometry_text": ("GEOMETRY_BOUND_COLUMNS", "geometry_record", "label_bound_rows",
+                       "refinement_rows"),
+    "_figures": ("pyplot", "save_figure"),
+    "_progress": ("progress_steps",),
+    "_parallel": ("run_parallel",),
+    "_reproduce": ("reproduce", "write_report"),
+}
+"""The names of the modules that load on first use (numpy, matplotlib, joblib, torch)."""
+
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
+
+__all__ = sorted([
     "EXPERIMENTS",
+    "CommandParser",
     "Experiment",
-    "GEOMETRY_BOUND_COLUMNS",
-    "InterruptGuard",
     "MAX_EPOCHS",
-    "MAX_GRID_SIZE",
-    "MISSING",
     "NOT_COMPARABLE",
-    "OutputStage",
-    "StatusLines",
-    "Steps",
+    "Option",
     "VERDICTS",
     "Verdict",
-    "add_refused_data",
-    "atomic_file",
     "bounded_float",
     "bounded_int",
-    "check_output_file",
-    "check_output_folder",
-    "check_outputs_apart",
-    "command_files",
-    "format_column",
-    "format_table",
-    "geometry_record",
     "get_experiment",
     "grade",
     "is_finite",
-    "jsonable",
-    "label_bound_rows",
-    "lock_folder",
-    "markdown_table",
-    "markdown_text",
-    "number_text",
     "one_plot",
-    "output_stage",
     "parse_lengths",
     "parse_precision",
     "parse_ranks",
-    "pyplot",
-    "read_json",
-    "refuse_data",
-    "refinement_rows",
+    "refused_data",
     "register",
-    "reproduce",
-    "run_parallel",
-    "save_figure",
     "save_plot",
-    "save_records",
-    "silence_third_party_bars",
-    "progress_steps",
-    "write_csv",
-    "write_figure",
-    "write_json",
-    "write_report",
-    "write_text",
-]
+    *_HOME,
+])
+
+
+def __getattr__(name):
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -198,7 +198,7 @@ def _clear_suptitle(fig, gap=6.0):
 def save_figure(fig, path):
     """Lay out ``fig`` with titles that fit and save it as a PNG at ``path``; ``None`` skips.
 
-    The layout is matplotlib's ``tight_layout``, after :func:`fit_titles`
+    The layout is matplotlib's ``tight_layout``, after ``fit_titles``
     has wrapped every title that would reach past the figure or over its
     neighbour's (repeated while the layout changes what fits); the axes are then
     lowered where their titles would touch the suptitle.

@@ -36,12 +36,8 @@ import tempfile
 
 import numpy as np
 
-from ..._validation import (
-    check_output_file,
-    check_output_folder,
-    check_paths_apart,
-    signals_held,
-)
+from ..._interrupts import StopGuard
+from ..._validation import check_output_file, check_output_folder, check_paths_apart
 
 __all__ = [
     "OutputStage",
@@ -506,7 +502,7 @@ class OutputStage:
         the files renamed before it and removes every staged file, so the
         folder is left as the earlier run left it.
         """
-        with signals_held():
+        with StopGuard(held=True):
             names = [os.path.basename(path) for path, (_, companion) in self._staged.items()
                      if companion and os.path.dirname(path) == self.folder]
             self._rename_in()

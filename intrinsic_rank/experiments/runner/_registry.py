@@ -1,22 +1,26 @@
 """The registry of experiments: one object per experiment, read by the CLI and ``reproduce``.
 
-An experiment module ends with one :class:`Experiment` passed to :func:`register`.
-The command line builds one sub-command per registered experiment (its options
-from ``add_arguments``, plus the options every command shares), and
+Each experiment of a paper is one :class:`Experiment`, declared in its paper's
+``__init__`` (plain data: its words, its options, its scales, and the name of the
+module that holds its work), and registered by
+:mod:`intrinsic_rank.experiments` in report order with :func:`register`. The
+command line builds one sub-command per registered experiment (its options
+from its declaration, plus the options every command shares), and
 :func:`~intrinsic_rank.experiments.reproduce` runs the same objects as the
-pieces of its report. Adding an experiment is adding a module that registers
-one; neither ``cli.py`` nor the reproduce runner changes.
+pieces of its report. Adding an experiment is adding its module and its
+declaration in its paper's ``__init__``: neither the command line, the
+reproduce runner nor :mod:`intrinsic_rank.experiments` changes. An experiment
+registered from Python becomes a command and a piece the same way.
 
 Interrupts
 ----------
 Both the CLI and ``reproduce`` run an experiment through
-:meth:`Experiment.execute`, never ``run`` directly. It runs ``run`` under
-``InterruptGuard``: while it runs, Ctrl-C (SIGINT) is recorded as well as
-raised as ``KeyboardInterrupt``, so an interrupt that some library swallows
-(skorch's ``partial_fit`` catches ``KeyboardInterrupt`` and returns a
-truncated fit) still ends the run with ``KeyboardInterrupt`` when ``run``
-returns or fails: a result computed while an interrupt arrived is never handed
-on, written or cached.
+:meth:`Experiment.execute`, never ``run`` directly. It runs ``run`` under a
+:class:`~intrinsic_rank._interrupts.StopGuard`: a stop signal (Ctrl-C,
+SIGTERM, SIGHUP) that some library swallows (skorch's ``partial_fit`` catches
+``KeyboardInterrupt`` and returns a truncated fit) still ends the run when
+``run`` returns or fails: a result computed while a stop arrived is never
+handed on, written or cached.
 
 Writing a command's files
 -------------------------
@@ -29,78 +33,17 @@ Ctrl-C none of them (the earlier run's files stay, all of them); after a
 plotting failure the results and no PNG of an earlier run.
 """
 
-import signal
-import threading
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional
 
+from ._arguments import _resolve_quick, _value_text
+
 __all__ = [
-    "EXPERIMENTS", "Experiment", "InterruptGuard", "NOT_COMPARABLE", "Verdict", "VERDICTS",
+    "EXPERIMENTS", "Experiment", "NOT_COMPARABLE", "Verdict", "VERDICTS",
     "get_experiment",
     "grade", "is_finite", "one_plot", "register", "save_plot",
 ]
 
-
-class InterruptGuard:
-    """Record Ctrl-C (SIGINT) in a block, and end the block with ``KeyboardInterrupt``.
-
-    Inside the block a SIGINT sets :attr:`interrupted` and raises
-    ``KeyboardInterrupt`` as Python's default handler does. When the block
-    ends -- normally, or with any exception -- after an interrupt, the guard
-    raises ``KeyboardInterrupt`` (chained to that exception), so code that
-    catches the interrupt and carries on (skorch's ``partial_fit``) cannot turn
-    it into a finished-looking result. The previous handler is restored on
-    exit. Outside the main thread, or when SIGINT is ignored, nothing is
-    installed and only a ``KeyboardInterrupt`` that leaves the block counts.
-
-    Attributes
-    ----------
-    interrupted : bool
-        Whether a SIGINT arrived (or a ``KeyboardInterrupt`` left the block).
-
-    Examples
-    --------
-    >>> import os, signal
-    >>> try:
-    ...     with InterruptGuard() as guard:
-    ...         try:
-    ...             os.kill(os.getpid(), signal.SIGINT)
-    ...         except KeyboardInterrupt:
-    ...             pass  # swallowed, as skorch does
-    ... except KeyboardInterrupt:
-    ...     print("interrupted:", guard.interrupted)
-    interrupted: True
-    """
-
-    def __init__(self):
-        self.interrupted = False
-        self._previous = None
-
-    def _handler(self, signum, frame):
-        self.interrupted = True
-        raise KeyboardInterrupt
-
-    def __enter__(self):
-        self.interrupted = False
-        self._previous = None
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.getsignal(signal.SIGINT)
-            if previous not in (signal.SIG_IGN, None):
-                signal.signal(signal.SIGINT, self._handler)
-                self._previous = previous
-        return self
-
-    def __exit__(self, kind, error, traceback):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
-        if kind is not None and issubclass(kind, KeyboardInterrupt):
-            self.interrupted = True
-            return False
-        if self.interrupted:
-            raise KeyboardInterrupt("interrupted (an interrupt was caught and "
-                                    "swallowed inside the run)") from error
-        return False
 
 VERDICTS = ("agrees", "partly", "does not agree", "not comparable")
 """The four verdicts a claim can get.
@@ -145,9 +88,70 @@ class Verdict(NamedTuple):
     explanation: str
 
 
+_PARTS = ("run", "tables", "plot", "verdicts", "summary", "settings", "check", "saved",
+          "extra_files")
+"""The parts of an experiment's work, in its module as ``_run``, ``_tables``, ... (see
+:class:`Experiment`)."""
+
+_OPTIONAL = {
+    "check": lambda settings: None,
+    "saved": lambda result: result,
+    "extra_files": lambda result, folder: [],
+}
+"""What an optional part does when the experiment's module has none."""
+
+
+class _Part:
+    """One part of an experiment's work, looked up in its module when first called."""
+
+    def __init__(self, module, part, fallback=None):
+        self.module, self.part, self.fallback = module, part, fallback
+
+    def resolve(self):
+        """The function (importing the experiment's module, and with it torch)."""
+        import importlib
+
+        found = getattr(importlib.import_module(self.module), f"_{self.part}", None)
+        if found is None:
+            if self.fallback is None:
+                raise AttributeError(f"the experiment module {self.module} defines no "
+                                     f"_{self.part}")
+            return self.fallback
+        return found
+
+    def __call__(self, *args, **kwargs):
+        if self.part == "settings":  # parsed by a parser other than the CLI's
+            args = (_resolve_quick(args[0]), *args[1:])
+        return self.resolve()(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<{self.module}:_{self.part}>"
+
+
+def _option_values(options):
+    """``settings(args)`` of an experiment without one: its options' values by name."""
+    names = [option.dest for option in options if option.dest != "quick"]
+
+    def settings(args):
+        args = _resolve_quick(args)
+        return {name: getattr(args, name) for name in names}
+
+    return settings
+
+
 @dataclass(frozen=True)
 class Experiment:
     """Everything the CLI and ``reproduce`` need to know about one experiment.
+
+    An experiment of the package is declared in its paper's ``__init__``,
+    which imports nothing heavy: its words, its options and its scales here,
+    and its work as the name of the ``module`` that holds it. That module
+    defines ``_run``, ``_tables``, ``_plot``, ``_verdicts``, ``_summary``
+    and, when it needs them, ``_settings``, ``_check``, ``_saved`` and
+    ``_extra_files`` (the parts below, without ``_``); each is looked up when
+    it is first called, so the command line builds every ``--help`` without
+    torch. An experiment registered from Python may pass the parts themselves
+    instead.
 
     Attributes
     ----------
@@ -166,7 +170,9 @@ class Experiment:
     quick, full : dict
         JSON-able settings of the quick and the full scale; ``run`` receives
         them (the reproduce runner) or what ``settings`` built from the command
-        line (the CLI). They are part of the reproduce cache key.
+        line (the CLI). They are part of the reproduce cache key. An option
+        declared with ``scale="key"`` takes its default and its ``--quick``
+        value from them.
     run : callable
         ``run(settings, *, random_state, progress, device)`` -> JSON-able dict,
         the measured result; ``progress`` is a bool, ``device`` a torch device
@@ -178,17 +184,27 @@ class Experiment:
         ``plot(result, folder)`` -> list of PNG file names written in ``folder``.
     verdicts : callable
         ``verdicts(result)`` -> list of :class:`Verdict`.
-    add_arguments : callable
-        ``add_arguments(parser)`` adds the command's own options (the shared
-        ``--seed``, ``--out``, ``--quiet`` and ``--device`` are added by the CLI).
-    settings : callable
-        ``settings(args)`` -> the dict passed to ``run`` from parsed arguments.
     summary : callable
         ``summary(result)`` -> list of str: the lines the CLI prints around
         the tables (``summary(result)[0]`` above them, the rest below).
-    extra_files : callable or None
+    settings : callable
+        ``settings(args)`` -> the dict passed to ``run`` from parsed arguments;
+        by default the options' values by their names.
+    options : tuple of Option, default=()
+        The command's own options (the CLI adds ``--seed``, ``--out``,
+        ``--quiet``, ``--device`` and ``--threads``); an option
+        ``--quick`` makes ``--help`` list what it changes.
+    module : str or None, default=None
+        The module holding the parts not given, e.g.
+        ``"intrinsic_rank.experiments.entropic._ladder"``.
+    writes : str or None, default=None
+        The files the command writes in ``--out``, in words, for its ``--help``.
+    groups : dict, default={}
+        Titles and descriptions of option groups in ``--help`` (an option joins
+        one with ``group=`` among its argparse arguments).
+    extra_files : callable or None, default=None
         ``extra_files(result, folder)`` -> list of file names, for outputs
-        other than the JSON and the PNGs (for example a CSV); ``None``: none.
+        other than the JSON and the PNGs (for example a CSV); none by default.
     in_reproduce : bool, default=True
         Whether ``reproduce("all")`` runs it.
     json_name : str or None, default=None
@@ -196,8 +212,8 @@ class Experiment:
         ``None`` means the command with ``-`` read as ``_`` (``min-ip`` ->
         ``min_ip.json``).
     saved : callable or None, default=None
-        ``saved(result)`` -> the JSON-able payload of that file; ``None``
-        writes ``result`` itself.
+        ``saved(result)`` -> the JSON-able payload of that file; by default
+        ``result`` itself.
     floatfmt : str or None, default=None
         Format of floats in the tables the command prints (a table given as
         ``(caption, records, columns, floatfmt)`` overrides it); ``None``: the
@@ -207,7 +223,7 @@ class Experiment:
         ``check(settings)`` raises ``ValueError`` naming the option when the
         settings cannot run (for example a length beyond what the model can
         hold); the CLI calls it before any work, ``reproduce`` before a piece
-        runs. ``None``: ``run`` checks its own arguments.
+        runs. By default ``run`` checks its own arguments.
 
     Examples
     --------
@@ -224,27 +240,82 @@ class Experiment:
     description: str
     quick: dict
     full: dict
-    run: Callable
-    tables: Callable
-    plot: Callable
-    verdicts: Callable
-    add_arguments: Callable
-    settings: Callable
-    summary: Callable
+    run: Optional[Callable] = None
+    tables: Optional[Callable] = None
+    plot: Optional[Callable] = None
+    verdicts: Optional[Callable] = None
+    summary: Optional[Callable] = None
+    settings: Optional[Callable] = None
+    options: tuple = ()
+    module: Optional[str] = None
+    writes: Optional[str] = None
+    groups: dict = field(default_factory=dict)
     extra_files: Optional[Callable] = None
-    in_reproduce: bool = field(default=True)
+    in_reproduce: bool = True
     json_name: Optional[str] = None
     saved: Optional[Callable] = None
     floatfmt: Optional[str] = None
     check: Optional[Callable] = None
+
+    def __post_init__(self):
+        options = tuple(option.scaled(self.full, self.quick) for option in self.options)
+        object.__setattr__(self, "options", options)
+        for part in _PARTS:
+            if getattr(self, part) is not None:
+                continue
+            fallback = _option_values(options) if part == "settings" else _OPTIONAL.get(part)
+            if self.module is not None:
+                object.__setattr__(self, part, _Part(self.module, part, fallback))
+            elif fallback is not None:
+                object.__setattr__(self, part, fallback)
+            else:
+                raise TypeError(f"experiment {self.name!r}: give {part}= or the module that "
+                                f"defines _{part}")
 
     @property
     def file_stem(self):
         """Stem of the command's JSON file: ``json_name`` or the command with ``_`` for ``-``."""
         return self.json_name or self.command.replace("-", "_")
 
+    @property
+    def takes_quick(self):
+        """Whether the command takes ``--quick`` (one of its options)."""
+        return any(option.dest == "quick" for option in self.options)
+
+    def quick_help(self):
+        """What ``--quick`` does, from the options it changes: the help of that flag."""
+        changes = [f"{option.flag} {_value_text(option.quick, option.kwargs.get('nargs'))}"
+                   for option in self.options if option.changes_with_quick]
+        (flag,) = [option for option in self.options if option.dest == "quick"]
+        text = "the quick sizes"
+        if changes:
+            text += ": " + ", ".join(changes)
+        if flag.help:
+            text += ("; " if changes else ": ") + flag.help
+        return text
+
+    def add_arguments(self, parser):
+        """Add the command's own options (``options``) to ``parser``.
+
+        Parameters
+        ----------
+        parser : argparse.ArgumentParser
+            Best a ``CommandParser`` (the runner's, which the command line uses),
+            which gives an option its ``--quick`` value when the flag is given.
+        """
+        quick = self.takes_quick
+        groups = {title: parser.add_argument_group(title, description)
+                  for title, description in self.groups.items()}
+        for option in self.options:
+            where = groups[option.group] if option.group is not None else parser
+            if option.dest == "quick":
+                where.add_argument(*option.flags, action="store_true",
+                                   help=self.quick_help().replace("%", "%%"))
+            else:
+                option.add_to(where, self.module, quick_flag=quick)
+
     def validate(self, settings):
-        """Check ``settings`` before any work: ``check(settings)`` when the experiment has one.
+        """Check ``settings`` before any work: the experiment's ``check``.
 
         Parameters
         ----------
@@ -255,8 +326,28 @@ class Experiment:
         ValueError
             From ``check``, naming the bad option.
         """
-        if self.check is not None:
-            self.check(settings)
+        self.check(settings)
+
+    def check_outputs(self, folder, inputs, files=()):
+        """Refuse, before any work, a command file in ``folder`` that would overwrite an input.
+
+        Parameters
+        ----------
+        folder : str
+            ``--out``.
+        inputs : list of (str, str)
+            ``(option, path)`` of the run's inputs.
+        files : list of (str, str), default=()
+            ``(option, path)`` of other files the run writes (``--save-model``).
+
+        Raises
+        ------
+        ValueError
+            Naming the option whose path would be overwritten.
+        """
+        from ._output import check_outputs_apart
+
+        check_outputs_apart(folder, self.file_stem, inputs, files)
 
     def output_stage(self, folder, protect=()):
         """The :func:`output_stage` of this command's files in ``folder``.
@@ -299,15 +390,15 @@ class Experiment:
         from ._output import _STAGE, write_json
 
         json_path = os.path.join(folder, f"{self.file_stem}.json")
-        write_json(json_path, result if self.saved is None else self.saved(result))
-        files = [] if self.extra_files is None else list(self.extra_files(result, folder))
+        write_json(json_path, self.saved(result))
+        files = list(self.extra_files(result, folder))
         stage = _STAGE.get()
         if stage is not None:
             stage.results_saved()
         return json_path, files
 
     def execute(self, settings, *, random_state, progress, device):
-        """``run(settings, ...)`` under an ``InterruptGuard``, with the progress convention.
+        """``run(settings, ...)`` under a stop guard, with the progress convention.
 
         With ``progress`` true, off a terminal a status line with the elapsed
         time goes to stderr every 30 s (the bars show on a terminal); third-party
@@ -328,13 +419,17 @@ class Experiment:
         Raises
         ------
         KeyboardInterrupt
-            When Ctrl-C arrived during ``run``, even if something inside ``run``
-            caught it and carried on.
+            When Ctrl-C arrived during ``run``, even if something inside
+            ``run`` caught it and carried on. A SIGTERM or SIGHUP is handled
+            the same way (as the ``BaseException`` ``Stopped``, which the
+            command line reports); outside the command line it then ends the
+            process by that signal once ``run`` has cleaned up.
         """
+        from ..._interrupts import StopGuard
         from ._progress import StatusLines, silence_third_party_bars
 
         silence_third_party_bars()
-        with InterruptGuard(), StatusLines(self.command, enabled=progress):
+        with StopGuard(), StatusLines(self.command, enabled=progress):
             return self.run(settings, random_state=random_state, progress=progress,
                             device=device)
 
@@ -363,11 +458,10 @@ def register(experiment):
         if other.name != experiment.name and other.command == experiment.command:
             raise ValueError(f"command {experiment.command!r} is already taken by {other.name!r}")
     known = EXPERIMENTS.get(experiment.name)
-    # The same module imported a second time (pytest's importlib mode does this when it
-    # collects doctests) re-registers its own experiment: that replaces, it is no clash.
-    reimported = known is not None and known.run is not experiment.run and (
-        (known.run.__module__, known.run.__qualname__)
-        == (experiment.run.__module__, experiment.run.__qualname__))
+    # The same declaration imported a second time (pytest's importlib mode does this when
+    # it collects doctests) re-registers its own experiment: that replaces, it is no clash.
+    reimported = (known is not None and known.module is not None
+                  and (known.module, known.command) == (experiment.module, experiment.command))
     if known is not None and known is not experiment and not reimported:
         raise ValueError(f"an experiment named {experiment.name!r} is already registered")
     EXPERIMENTS[experiment.name] = experiment
