@@ -17,7 +17,8 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from .._validation import check_device, check_int, signals_held
+from .._interrupts import StopGuard
+from .._validation import check_device, check_int
 from ..nn import (
     check_token_inputs,
     load_model,
@@ -205,12 +206,12 @@ def imposed_queries(model, projections):
     everything = blocks + bias_blocks
     saved = [param[index].detach().clone() for param, index, _ in everything]
     try:
-        with signals_held():
+        with StopGuard(held=True):
             _write(everything, values + bias_values)
         _check_written(bare, checked, values, blocks)
         yield model
     finally:
-        with signals_held():
+        with StopGuard(held=True):
             _write(everything, saved)
 
 

@@ -342,8 +342,9 @@ HEAD_RANKS = Experiment(
     writes="head_ranks.json (one record per head, corpus and plant), head_ranks.csv, "
     "head_ranks.png (the map), head_rank_curves.png and head_ranks_impose.png",
     full=_HEAD_RANKS,
-    quick=dict(_HEAD_RANKS, heads="L0H0,L5H3,L10H6,L15H2,L16H0,L18H6,L18H8,L20H4,L25H1,"
-               "L29H7", n_fit=24, n_heldout=8, length=64, impose=False),
+    # ten heads, one every three layers: too few to impose (imposing takes every head)
+    quick=dict(_HEAD_RANKS, heads="L0H0, L3H2, L6H4, L9H6, L12H8, L15H1, L18H6, L21H3, "
+               "L24H5, L27H7", n_fit=24, n_heldout=8, length=64),
     options=(
         _QUICK,
         Option("model", scale="model", help=lambda: model_option_help(causal=True)),
@@ -370,7 +371,7 @@ HEAD_RANKS = Experiment(
                scale="max_epochs", help="the most epochs of a distillation, 1..1000000"),
         Option("--patience", type=bounded_int(1, MAX_EPOCHS), scale="patience",
                help=f"epochs without a fall of a rank's best held-out risk by "
-               f"{HEAD_RANK_TRAINING['min_fall']:.0%} of itself before it has converged"),
+               f"{HEAD_RANK_TRAINING['min_fall']:g} of itself before it has converged"),
         Option("--lr", type=bounded_float(0.0, 1000.0, low_open=True), scale="lr",
                help="Adam's learning rate, in (0, 1000]"),
         Option("--batch-size", type=bounded_int(1, 65536), scale="batch_size",
