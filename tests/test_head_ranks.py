@@ -379,3 +379,87 @@ def test_a_planted_rank_is_found_on_a_rotary_head_of_smollm2():
     assert record["plantable"] and record["r_star"][0] == 4, record["risks"][:8]
     assert result.corpora["code"]["source"].endswith(("python3.11", "python3.12",
                                                       "python3.10", "python3.13"))
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+def test_the_command_maps_every_head_imposes_and_resumes(tmp_path, capsys):
+    from intrinsic_rank.cli import main
+
+    out = tmp_path / "hr"
+    argv = ["head-ranks", "default", "--corpora", "random", "--n-fit", "24", "--n-heldout",
+            "8", "--length", "16", "--tolerances", "0.02,0.2", "--epochs", "20", "--jobs", "1",
+            "--n-test", "4", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    saved = json.loads((out / "head_ranks.json").read_text())
+    assert len(saved["records"]) == 8  # every head of the embedded model
+    assert {row["allocation"] for row in saved["impose"]["rows"]} == {
+        "r*_attn", "training-free", "uniform", "query energy", "half"}
+    header = (out / "head_ranks.csv").read_text().splitlines()[0].split(",")
+    assert {"r_attn@0.02", "r_free@0.2", "precision_floor", "risk_r1", "risk_r16"} <= set(header)
+    for name in ("head_ranks.png", "head_rank_curves.png", "head_ranks_impose.png"):
+        assert (out / name).stat().st_size > 0
+    printed = capsys.readouterr().out
+    assert "does r*_attn(0.2) follow" in printed  # 0.05 not measured: the middle tolerance
+    assert "achievability" in printed
+    parts = sorted(os.listdir(out / "head_ranks.parts" / "random"))
+    assert len(parts) == 16 and parts[0] == "L0H0.json"
+    stamps = {p: os.stat(out / "head_ranks.parts" / "random" / p).st_mtime_ns for p in parts}
+    assert main(argv) == 0  # the rerun reads every head back
+    assert stamps == {p: os.stat(out / "head_ranks.parts" / "random" / p).st_mtime_ns
+                      for p in parts}
+    again = json.loads((out / "head_ranks.json").read_text())
+    assert [r["r_star"] for r in again["records"]] == [r["r_star"] for r in saved["records"]]
+
+
+def test_the_command_prints_the_planted_verdict_and_unplantable_heads(tmp_path, capsys):
+    from intrinsic_rank.cli import main
+
+    status = main(["head-ranks", "default", "--heads", "L0H0,L0H3", "--corpora", "random",
+                   "--plant-rank", "4", "--n-fit", "48", "--n-heldout", "16", "--length", "16",
+                   "--jobs", "1", "--out", str(tmp_path / "p"), "--quiet"])
+    assert status == 0
+    printed = capsys.readouterr().out
+    assert "not plantable (no sharp plant): L0H3 (k = 4)" in printed
+    assert "deficiency and achievability inside the attention class" in printed
+    assert "k = 4 (exact): 1 of 1 plantable heads (of 2)" in printed
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--heads", "L9H0"], "head L9H0 is not in the model"),
+    (["--heads", "X1"], "L<layer>H<head>"),
+    (["--heads", "L" + "9" * 5000 + "H0"], "at most 6 digits"),
+    (["--plant-rank", "1"], "give distinct ranks of at least 2"),
+    (["--plant-rank", "16"], r"plant_rank must be an integer in [2, 15]"),
+    (["--corpora", "poetry"], "give one or more distinct of"),
+    (["--corpora", "prose"], "tokenizer"),
+    (["--tolerances", "0,0.5"], "tolerance must be a finite real number in (0.0, 1.0)"),
+    (["--plant-tol", "0.03"], "--plant-tol 0.03 must be one of --tolerances"),
+    (["--lr", "1e300"], "--lr"),
+    (["--device", "xla"], "xla"),
+])
+def test_bad_options_are_one_line(tmp_path, capsys, argv, message):
+    from intrinsic_rank.cli import main
+
+    status = main(["head-ranks", "default", "--corpora", "random", *argv, "--n-fit", "8",
+                   "--n-heldout", "4", "--length", "8", "--out", str(tmp_path / "x"),
+                   "--quiet"])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) <= 2
+
+
+def test_the_declared_defaults_are_the_functions_defaults():
+    import inspect
+
+    from intrinsic_rank.experiments.entropic import HEAD_RANKS, HEAD_RANK_TRAINING, TOLERANCES
+
+    full = HEAD_RANKS.full
+    map_defaults = inspect.signature(head_rank_map).parameters
+    for key in ("n_fit", "n_heldout", "length", "distill", "restarts"):
+        assert full[key] == map_defaults[key].default, key
+    assert tuple(full["tolerances"]) == TOLERANCES == map_defaults["tolerances"].default
+    for key in ("lr", "batch_size", "max_epochs", "patience"):
+        assert full[key] == HEAD_RANK_TRAINING[key] == _head_measure.TRAINING[key]

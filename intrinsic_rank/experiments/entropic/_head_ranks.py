@@ -28,7 +28,8 @@ from ..runner import (
 from ._head_measure import check_tolerances
 from ._real_heads import SHARPNESS, head_name
 
-__all__ = ["ALPHA", "FINDINGS_TOL", "PLANT_RECOVERY", "SCORES", "head_rank_findings",
+__all__ = ["ALPHA", "FINDINGS_TOL", "PLANT_RECOVERY", "SCORES", "findings_tol",
+           "head_rank_findings",
            "plot_head_rank_curves", "plot_head_rank_map", "plot_impose"]
 
 ALPHA = 0.05
@@ -47,6 +48,19 @@ mass, its static kernel's and realised attention's energy ranks."""
 
 
 # -- what the measurements answer ---------------------------------------------------
+
+
+def findings_tol(tolerances):
+    """The tolerance the findings and the map's figure read: ``FINDINGS_TOL`` when measured,
+    else the middle one of ``tolerances``.
+
+    Examples
+    --------
+    >>> findings_tol([0.01, 0.05, 0.2]), findings_tol([0.02, 0.1, 0.3])
+    (0.05, 0.1)
+    """
+    tolerances = sorted(tolerances)
+    return FINDINGS_TOL if FINDINGS_TOL in tolerances else tolerances[len(tolerances) // 2]
 
 
 def _unplanted(records):
@@ -151,7 +165,7 @@ def _small_sample(records, tol):
     return rows
 
 
-def head_rank_findings(records, tol=FINDINGS_TOL):
+def head_rank_findings(records, tol=None):
     """What the map answers, each by a rule fixed before the run.
 
     * **Does r*_attn follow what a head does?** Per corpus, Spearman's rho of
@@ -173,8 +187,9 @@ def head_rank_findings(records, tol=FINDINGS_TOL):
     ----------
     records : list of dict
         The records of :func:`~._real_heads.head_rank_map`.
-    tol : float, default=FINDINGS_TOL
-        One of the records' tolerances.
+    tol : float or None, default=None
+        One of the records' tolerances; ``None``: :func:`findings_tol` of them
+        (``FINDINGS_TOL``, 0.05, when it was measured).
 
     Returns
     -------
@@ -192,8 +207,12 @@ def head_rank_findings(records, tol=FINDINGS_TOL):
     ['yes', 'yes']
     """
     records = _unplanted(records)
-    if not records or tol not in records[0]["tolerances"]:
+    if not records:
         return []
+    tol = findings_tol(records[0]["tolerances"]) if tol is None else tol
+    if tol not in records[0]["tolerances"]:
+        raise ValueError(f"tol={tol:g} is not one of the measured tolerances "
+                         f"{records[0]['tolerances']}")
     return _correlations(records, tol) + _small_sample(records, tol)
 
 
@@ -328,8 +347,8 @@ def _tables(result):
                        "the head width; 'lowered': heads where distillation beat the "
                        "training-free answer)", summary, _SUMMARY_COLUMNS))
     if result["findings"]:
-        tables.append((f"what the map answers at tol {FINDINGS_TOL:g} (rules fixed before "
-                       "the run; small-sample rows: 'high' is the p-value)",
+        tables.append((f"what the map answers at tol {findings_tol(cfg['tolerances']):g} "
+                       "(rules fixed before the run; small-sample rows: 'high' is the p-value)",
                        result["findings"], _FINDING_COLUMNS))
     if result["plant_recovery"]:
         tables.append(("planted ranks found (r*_attn at the plant's tolerance)",
@@ -381,7 +400,7 @@ def _grid(result, tol):
     return grid, missed
 
 
-def plot_head_rank_map(result, path=None, tol=FINDINGS_TOL):
+def plot_head_rank_map(result, path=None, tol=None):
     """The map: ``r*_attn(tol)`` of every head, layer by head, on the first corpus.
 
     Parameters
@@ -389,7 +408,8 @@ def plot_head_rank_map(result, path=None, tol=FINDINGS_TOL):
     result : Bunch or dict
         The experiment's result (or :func:`~._real_heads.head_rank_map`'s).
     path : str or None
-    tol : float, default=FINDINGS_TOL
+    tol : float or None, default=None
+        One of the measured tolerances; ``None``: :func:`findings_tol` of them.
 
     Returns
     -------
@@ -397,8 +417,10 @@ def plot_head_rank_map(result, path=None, tol=FINDINGS_TOL):
     """
     plt = pyplot()
     cfg = result["config"]
+    tol = findings_tol(cfg["tolerances"]) if tol is None else tol
     grid, missed = _grid(result, tol)
-    fig, ax = plt.subplots(figsize=(1.2 + 0.45 * cfg["n_heads"], 1.0 + 0.22 * cfg["n_layers"]))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 + 0.45 * cfg["n_heads"]),
+                                    max(3.2, 1.2 + 0.22 * cfg["n_layers"])))
     image = ax.imshow(np.log2(grid), aspect="auto", cmap="viridis", vmin=0,
                       vmax=math.log2(cfg["width"]))
     for layer, head in zip(*np.nonzero(missed)):
@@ -406,12 +428,12 @@ def plot_head_rank_map(result, path=None, tol=FINDINGS_TOL):
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
     ax.set_xticks(range(cfg["n_heads"]))
+    ax.set_yticks(range(0, cfg["n_layers"], max(1, math.ceil(cfg["n_layers"] / 32))))
     bar = fig.colorbar(image, ax=ax)
     ticks = [t for t in range(int(math.log2(cfg["width"])) + 1)]
     bar.set_ticks(ticks, labels=[str(2 ** t) for t in ticks])
-    bar.set_label(f"r*_attn({tol:g})  ('>': above {cfg['width'] - 1})")
-    ax.set_title(f"{cfg['model']}: r*_attn of every head, {cfg['corpora'][0]} corpus",
-                 fontsize=9)
+    bar.set_label(f"r*_attn({tol:g}); '>': above {cfg['width'] - 1}")
+    ax.set_title(f"{cfg['model']}: r*_attn per head ({cfg['corpora'][0]})", fontsize=9)
     fig.tight_layout()
     return save_figure(fig, path)
 
@@ -446,6 +468,9 @@ def plot_head_rank_curves(result, path=None):
     for tol in cfg["tolerances"]:
         ax.axhline(tol, color="grey", lw=0.6, ls=":")
     ax.set_xscale("log", base=2)
+    ticks = [2 ** i for i in range(int(math.log2(cfg["width"])) + 1) if 2 ** i < cfg["width"]]
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.minorticks_off()
     ax.set_yscale("log")
     ax.set_xlabel("query rank r")
     ax.set_ylabel("held-out MSE / variance of Y")
