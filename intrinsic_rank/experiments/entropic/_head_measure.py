@@ -51,7 +51,7 @@ from ...nn import RotarySoftmaxStudent, distill_slots
 from . import DISTILL_MARGIN, HEAD_RANK_TRAINING, TOLERANCES
 
 __all__ = ["DISTILL_MODES", "RESOLUTION", "TRAINING", "check_tolerances", "energy_rank",
-           "measure_head", "rank_text"]
+           "measure_head", "query_rows", "rank_text"]
 
 RESOLUTION = 1 / 8
 """The search stops when the bracket of an answer is at most this share of it (one rank at
@@ -78,6 +78,25 @@ def rank_text(rank, width):
     return f"> {width - 1}" if rank is None else str(int(rank))
 
 
+def _biased(facts):
+    return any(np.any(np.asarray(b) != 0) for b in (facts.b_q, facts.b_k, facts.b_v))
+
+
+def query_rows(facts):
+    """``w_q`` as the students hold it: with ``b_q`` as one more row for a head with biases.
+
+    Examples
+    --------
+    >>> from intrinsic_rank.inspection import head_facts
+    >>> query_rows(head_facts("default", 1, 0)).shape  # the embedded model has biases
+    (65, 16)
+    """
+    w_q = np.asarray(facts.w_q, dtype=np.float64)
+    if _biased(facts):
+        return np.vstack([w_q, np.asarray(facts.b_q, dtype=np.float64)[None, :]])
+    return w_q
+
+
 def _with_bias_column(X, facts):
     """``X`` and the head's maps with a constant 1 appended where the head has biases.
 
@@ -85,8 +104,7 @@ def _with_bias_column(X, facts):
     student without biases contains the head exactly.
     """
     maps = {"query": facts.w_q, "key": facts.w_k, "value": facts.w_v}
-    biased = any(np.any(b != 0) for b in (facts.b_q, facts.b_k, facts.b_v))
-    if not biased:
+    if not _biased(facts):
         return X, maps
     ones = np.ones(X.shape[:-1] + (1,), dtype=X.dtype)
     X = np.concatenate([X, ones], axis=-1)

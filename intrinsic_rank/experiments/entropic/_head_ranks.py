@@ -26,7 +26,8 @@ from ..runner import (
     write_csv,
 )
 from ._head_measure import check_tolerances
-from ._real_heads import SHARPNESS, head_name
+from ._plants import SHARPNESS
+from ._real_heads import head_name
 
 __all__ = ["ALPHA", "FINDINGS_TOL", "PLANT_RECOVERY", "SCORES", "findings_tol",
            "head_rank_findings",
@@ -679,7 +680,8 @@ def _check(settings):
 
     shape = model_heads(settings["model"])
     if shape is not None:  # a packaged model: its size is known before it loads
-        from ._real_heads import check_map_memory, check_plant_rank, checked_heads
+        from ._plants import check_plant_rank
+        from ._real_heads import check_map_memory, checked_heads
 
         pairs = checked_heads(settings["heads"], shape["n_layers"], shape["n_heads"])
         for k in settings["plant_ranks"] or ():

@@ -25,8 +25,7 @@ import numpy as np
 
 from ...inspection import corpus_token_ids, head_facts, imposed_queries, lm_loss
 from ...nn import model_vocab_size, unwrap_model
-from ._head_measure import energy_rank
-from ._real_heads import _query_rows
+from ._head_measure import energy_rank, query_rows
 
 __all__ = ["ALLOCATIONS", "GOAL_LOSS_RISE", "GOAL_RANK_SHARE", "allocation_ranks",
            "impose_verdicts", "impose_ranks"]
@@ -119,7 +118,7 @@ def _query_projection(facts, projections, rank):
         w_q = np.asarray(A, dtype=np.float64) @ np.asarray(C, dtype=np.float64)
     else:
         basis = np.asarray(projections[0][0], dtype=np.float64)
-        w_q = _query_rows(facts) @ basis[:, :rank] @ basis[:, :rank].T
+        w_q = query_rows(facts) @ basis[:, :rank] @ basis[:, :rank].T
     return (w_q[:-1], w_q[-1]) if len(w_q) == facts.d_model + 1 else w_q
 
 

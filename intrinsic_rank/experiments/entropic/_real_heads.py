@@ -9,32 +9,20 @@ corpus, split by document into training and held-out windows, and
 :func:`~._head_measure.measure_head` measures its ``r*_attn(tol)``: the training-free
 curve of data-aware truncations, then distillation where it can change the answer.
 
-**The planted-rank test** (``plant_ranks``): each head's query projection is replaced by
-a rank-``k`` plant (:func:`plant_query`: the SVD of its realised queries, the ``k``
-kept directions given equal variance), optionally moved by one quantisation step of
-the model's weights (``plant_noise=True``: an approximate plant, as a quantised model
-would hold it). The plant must be *sharp*: its own best rank-``(k-1)`` truncation must
-be at least ``SHARPNESS`` (20) times ``tol`` away from it; the equal value is ``gamma``
-times the root mean square of the kept singular values, for the first ``gamma`` of
-:data:`PLANT_SCALES` that makes it sharp. The same procedure as for a head as trained
-then measures it, and ``r*_attn(tol) == k`` is the test.
+**The planted-rank test** (``plant_ranks``, :mod:`._plants`): each head's query replaced
+by a sharp rank-``k`` plant, exact or moved by one quantisation step, and measured by
+the same procedure; ``r*_attn(tol) == k`` is the test.
 
-**Checkpoints.** With ``checkpoint=folder`` every finished head (and corpus, and plant)
-is written there at once, as one JSON file and one ``.npz`` of the trained query
-projections; a rerun with the same settings reads them back instead of measuring
-again, so an interrupted run loses only the heads it was measuring.
+**Checkpoints** (``checkpoint=folder``, :mod:`._head_parts`): every finished head (and
+corpus, and plant) is written there at once; a rerun with the same settings reads it
+back instead of measuring again, so an interrupted run loses only the heads it was
+measuring.
 
 The experiment ``head-ranks`` around the map (its findings, tables, figures and
 command line) is :mod:`._head_ranks`; imposing the measured ranks on the model is
 :mod:`._impose_ranks`.
 """
 
-import dataclasses
-import hashlib
-import json
-import math
-import os
-import tempfile
 import time
 
 import numpy as np
@@ -51,32 +39,20 @@ from ...inspection import (
     parse_head,
     profile_heads,
     quantisation_noise,
-    relative_error,
-    truncated_head,
 )
 from ...nn import LoadedModel, load_model, model_vocab_size, unwrap_model
 from ..runner import run_parallel
 from . import DISTILL_MARGIN, HEAD_RANK_WINDOWS, TOLERANCES
-from ._head_measure import TRAINING, check_tolerances, measure_head, rank_text
+from ._head_measure import TRAINING, check_tolerances, measure_head, query_rows
+from ._head_parts import load_part, part_path, save_part, settings_key
+from ._plants import check_plant_rank, plant_query
 
 __all__ = ["ACTIVATION_BATCH_BYTES", "HEAD_TYPES", "MAP_COLUMNS", "MAP_DEFAULTS",
-           "PLANT_SCALES", "SHARPNESS", "activation_batch", "check_map_memory",
-           "check_plant_rank", "checked_heads", "head_name", "head_rank_map", "map_memory",
-           "measure_layer", "plant_query", "rank_text", "records_frame", "select_heads"]
+           "activation_batch", "check_map_memory", "checked_heads", "head_name",
+           "head_rank_map", "map_memory", "measure_layer", "records_frame", "select_heads"]
 
 HEAD_TYPES = ("induction", "previous-token", "sink", "other")
 """The head types of :func:`select_heads`, in the order heads are typed."""
-
-PLANT_SCALES = (1.0, 2.0, 4.0, 8.0, 16.0)
-"""Factors ``gamma`` tried, in order, for the planted singular values: ``gamma`` times the
-root mean square of the ``k`` kept singular values of the head's realised queries."""
-
-SHARPNESS = 20.0
-"""A plant of rank ``k`` is sharp when its best truncation to rank ``k - 1`` is at least this
-many times ``tol`` away from it (held-out error relative to the variance of its output):
-twice the distillation's margin, so that no rank below ``k`` is near enough for training to
-reach ``tol`` (the largest fall training gave on real heads was about 4-fold, on the toy
-model's heads about 7-fold)."""
 
 MAP_DEFAULTS = HEAD_RANK_WINDOWS
 """Windows per corpus for training and for held-out scoring, and tokens per window, as the
@@ -150,148 +126,7 @@ def select_heads(model, *, n_induction=3, n_previous=2, n_sink=2, n_inputs=16, l
                  sink_mass=float(r["sink_mass"])) for r in records]
 
 
-# -- the planted-rank test ----------------------------------------------------------
-
-
-def plant_query(X, facts, rank, *, tol=0.02, scales=PLANT_SCALES, X_check=None, noise=None):
-    """The head's query truncated to ``rank`` by the SVD of its queries, equal values, made sharp.
-
-    The SVD is that of the head's realised queries ``X W_Q`` (all positions of
-    ``X`` stacked): its ``rank`` leading right singular vectors ``V_k`` and values
-    ``s_1 >= ... >= s_k`` give the plant ``W_Q V_k diag(s / s_i) V_k^T``, whose
-    queries on ``X`` have ``rank`` uncorrelated directions of equal variance ``s^2``
-    -- what equal singular values mean for the synthetic teachers, whose tokens are
-    isotropic. ``s`` is ``gamma`` times the root mean square of ``s_1 .. s_k``, for
-    the first ``gamma`` of ``scales`` at which the plant is sharp: its own best
-    truncation to rank ``rank - 1`` (by the SVD of its queries) differs from it, on
-    ``X_check``, by at least ``SHARPNESS * tol`` relative to the planted output's
-    variance. The plant has no query bias.
-
-    Parameters
-    ----------
-    X : ndarray of shape (n, L, d_model)
-        Inputs of the head whose queries define the directions.
-    facts : HeadFacts
-    rank : int
-        The planted rank, ``2 <= rank < min(d_model, head_dim)``.
-    tol : float, default=0.02
-        The tolerance the plant is judged at.
-    scales : sequence of float, default=PLANT_SCALES
-    X_check : ndarray or None, default=None
-        Inputs on which sharpness is judged (held out from ``X``); ``None``: ``X``.
-    noise : ndarray of shape (d_model, head_dim) or None, default=None
-        Added to the planted query (an approximate plant); its truncations are
-        then those of the noisy plant.
-
-    Returns
-    -------
-    plant : Bunch
-        ``facts`` (the head with the planted query and no query bias),
-        ``scale`` (``gamma``), ``sharpness`` (the relative error of the rank
-        ``rank - 1`` truncation) and ``sharp`` (whether any scale was sharp;
-        when not, the plant at the last scale, which must not be used).
-
-    Examples
-    --------
-    >>> from intrinsic_rank.inspection import head_activations
-    >>> ids = np.random.default_rng(0).integers(0, 64, (16, 12))
-    >>> data = head_activations("default", ids, [(1, 0)])[1, 0]
-    >>> plant = plant_query(data.X, data.facts, 4)
-    >>> plant.facts.w_q.shape, int(np.linalg.matrix_rank(plant.facts.w_q))
-    ((64, 16), 4)
-    """
-    from ...inspection import query_basis
-
-    limit = min(facts.d_model, facts.head_dim)
-    rank = check_plant_rank(rank, limit)
-    w_q = np.asarray(facts.w_q, dtype=np.float64)
-    tokens = np.asarray(X, dtype=np.float64).reshape(-1, facts.d_model)
-    _, values, Vh = np.linalg.svd(tokens @ w_q / math.sqrt(len(tokens)), full_matrices=False)
-    if len(values) < rank or values[rank - 1] <= values[0] * 1e-6:
-        raise ValueError(f"the queries of {facts.name} have rank below {rank} on these inputs: "
-                         "nothing to plant")
-    level = math.sqrt(float(np.mean(values[:rank] ** 2)))
-    X_check = X if X_check is None else X_check
-    zero = np.zeros_like(np.asarray(facts.b_q, dtype=np.float64))
-    plant = None
-    for gamma in scales:
-        V = Vh[:rank].T
-        w_plant = w_q @ V @ np.diag(gamma * level / values[:rank]) @ V.T
-        if noise is not None:
-            w_plant = w_plant + noise
-        full = dataclasses.replace(facts, w_q=w_plant, b_q=zero)
-        basis, _ = query_basis(X, full)
-        target = head_output(X_check, full)
-        sharpness = relative_error(head_output(X_check, truncated_head(full, basis, rank - 1)),
-                                   target)
-        plant = Bunch(facts=full, scale=float(gamma), sharpness=sharpness,
-                      sharp=sharpness >= SHARPNESS * tol)
-        if plant.sharp:
-            break
-    return plant
-
-
-def check_plant_rank(rank, width):
-    """A planted rank as an int in ``[2, width - 1]``, or one line naming the bound.
-
-    Examples
-    --------
-    >>> check_plant_rank(8, 64)
-    8
-    """
-    return check_int(rank, "plant_rank", minimum=2, maximum=width - 1)
-
-
 # -- one layer's heads on one corpus (a task of run_parallel) -------------------------
-
-
-def _settings_key(settings):
-    """A digest of everything that decides a head's record (the checkpoints' validity)."""
-    text = json.dumps(settings, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _part_path(checkpoint, corpus, layer, head, plant):
-    tag = "" if plant is None else f".plant{plant[0]}{'q' if plant[1] else ''}"
-    return os.path.join(checkpoint, corpus, f"{head_name(layer, head)}{tag}")
-
-
-def _write_atomic(path, write):
-    """Write a file through a temporary file beside it and one rename (never a half file)."""
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".part.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            write(stream)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
-
-
-def _save_part(base, record, projections, key):
-    arrays = {f"{part}{r}": factor for r, pair in projections.items()
-              for part, factor in zip("AC", pair)}
-    _write_atomic(base + ".npz", lambda stream: np.savez(stream, **arrays))
-    payload = json.dumps({"settings_key": key, "record": record}).encode()
-    _write_atomic(base + ".json", lambda s: s.write(payload))
-
-
-def _load_part(base, key):
-    """The record and projections saved at ``base`` for the settings ``key``, or ``None``."""
-    try:
-        with open(base + ".json", encoding="utf-8") as stream:
-            saved = json.load(stream)
-        if saved.get("settings_key") != key:
-            return None
-        with np.load(base + ".npz") as arrays:
-            projections = {int(name[1:]): (arrays[name], arrays["C" + name[1:]])
-                           for name in arrays.files if name.startswith("A")}
-        return saved["record"], projections
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # absent or damaged: measured again
 
 
 def _projections(record, facts, fit_X, trained):
@@ -311,18 +146,10 @@ def _projections(record, facts, fit_X, trained):
         if r in trained:
             out[r] = trained[r]
         else:
-            w_q = _query_rows(facts)
+            w_q = query_rows(facts)
             out[r] = ((w_q @ basis[:, :r]).astype(np.float32),
                       basis[:, :r].T.astype(np.float32))
     return out
-
-
-def _query_rows(facts):
-    """``w_q``, with ``b_q`` as one more row for a head with biases (the students' layout)."""
-    w_q = np.asarray(facts.w_q, dtype=np.float64)
-    if any(np.any(np.asarray(b) != 0) for b in (facts.b_q, facts.b_k, facts.b_v)):
-        return np.vstack([w_q, np.asarray(facts.b_q, dtype=np.float64)[None, :]])
-    return w_q
 
 
 def _measure_one(facts, fit, heldout, plant, options, random_state, device):
@@ -385,9 +212,9 @@ def measure_layer(layer, heads, fit_X, fit_Y, held_X, held_Y, facts, corpus, pla
     parts = []
     for head in heads:
         for plant in plants:
-            base = None if checkpoint is None else _part_path(checkpoint, corpus, layer, head,
+            base = None if checkpoint is None else part_path(checkpoint, corpus, layer, head,
                                                               plant)
-            saved = None if base is None else _load_part(base, settings_key)
+            saved = None if base is None else load_part(base, settings_key)
             if saved is None:
                 seed = keyed_seed(random_state, layer, head)
                 record, projections = _measure_one(
@@ -395,7 +222,7 @@ def measure_layer(layer, heads, fit_X, fit_Y, held_X, held_Y, facts, corpus, pla
                     seed, device)
                 record = dict(layer=layer, head=head, corpus=corpus, **record)
                 if base is not None:
-                    _save_part(base, record, projections, settings_key)
+                    save_part(base, record, projections, settings_key)
                 saved = record, projections
             parts.append(saved)
     return parts
@@ -642,7 +469,7 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
                                                               device=device)}
     settings = dict(model=loaded.label, n_fit=n_fit, n_heldout=n_heldout, length=length,
                     random_state=random_state, **options)
-    key = _settings_key(settings)
+    key = settings_key(settings)
     records, projections, sources = [], [], {}
     for corpus in corpora:
         data = _corpus_data(loaded, corpus, pairs, n_fit, n_heldout, length, random_state,
