@@ -442,3 +442,10 @@ def test_rotary_frequencies_other_than_the_configs_are_refused():
     with pytest.raises(ValueError, match="rotary frequencies that are not the default rope's "
                                          "of rope_theta=10000.0"):
         head_facts(model, 0, 0)
+
+
+def test_head_output_overflow_is_an_error_not_nan():
+    ids = np.random.default_rng(0).integers(0, 64, (2, 6))
+    data = head_activations("default", ids, ["L0H0"])[0, 0]
+    with pytest.raises(ValueError, match="L0H0's output overflows float64"):
+        head_output(data.X.astype(np.float64) * 1e200, data.facts)

@@ -398,7 +398,7 @@ def test_the_command_maps_every_head_imposes_and_resumes(tmp_path, capsys):
         "r*_attn", "training-free", "uniform", "query energy", "half"}
     header = (out / "head_ranks.csv").read_text().splitlines()[0].split(",")
     assert {"r_attn@0.02", "r_free@0.2", "precision_floor", "risk_r1", "risk_r16"} <= set(header)
-    for name in ("head_ranks.png", "head_rank_curves.png", "head_ranks_impose.png"):
+    for name in ("head_ranks.png", "head_ranks_curves.png", "head_ranks_impose.png"):
         assert (out / name).stat().st_size > 0
     printed = capsys.readouterr().out
     assert "does r*_attn(0.2) follow" in printed  # 0.05 not measured: the middle tolerance
@@ -424,6 +424,40 @@ def test_the_command_prints_the_planted_verdict_and_unplantable_heads(tmp_path, 
     assert "not plantable (no sharp plant): L0H3 (k = 4)" in printed
     assert "deficiency and achievability inside the attention class" in printed
     assert "k = 4 (exact): 1 of 1 plantable heads (of 2)" in printed
+
+
+def test_a_file_where_the_finished_heads_go_is_refused_before_any_work(tmp_path, capsys):
+    from intrinsic_rank.cli import main
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "head_ranks.parts").write_text("not a folder")
+    status = main(["head-ranks", "default", "--corpora", "random", "--heads", "L0H0",
+                   "--out", str(out), "--quiet"])
+    assert status == 2
+    assert "is a file where the folder of the finished heads goes" in capsys.readouterr().err
+    assert sorted(os.listdir(out)) == ["head_ranks.parts"]
+
+
+def test_a_head_with_zero_values_reads_rank_one_without_training(toy_data):
+    import dataclasses
+
+    facts, fit, held = _pair(toy_data, (0, 0))
+    silent = dataclasses.replace(facts, w_v=np.zeros_like(facts.w_v),
+                                 b_v=np.zeros_like(facts.b_v))
+    zero = (fit[0], np.zeros_like(fit[1])), (held[0], np.zeros_like(held[1]))
+    record = measure_head(silent, *zero, precision_draws=1)
+    assert record["r_star"] == [1] * 5 and record["trained"] == {}
+    assert record["precision_floor"] == 0.0
+
+
+def test_the_records_state_their_dtype_and_refuse_a_bad_seed(toy):
+    with pytest.raises(ValueError, match="random_state"):
+        head_rank_map(toy, ["random"], ["L0H0"], random_state=-1, n_fit=8, n_heldout=4,
+                      length=8)
+    result = head_rank_map(toy, ["random"], ["L0H0"], n_fit=8, n_heldout=4, length=8,
+                           distill="none", precision_draws=0)
+    assert result.config["dtype"] == "float32"
 
 
 @pytest.mark.parametrize("argv, message", [

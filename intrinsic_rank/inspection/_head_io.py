@@ -434,8 +434,9 @@ def head_output(X, facts, *, w_q=None):
     Raises
     ------
     ValueError
-        For ``X`` of another width or not a finite 3-D array, or ``w_q`` of
-        another shape.
+        For ``X`` of another width or not a finite 3-D array, ``w_q`` of
+        another shape, or an output that overflows float64 (never NaN from
+        finite inputs).
 
     Examples
     --------
@@ -468,6 +469,10 @@ def head_output(X, facts, *, w_q=None):
             if facts.causal:
                 logits = logits.masked_fill(future, float("-inf"))
             Y[start:start + rows] = (torch.softmax(logits, dim=-1) @ v).numpy()
+    if not np.isfinite(Y).all():
+        raise ValueError(f"head_output: {facts.name}'s output overflows float64 on these "
+                         f"inputs (largest |X| {float(np.abs(X).max()):.3g}): its projections "
+                         "or scores are beyond the range of a number")
     return Y
 
 

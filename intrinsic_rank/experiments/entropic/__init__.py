@@ -340,7 +340,7 @@ HEAD_RANKS = Experiment(
     "a query-energy allocation at the same total. Every finished head is kept in "
     "head_ranks.parts/ beside the outputs: a rerun with the same settings resumes.",
     writes="head_ranks.json (one record per head, corpus and plant), head_ranks.csv, "
-    "head_ranks.png (the map), head_rank_curves.png and head_ranks_impose.png",
+    "head_ranks.png (the map), head_ranks_curves.png and head_ranks_impose.png",
     full=_HEAD_RANKS,
     # ten heads, one every three layers: too few to impose (imposing takes every head)
     quick=dict(_HEAD_RANKS, heads="L0H0, L3H2, L6H4, L9H6, L12H8, L15H1, L18H6, L21H3, "

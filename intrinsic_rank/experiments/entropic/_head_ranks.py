@@ -523,7 +523,7 @@ def _plot(result, folder):
 
     result = Bunch(**result)
     files = [save_plot(plot_head_rank_map(result), folder, "head_ranks.png"),
-             save_plot(plot_head_rank_curves(result), folder, "head_rank_curves.png")]
+             save_plot(plot_head_rank_curves(result), folder, "head_ranks_curves.png")]
     if result.get("impose"):
         files.append(save_plot(plot_impose(result), folder, "head_ranks_impose.png"))
     return files
@@ -667,6 +667,10 @@ def _settings(args):
 
 
 def _check(settings):
+    checkpoint = settings.get("checkpoint")
+    if checkpoint is not None and os.path.exists(checkpoint) and not os.path.isdir(checkpoint):
+        raise ValueError(f"{checkpoint} is a file where the folder of the finished heads goes: "
+                         "move it, or give another --out")
     lr = settings["lr"]
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and 0 < lr <= 1000):
         raise ValueError(f"--lr must be a finite number in (0, 1000]; got {lr}")

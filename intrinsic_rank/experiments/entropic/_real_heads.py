@@ -29,7 +29,14 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ..._packaged_models import model_heads
-from ..._validation import check_allocation, check_device, check_int, check_real, keyed_seed
+from ..._validation import (
+    check_allocation,
+    check_device,
+    check_int,
+    check_real,
+    check_seed,
+    keyed_seed,
+)
 from ...inspection import (
     TOKEN_CORPORA,
     corpus_token_ids,
@@ -437,12 +444,15 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
     result : Bunch
         ``records`` (one dict per head, corpus and plant), ``frame`` (the same as
         a DataFrame when pandas is installed, else ``None``), ``projections``
-        (per record index: rank -> trained or truncated query projection; key 0
-        is the basis of the head's realised queries), ``config``, ``corpora``
-        (each corpus's source) and ``seconds``.
+        (per record index: rank -> the factors ``(A, C)`` of the trained or
+        truncated query projection ``A @ C``; key 0 holds the basis of the head's
+        realised queries), ``config`` (the settings, with ``dtype``: every
+        student trains in float32), ``corpora`` (each corpus's source, Python
+        version and digest) and ``seconds``.
     """
     start = time.perf_counter()
     corpora = _checked_corpora(corpora)
+    random_state = check_seed(random_state)
     device = check_device(device)
     n_fit = check_int(n_fit, "n_fit", minimum=2)
     n_heldout = check_int(n_heldout, "n_heldout", minimum=2)
@@ -499,7 +509,7 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
                 records.append(record)
                 projections.append(projection)
         del data
-    config = dict(settings, corpora=corpora, heads="all" if heads == "all" else
+    config = dict(settings, corpora=corpora, dtype="float32", heads="all" if heads == "all" else
                   [head_name(*p) for p in pairs], plant_ranks=None if plants == [None] else
                   sorted({k for k, _ in plants}), plant_noise=plant_noise, width=width,
                   n_layers=n_layers, n_heads=n_heads, checkpoint=checkpoint)
