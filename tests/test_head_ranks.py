@@ -497,3 +497,14 @@ def test_the_declared_defaults_are_the_functions_defaults():
     assert tuple(full["tolerances"]) == TOLERANCES == map_defaults["tolerances"].default
     for key in ("lr", "batch_size", "max_epochs", "patience"):
         assert full[key] == HEAD_RANK_TRAINING[key] == _head_measure.TRAINING[key]
+
+
+def test_random_restarts_are_kept_only_where_they_beat_the_data_aware_start(toy_data):
+    facts, fit, held = _pair(toy_data, (0, 0))
+    record = measure_head(facts, fit, held, distill="all", restarts=1, training=FAST,
+                          tolerances=(0.02,), precision_draws=0)
+    assert record["trained"]
+    for entry in record["trained"].values():
+        assert entry["restart"] in (0, 1)
+        assert entry["risk"] <= entry["warm_risk"] <= entry["start"]
+        assert (entry["restart"] == 0) == (entry["risk"] == entry["warm_risk"])

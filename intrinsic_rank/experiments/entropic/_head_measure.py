@@ -139,18 +139,14 @@ def _train_ranks(ranks, facts, fit, heldout, basis, *, restarts, training, rando
                         device=device, **training)
     out, factors = {}, {}
     for slot, (r, i) in enumerate(zip(slot_ranks, slot_restarts)):
-        entry = dict(risk=float(run.best[slot]), best_epoch=int(run.best_epoch[slot]),
-                     epochs=int(run.epochs[slot]), converged=bool(run.converged[slot]),
-                     restart=i)
-        if i == 0:
-            entry["start"] = float(run.start[slot])
-        if r not in out or entry["risk"] < out[r]["risk"]:
-            entry.setdefault("start", out.get(r, {}).get("start"))
-            out[r] = entry
+        if i == 0:  # the data-aware start: its risk before and after training
+            out[r] = dict(start=float(run.start[slot]), warm_risk=float(run.best[slot]))
+        if i == 0 or run.best[slot] < out[r]["risk"]:  # restart 0 comes first
+            out[r].update(risk=float(run.best[slot]), best_epoch=int(run.best_epoch[slot]),
+                          epochs=int(run.epochs[slot]), converged=bool(run.converged[slot]),
+                          restart=i)
             factors[r] = (student.query_in[slot, :, :r].detach().cpu().numpy().copy(),
                           student.query_out[slot, :, :r].T.detach().cpu().numpy().copy())
-        elif i == 0:
-            out[r]["start"] = entry["start"]
     return out, factors, run.seconds
 
 
@@ -232,8 +228,10 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
         ``tolerances`` (sorted), ``width`` (the head's query rank limit),
         ``free_risks`` (the training-free curve at ranks ``1 .. width``),
         ``risks`` (per rank, the best of training and truncation), ``trained``
-        (per trained rank, keyed by the rank as a string: its risk, start, best
-        epoch, epochs, whether it converged), ``rounds``; per tolerance, in the
+        (per trained rank, keyed by the rank as a string: its ``risk``, its
+        data-aware ``start`` and what training made of it, ``warm_risk``, the
+        ``restart`` that won (0: the data-aware start), its ``best_epoch``,
+        ``epochs`` and whether it ``converged``), ``rounds``; per tolerance, in the
         order of ``tolerances``: ``r_star`` and ``r_star_free`` (the rank, or
         ``None`` when no rank below the width reaches it), ``r_star_text``,
         ``r_star_lower`` (the largest rank known to fail: the answer lies above
