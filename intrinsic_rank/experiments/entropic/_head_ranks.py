@@ -51,6 +51,13 @@ mass, its static kernel's and realised attention's energy ranks."""
 # -- what the measurements answer ---------------------------------------------------
 
 
+def _title(config):
+    """The model's exact name (the packaged model's title, or what was given)."""
+    from ..._packaged_models import model_title
+
+    return config.get("model_title") or model_title(config["model"])
+
+
 def findings_tol(tolerances):
     """The tolerance the findings and the map's figure read: ``FINDINGS_TOL`` when measured,
     else the middle one of ``tolerances``.
@@ -280,7 +287,7 @@ def _plant_verdict(result):
     return [Verdict(
         "deficiency and achievability inside the attention class: below a planted query "
         "rank k a student keeps an excess risk, at k it reaches the floor",
-        f"{cfg['model']}: {measured}", verdict,
+        f"{_title(cfg)}: {measured}", verdict,
         f"agrees when at every planted rank at least {PLANT_RECOVERY:.0%} of the plantable "
         f"heads read r*_attn({cfg['plant_tol']:g}) = k, does not agree when no rank does, "
         "partly otherwise; a plant is sharp when its own best rank-(k-1) truncation leaves "
@@ -343,7 +350,8 @@ def _tables(result):
     tables = []
     summary = _summary_rows(result)
     if summary:
-        tables.append((f"{cfg['model']}: r*_attn over {len(set((r['layer'], r['head']) for r in result['records']))} "
+        heads = len({(r["layer"], r["head"]) for r in result["records"]})
+        tables.append((f"{_title(cfg)}: r*_attn over {heads} "
                        "heads (held-out MSE / pooled variance of Y <= tol; 'reached': below "
                        "the head width; 'lowered': heads where distillation beat the "
                        "training-free answer)", summary, _SUMMARY_COLUMNS))
@@ -434,7 +442,8 @@ def plot_head_rank_map(result, path=None, tol=None):
     ticks = [t for t in range(int(math.log2(cfg["width"])) + 1)]
     bar.set_ticks(ticks, labels=[str(2 ** t) for t in ticks])
     bar.set_label(f"r*_attn({tol:g}); '>': above {cfg['width'] - 1}")
-    ax.set_title(f"{cfg['model']}: r*_attn per head ({cfg['corpora'][0]})", fontsize=9)
+    ax.set_title(f"{_title(cfg)}: r*_attn per head ({cfg['corpora'][0]})",
+                 fontsize=9)
     fig.tight_layout()
     return save_figure(fig, path)
 
@@ -476,7 +485,7 @@ def plot_head_rank_curves(result, path=None):
     ax.set_xlabel("query rank r")
     ax.set_ylabel("held-out MSE / variance of Y")
     ax.legend(fontsize=7, frameon=False)
-    ax.set_title(f"{cfg['model']}: {len(here)} heads, {cfg['corpora'][0]} (median, 10-90 %; "
+    ax.set_title(f"{_title(cfg)}: {len(here)} heads, {cfg['corpora'][0]} (median, 10-90 %; "
                  "dotted: tolerances)", fontsize=8)
     fig.tight_layout()
     return save_figure(fig, path)
@@ -510,7 +519,7 @@ def plot_impose(result, path=None):
     ax.set_xlabel("total query rank kept (% of all heads' widths)")
     ax.set_ylabel("held-out next-token loss (nats)")
     ax.legend(fontsize=7, frameon=False)
-    ax.set_title(f"{result['config']['model']}: ranks imposed on every head, "
+    ax.set_title(f"{_title(result['config'])}: ranks imposed on every head, "
                  f"{impose['corpus']} test documents", fontsize=8)
     fig.tight_layout()
     return save_figure(fig, path)
@@ -567,10 +576,10 @@ def _run(settings, *, random_state, progress, device):
 
 def _summary(result):
     if "missing" in result:
-        return [f"head ranks of {result['config']['model']}: missing ({result['missing']})"]
+        return [f"head ranks of {_title(result['config'])}: missing ({result['missing']})"]
     cfg = result["config"]
     heads = len({(r["layer"], r["head"]) for r in result["records"]})
-    lines = [f"r*_attn of {heads} heads of {cfg['model']} on {', '.join(cfg['corpora'])} "
+    lines = [f"r*_attn of {heads} heads of {_title(cfg)} on {', '.join(cfg['corpora'])} "
              f"({cfg['n_fit']} training and {cfg['n_heldout']} held-out windows of "
              f"{cfg['length']} tokens, split by document)"]
     for f in result["findings"]:

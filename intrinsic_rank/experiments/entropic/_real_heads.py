@@ -28,7 +28,7 @@ import time
 import numpy as np
 from sklearn.utils import Bunch
 
-from ..._packaged_models import model_heads
+from ..._packaged_models import model_heads, model_title
 from ..._validation import (
     check_allocation,
     check_device,
@@ -330,7 +330,7 @@ def map_memory(shape, pairs, n_fit, n_heldout, length, n_tolerances, batch_size)
     Parameters
     ----------
     shape : dict
-        ``n_heads``, ``d_model``, ``head_dim`` (:func:`~intrinsic_rank._packaged_models.model_heads`).
+        ``n_heads``, ``d_model`` and ``head_dim`` of the model.
     pairs : list of (int, int)
     n_fit, n_heldout, length, n_tolerances, batch_size : int
 
@@ -509,7 +509,8 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
                 records.append(record)
                 projections.append(projection)
         del data
-    config = dict(settings, corpora=corpora, dtype="float32", heads="all" if heads == "all" else
+    config = dict(settings, model_title=model_title(loaded.label), corpora=corpora,
+                  dtype="float32", heads="all" if heads == "all" else
                   [head_name(*p) for p in pairs], plant_ranks=None if plants == [None] else
                   sorted({k for k, _ in plants}), plant_noise=plant_noise, width=width,
                   n_layers=n_layers, n_heads=n_heads, checkpoint=checkpoint)
