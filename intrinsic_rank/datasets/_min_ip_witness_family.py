@@ -68,8 +68,9 @@ def make_min_ip_witness_family(
     attention, values ``x``, readout ``1.5 <q, o> - (|q| + g) / 2``) solves it
     exactly; and sampled from a large code, each query occurs in only a
     handful of sequences, which a flexible student can memorise one by one
-    (``docs/min_ip.md`` shows what the suite measures). This family is instead *dense in constraints*: a small code,
-    every witness it offers with *varying* gaps ``>= min_gap``, and anchors.
+    (``docs/min_ip.md`` shows what the suite measures). This family is instead
+    *dense in constraints*: a small code, every witness it offers with *varying*
+    gaps ``>= min_gap``, and anchors.
 
     Construction (the Min-IP paper):
 

@@ -293,8 +293,9 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
         ``top_<pattern>_heads`` as ``[layer, head, score]`` (the ``n_top``
         best), ``counted_<pattern>_heads`` (every head that the count counts,
         the same way, best first), the sink rate, the Spearman correlation of
-        static-kernel and realised-attention energy ranks across heads; on repeated random tokens with a next-token head,
-        ``copy_accuracy_first`` and ``copy_accuracy_second``), ``config``
+        static-kernel and realised-attention energy ranks across heads; on
+        repeated random tokens with a next-token head, ``copy_accuracy_first``
+        and ``copy_accuracy_second``), ``config``
         (model, family, sizes, whether it is causal or rotary, the inputs, the
         score options and ``pattern_queries``: how many queries define each
         pattern) and ``seconds``.

@@ -400,7 +400,7 @@ def _q_proj_head_dim(module, model):
     config = model.config
     dh = getattr(module, "head_dim", None) or getattr(config, "head_dim", None)
     if not dh:
-        heads = getattr(module, "num_heads", None) or getattr(config, "num_attention_heads")
+        heads = getattr(module, "num_heads", None) or config.num_attention_heads
         dh = module.q_proj.out_features // int(heads)
     dh = int(dh)
     if module.q_proj.out_features % dh or module.k_proj.out_features % dh:
@@ -415,7 +415,7 @@ def _head_shape(kind, module, model):
     """``(query heads, key/value heads, head width)`` of one attention layer."""
     config = model.config
     if kind in ("bert", "distilbert"):
-        H = int(getattr(module, "num_attention_heads", None) or getattr(module, "n_heads"))
+        H = int(getattr(module, "num_attention_heads", None) or module.n_heads)
         return H, H, int(module.attention_head_size)
     if kind == "gpt2":
         return int(module.num_heads), int(module.num_heads), int(module.head_dim)

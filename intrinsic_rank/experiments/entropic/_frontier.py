@@ -99,7 +99,7 @@ def predictability_frontier(
         warnings.warn(
             f"skipping 'softmax, log-inverted mixers': it needs d >= L (d_out = d = {d}, "
             f"L = {seq_len})",
-            UserWarning,
+            UserWarning, stacklevel=2,
         )
         teachers = [t for t in teachers if t != "softmax, log-inverted mixers"]
     r_stars = list(range(1, d + 1)) if r_stars is None else [int(r) for r in r_stars]

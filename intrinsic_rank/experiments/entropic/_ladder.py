@@ -3,7 +3,6 @@
 The work of the experiment ``ladder``, declared in :mod:`intrinsic_rank.experiments.entropic`.
 """
 
-import math
 import time
 
 import numpy as np

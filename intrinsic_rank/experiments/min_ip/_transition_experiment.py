@@ -13,7 +13,6 @@ from ..._validation import check_allocation
 from ..runner import (
     Verdict,
     grade,
-    is_finite,
     jsonable,
     number_text,
     pyplot,

@@ -389,7 +389,7 @@ def check_outputs_apart(folder, name, inputs=(), files=()):
     inputs = [(option, os.fspath(path)) for option, path in inputs if path is not None]
     own = [("--out file", os.path.join(folder, pattern), "file")
            for pattern in command_files(name) if "*" not in pattern]
-    for option, path in inputs:  # an input matching a figure's pattern in the folder
+    for _option, path in inputs:  # an input matching a figure's pattern in the folder
         full = os.path.abspath(path)
         if os.path.dirname(os.path.realpath(full)) == os.path.realpath(folder) and any(
                 fnmatch.fnmatch(os.path.basename(full), p) for p in command_files(name)):

@@ -110,7 +110,8 @@ def _resolve_pieces(pieces):
     if not names:
         raise ValueError(f"no piece given; use 'all' or some of {list(EXPERIMENTS)}")
     by_command = {piece.command: name for name, piece in EXPERIMENTS.items()}
-    names = [n if n in EXPERIMENTS else by_command.get(n, n) for n in names]  # a command -> its piece
+    # a command's name stands for its piece
+    names = [n if n in EXPERIMENTS else by_command.get(n, n) for n in names]
     unknown = [n for n in names if n != "all" and n not in EXPERIMENTS]
     if unknown:
         raise ValueError(f"unknown piece(s) {unknown}; use 'all' or some of {list(EXPERIMENTS)}")
@@ -255,7 +256,7 @@ def _judge(name, piece, result):
         if v.verdict not in VERDICTS:
             raise ValueError(f"piece {name!r} gave the verdict {v.verdict!r}; "
                              f"a verdict must be one of {VERDICTS}")
-    for caption, records, columns, *_ in piece.tables(result):
+    for _caption, records, columns, *_ in piece.tables(result):
         markdown_table(records, columns)
     return verdicts
 
