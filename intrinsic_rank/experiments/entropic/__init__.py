@@ -1,5 +1,7 @@
 """The Entropic Bound: the intrinsic rank r* of a task and what limits it.
 
+"The Entropic Bound" (Byeong Hoon Yoon, 2026); its experiments:
+
 * the rank sweep ``sweep`` (``_sweep``), on a user's own data (``_data``), data
   files and saved models (``_files``) and grids of sweeps or seeds run in
   parallel (``_grid``);

@@ -282,9 +282,9 @@ def _saturation_slope(rows, seq_len):
 def _verdicts(result, rank_tol=RANK_TOL):
     """Exact linear-QK prediction; the softmax frontier; mixer saturation; recovery.
 
-    The claims are the paper's (The Entropic Bound for Transformers, seed 000
-    section 3, "Fronteira de Previsibilidade Apenas de Dados"). The rules, fixed
-    before any run:
+    The claims are the paper's ("The Entropic Bound", Byeong Hoon Yoon, 2026,
+    section 3: the data-only predictability frontier). The rules, fixed before
+    any run:
 
     * **Linear QK, V known / unknown** ("numerical and energy rank coincide
       perfectly with r*"): agrees when the noise-aware numerical rank equals

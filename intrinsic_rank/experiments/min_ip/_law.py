@@ -534,9 +534,9 @@ def _law_verdict(fit, rows):
 def _verdicts(result):
     """The exponential law against a power law; length 2; dense; the memorisation control.
 
-    The claims are the Min-IP paper's (Three Tokens Force Exponential Feature
-    Rank in Nonnegative Kernel Attention, seed 003, "Transição de Fase de Três
-    Tokens Nítida": at length 3 a nonnegative kernel head needs ``2^Omega(m)``
+    The claims are the Min-IP paper's ("Three tokens force exponential feature
+    rank in nonnegative kernel attention", Vicente Opazo, 2026, the sharp
+    three-token phase transition: at length 3 a nonnegative kernel head needs ``2^Omega(m)``
     features, rank 1 suffices at lengths 1 and 2, dense softmax with
     ``m``-dimensional scores solves length 3). The rules, fixed before any run:
 

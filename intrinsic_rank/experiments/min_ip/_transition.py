@@ -533,7 +533,9 @@ def min_ip_witness_suite_sweep(
 ):
     """In-sample error on the paper-like witness suite: 1,272 sequences of 24-bit tokens.
 
-    The Min-IP paper (seed 003, "Validação Experimental") trains on a
+    The Min-IP paper ("Three tokens force exponential feature rank in
+    nonnegative kernel attention", Vicente Opazo, 2026, its experimental
+    validation) trains on a
     constructed family of 1,272 inputs derived from 24-bit vectors and reports
     error above 0.80 for feature rank ``r < 8`` and an exact solution at
     ``r = 32``. This runs the same sizes on

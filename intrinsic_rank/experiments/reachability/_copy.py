@@ -557,9 +557,10 @@ a training shortfall (the same 0.95 / 0.05 as :func:`fit_cliff`'s ``last_high_le
 def _verdicts(result):
     """Copies inside the trained range; fails abruptly past it.
 
-    The claims are the paper's (How Many Different Outputs Can a Transformer
-    Generate?, seed 004: "Tarefa de Cópia" and "Explicação de Falhas Empíricas":
-    perfect copy up to a length, then total failure, not a gradual decline).
+    The claims are the paper's ("How many different outputs can a Transformer
+    generate?", Meyer, Michelessa, Chaux and Tan, ICML 2026, arXiv 2605.22223:
+    the copy task and its explanation of empirical failures: perfect copy up to
+    a length, then total failure, not a gradual decline).
     Rules, fixed before any run: **copies** -- exact match >= 0.95
     (:data:`EXACT`) at every trained length agrees, at some partly; **abrupt
     failure** -- exact match falls from >= 0.95 to <= 0.05 between two

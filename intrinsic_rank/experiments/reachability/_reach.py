@@ -1,7 +1,8 @@
 """Accessibility curves and the reachable-length slope.
 
-From "How many different outputs can a Transformer generate?". The work of the
-experiment ``reach``, declared in :mod:`intrinsic_rank.experiments.reachability`.
+From "How many different outputs can a Transformer generate?" (Meyer, Michelessa,
+Chaux and Tan, ICML 2026, arXiv 2605.22223). The work of the experiment ``reach``,
+declared in :mod:`intrinsic_rank.experiments.reachability`.
 """
 
 import time
@@ -371,11 +372,11 @@ def _tables(result):
 
 
 PAPER_R2 = 0.99
-"""The paper's linearity of ``n50`` in ``m``: "R² > 0.99" (seed 004, "Validação Empírica")."""
+"""The paper's linearity of ``n50`` in ``m``: "R² > 0.99" (its empirical validation)."""
 
 PAPER_QUOTED_RATIO = (4.5, 20.4)
 """The paper's theory / experiment ratios "from 4.5 to 20.4, depending on the model and the
-geometric assumptions" (seed 004, "Validação Empírica"): context only, since it spans several
+geometric assumptions" (the paper's empirical validation): context only, since it spans several
 bounds."""
 
 RATIO_CONVENTION = "relative"
@@ -515,9 +516,9 @@ def _ratio_verdict(result):
 def _verdicts(result, paper_r2=PAPER_R2):
     """Finitely many outputs, linear growth of n50, the slope under its bound, the ratio.
 
-    The claims are the paper's (How Many Different Outputs Can a Transformer
-    Generate?, seed 004: Theorem 4.5 and Corollaries 4.6 and 4.10 for finiteness
-    and the bound ``C <= d ln(1 + 2r/eps) / ln|V|``; "Validação Empírica" for
+    The claims are the paper's ("How many different outputs can a Transformer
+    generate?": Theorem 4.5 and Corollaries 4.6 and 4.10 for finiteness
+    and the bound ``C <= d ln(1 + 2r/eps) / ln|V|``; its empirical validation for
     "n50 scales linearly with m (R² > 0.99)" and the theory / experiment ratios
     of 4.5 to 20.4). The rules, fixed before any run:
 
