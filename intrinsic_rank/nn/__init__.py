@@ -8,7 +8,8 @@ Rooms of this package:
   :func:`as_model_adapter` wrap the result for reachability and geometry;
 * causal LMs and adapters (``_causal_lm``, ``_hf``), prompted LMs
   (``_prompted``) and their training (``_lm_training``);
-* per-head weights, attention maps and model introspection (``_heads``);
+* per-head weights and model introspection (``_heads``), realised attention
+  maps (``_attention_maps``);
 * the rank-batched students (``_students``, ``_kernel_students``,
   ``_registry``), and the rotary softmax student of real rotary heads
   (``_rotary_students``) with its distillation from a real head
@@ -27,15 +28,12 @@ from ._causal_lm import (
     check_causal,
     greedy_decode,
 )
-from ._heads import (
-    QueryKeyHeads,
+from ._heads import QueryKeyHeads, query_key_weights, unwrap_model, value_weights
+from ._attention_maps import (
     attention_maps,
     check_token_inputs,
     model_max_positions,
     model_vocab_size,
-    query_key_weights,
-    unwrap_model,
-    value_weights,
 )
 from ._hf import (
     HFCausalLMAdapter,

@@ -74,7 +74,6 @@ from sklearn.utils import Bunch
 from ... import __version__
 from ..._validation import check_device, check_seed
 from ._output import (
-    check_command_files,
     check_output_folder,
     jsonable,
     lock_folder,
@@ -82,6 +81,7 @@ from ._output import (
     write_json,
     write_text,
 )
+from ._stage import check_command_files
 from ._tables import markdown_table, markdown_text
 from ._registry import EXPERIMENTS, VERDICTS, Verdict
 
