@@ -2,7 +2,8 @@
 
 Rooms of this package:
 
-* model loading (``_loading``): :func:`load_model` resolves whatever names a
+* model loading (``_loading``; the package's own ``.pt`` files and embedded
+  model in ``_tiny_files``): :func:`load_model` resolves whatever names a
   model -- ``"default"``, a packaged name, a ``.pt`` file, a Hugging Face
   folder, an instance or an adapter -- and :func:`as_causal_lm` /
   :func:`as_model_adapter` wrap the result for reachability and geometry;
@@ -58,18 +59,16 @@ from ._feature_maps import (
 from ._kernel_attention import DenseSoftmaxHead, NormalizedKernelHead, normalized_kernel_attention
 from ._kernel_students import KERNEL_STUDENT_MAPS, DenseAttentionStudent, KernelAttentionStudent
 from ._lm_training import train_causal_lm
+from ._tiny_files import DEFAULT_MODEL_FILE, load_default_model, save_tiny_lm
 from ._loading import (
-    DEFAULT_MODEL_FILE,
     PACKAGED_MODELS,
     LoadedModel,
     ModelNotInstalledError,
     PackagedModel,
     as_causal_lm,
     as_model_adapter,
-    load_default_model,
     load_model,
     packaged_model_path,
-    save_tiny_lm,
 )
 from ._saving import save_model_folder
 from ._prompted import PromptedLM, random_prompt_hidden_states
