@@ -48,9 +48,11 @@ def main(argv=None):
     parser.add_argument("--n-samples", type=int, default=4096)
     parser.add_argument("--rank-star", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="one repeat, d up to 12 for the growth table")
+    parser.add_argument("--quick", action="store_true",
+                        help="one repeat, d up to 12 for the growth table")
     parser.add_argument("--device", default="cpu",
-                        help="torch device of the trained student (the data fits run in numpy), e.g. cpu or cuda (default cpu)")
+                        help="torch device of the trained student (the data fits run in "
+                             "numpy), e.g. cpu or cuda (default cpu)")
     args = parser.parse_args(argv)
     repeats = 1 if args.quick else args.repeats
 
@@ -71,7 +73,8 @@ def main(argv=None):
           f"noise floor={info.noise_floor:.4g}; threads={torch.get_num_threads()}; "
           f"student on {args.device}")
     print(f"  data-only (V known): {data_time:.4f} s -> r* estimate {data.rank_} "
-          f"(energy {data.energy_effective_rank_:.3f}, noise-aware numerical {data.numerical_rank_})")
+          f"(energy {data.energy_effective_rank_:.3f}, "
+          f"noise-aware numerical {data.numerical_rank_})")
     print(f"  one student of rank r* trained to the floor: {student_time:.2f} s -> training "
           f"risk {student.train_risk_:.4g} (floor {info.noise_floor:.4g})")
     speedup = student_time / data_time

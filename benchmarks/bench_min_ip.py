@@ -121,7 +121,8 @@ def main(argv=None):
     parser.add_argument("--no-profile", action="store_true",
                         help="only the timed run, not the instrumented one")
     parser.add_argument("--device", default="cpu",
-                        help="torch device of the experiment's fits, e.g. cpu or cuda (default cpu)")
+                        help="torch device of the experiment's fits, e.g. cpu or cuda "
+                             "(default cpu)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 

@@ -61,7 +61,7 @@ ties is not counted.
 Run::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_roofline.py            # full (~3 min + SmolLM2)
-    OMP_NUM_THREADS=1 python benchmarks/bench_roofline.py --skip-lm  # without SmolLM2 (~30 s to load)
+    OMP_NUM_THREADS=1 python benchmarks/bench_roofline.py --skip-lm  # SmolLM2 left out
     python benchmarks/bench_roofline.py --quick                      # smoke run (seconds)
     python benchmarks/bench_roofline.py --device cuda
 """

@@ -90,7 +90,8 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: fewer epochs, samples and repeats")
     parser.add_argument("--device", default="cpu",
-                        help="torch device of every fit and of the plain loop, e.g. cpu or cuda (default cpu)")
+                        help="torch device of every fit and of the plain loop, e.g. cpu or "
+                             "cuda (default cpu)")
     args = parser.parse_args(argv)
     quick = args.quick
     if args.n_samples is None:

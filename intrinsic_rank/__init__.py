@@ -1,5 +1,10 @@
 """intrinsic_rank: how much capacity an attention model needs for a task.
 
+It turns three papers into tools: "The Entropic Bound" (Byeong Hoon Yoon, 2026),
+"Three tokens force exponential feature rank in nonnegative kernel attention"
+(Vicente Opazo, 2026) and "How many different outputs can a Transformer
+generate?" (Meyer, Michelessa, Chaux and Tan, ICML 2026, arXiv 2605.22223).
+
 The public API is the estimators and the sub-modules:
 
 * :class:`AttentionRankEstimator` -- students of a given query-key rank, rank

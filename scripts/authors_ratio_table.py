@@ -7,8 +7,9 @@ model's measured slope at the three precision conventions of
 :func:`~intrinsic_rank.bounds.precision_for`, the range of each over the seven models of
 the paper's "4.5-20.4", and the size of the cap that the authors' cone term loses to
 rounding. Every number is computed here from the CSV; the only number typed in is the
-paper's quoted range 4.5-20.4 (seed 004, "Validação Empírica"), printed beside the
-computed ranges as context.
+paper's quoted range 4.5-20.4 ("How many different outputs can a Transformer
+generate?", Meyer, Michelessa, Chaux and Tan, ICML 2026, arXiv 2605.22223, its empirical
+validation), printed beside the computed ranges as context.
 
 Usage::
 
@@ -28,7 +29,7 @@ CSV_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "authors_mod
 
 CONVENTIONS = ("machine", "paper", "relative")
 
-#: The paper's quoted range of theory / experiment ratios (seed 004, "Validação Empírica").
+#: The paper's quoted range of theory / experiment ratios (its empirical validation).
 PAPER_RANGE = (4.5, 20.4)
 
 BOUNDS = ("ball", "cone (enclosing)", "cone (authors)", "ball + cells",

@@ -4,9 +4,7 @@ import csv
 import json
 import os
 import re
-import warnings
 
-import joblib
 import numpy as np
 import pytest
 import torch
@@ -17,8 +15,6 @@ from intrinsic_rank.cli import DEFAULT_THREADS, main, thread_count
 from intrinsic_rank.datasets import make_attention_task
 from intrinsic_rank.experiments import EXPERIMENTS
 from intrinsic_rank.experiments.entropic._files import (
-    MODEL_FORMAT,
-    ModelVersionWarning,
     load_model_file,
     load_xy,
 )
@@ -392,7 +388,7 @@ def test_min_ip_law_tables_fit_100_columns_without_list_cells():
 
     experiment = EXPERIMENTS["min-ip-law"]
     result = _law_result([0.0, 0.406, 0.0, 0.0])
-    for caption, records, columns, *_ in experiment.tables(result):
+    for _caption, records, columns, *_ in experiment.tables(result):
         assert all(not isinstance(rec[c], list) for rec in records for c in columns)
         text = format_table(records, columns)
         assert max(len(line) for line in text.splitlines()) <= 100, text

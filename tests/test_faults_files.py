@@ -23,12 +23,8 @@ from intrinsic_rank.experiments.runner import (
     save_records,
     write_json,
 )
-from intrinsic_rank.experiments.runner._output import (
-    output_stage,
-    read_json,
-    write_csv,
-    write_text,
-)
+from intrinsic_rank.experiments.runner._output import read_json, write_csv, write_text
+from intrinsic_rank.experiments.runner._stage import output_stage
 from intrinsic_rank.experiments.runner._tables import format_column, markdown_table
 
 

@@ -40,7 +40,8 @@ from intrinsic_rank.experiments.entropic._files import (
 )
 from intrinsic_rank.experiments.runner import write_csv, write_json
 from intrinsic_rank.experiments.runner._arguments import bounded_float
-from intrinsic_rank.experiments.runner._output import output_stage, read_json
+from intrinsic_rank.experiments.runner._output import read_json
+from intrinsic_rank.experiments.runner._stage import output_stage
 from intrinsic_rank.nn import STUDENTS
 
 

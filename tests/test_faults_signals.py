@@ -21,12 +21,8 @@ from intrinsic_rank._validation import check_paths_apart
 from intrinsic_rank.cli import main
 from intrinsic_rank.experiments import EXPERIMENTS
 from intrinsic_rank.experiments.runner import Experiment, register, write_csv, write_json
-from intrinsic_rank.experiments.runner._output import (
-    check_outputs_apart,
-    output_stage,
-    read_json,
-    write_text,
-)
+from intrinsic_rank.experiments.runner._output import read_json, write_text
+from intrinsic_rank.experiments.runner._stage import check_outputs_apart, output_stage
 
 STOPS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}

@@ -227,7 +227,7 @@ def test_titles_and_labels_lie_inside_the_canvas_and_clear_of_the_suptitle(name,
         renderer, suptitle, titles = _title_boxes(fig)
         canvas = fig.bbox
         assert titles or suptitle is not None, "a figure without a title"
-        for ax, title in titles:
+        for _ax, title in titles:
             box = title.get_window_extent(renderer)
             assert _inside(box, canvas), (name, title.get_text(), box, canvas)
         for ax in fig.axes:
@@ -238,7 +238,7 @@ def test_titles_and_labels_lie_inside_the_canvas_and_clear_of_the_suptitle(name,
         if suptitle is not None:
             top = suptitle.get_window_extent(renderer)
             assert _inside(top, canvas), (name, suptitle.get_text(), top, canvas)
-            for ax, title in titles:
+            for _ax, title in titles:
                 assert title.get_window_extent(renderer).y1 <= top.y0, (name, title.get_text())
     finally:
         pyplot().close(fig)

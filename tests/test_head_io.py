@@ -410,7 +410,7 @@ def smollm2_data(smollm2):
 def test_smollm2_heads_are_recomputed_from_x(smollm2_data):
     data, counts = smollm2_data
     assert counts == [2, 0, 0]  # two batches ran up to layer 18 and stopped there
-    for (layer, head), item in data.items():
+    for (_layer, head), item in data.items():
         facts = item.facts
         assert (facts.model, facts.n_layers, facts.n_heads, facts.n_kv_heads) == (
             SMOLLM2, 30, 9, 3)

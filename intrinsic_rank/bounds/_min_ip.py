@@ -202,78 +202,16 @@ def witness_feature_rank_bound(
     if ratio is None:
         ratio = 2.0
     ratio = check_real(ratio, "ratio", 1.0, low_open=True)
-    n_codewords = overlaps.shape[0]
-    others = ~np.eye(n_codewords, dtype=bool)
-
-    # Candidate pairs (q, z) with their reach sets R(q, z) (boolean rows).
-    queries, keys, reach_rows = [], [], []
     if triples is None:
-        counts, steps = full_family_reach(overlaps, weight, gap)
-        for q in range(n_codewords):
-            # Reach size of a candidate at overlap v: the candidates on the
-            # populated levels v + gap, ..., v + steps[q, v] * gap.
-            size_of_level = np.array([
-                counts[q, v + gap * np.arange(1, steps[q, v] + 1)].sum()
-                for v in range(weight + 1)
-            ])
-            reach_size = np.where(others[q], size_of_level[overlaps[q]], 0)
-            if reach_size.max() == 0:
-                continue
-            for z in np.flatnonzero(reach_size == reach_size.max()):
-                diff = overlaps[q] - overlaps[q, z]
-                row = (
-                    others[q] & (diff > 0) & (diff % gap == 0)
-                    & (diff <= gap * steps[q, overlaps[q, z]])
-                )
-                queries.append(q)
-                keys.append(z)
-                reach_rows.append(row)
+        queries, keys, reach_rows = _full_family_candidates(overlaps, weight, gap)
     else:
-        for q, nodes in restricted_reach(overlaps, gap, triples).items():
-            sizes = {z: len(r) for z, r in nodes.items()}
-            best = max(sizes.values())
-            for z in sorted(z for z, s in sizes.items() if s == best):
-                row = np.zeros(n_codewords, dtype=bool)
-                row[list(nodes[z])] = True
-                queries.append(q)
-                keys.append(z)
-                reach_rows.append(row)
-
+        queries, keys, reach_rows = _restricted_candidates(overlaps, gap, triples)
     if not queries:
-        bound, chosen = 0.0, np.zeros(0, dtype=np.int64)
+        bound = 0.0
         queries = keys = np.zeros(0, dtype=np.int64)
     else:
-        queries, keys = np.array(queries), np.array(keys)
-        reach = np.array(reach_rows)
-        # dominated[i, j]: a chain leads from z_i to z_j for query q_i.
-        dominated = reach[:, keys]
-        compatible = dominated & dominated.T
-        np.fill_diagonal(compatible, False)
-        k = chain_steps(overlaps, queries, keys, gap)
-        mass = np.where(compatible, ratio ** (-2.0 * np.where(compatible, k, 0)), 0.0)
-        mass = mass + mass.T  # both ordered pairs (i, j) and (j, i)
-
-        # Greedy clique in the compatibility graph, keeping the best prefix.
-        candidate = np.ones(len(queries), dtype=bool)
-        degree = compatible.sum(axis=1).astype(np.int64)
-        added_mass = np.zeros(len(queries))
-        order, total, best, best_size = [], 0.0, 0.0, 0
-        while candidate.any():
-            pool = np.flatnonzero(candidate)
-            # Most compatible candidates first, then the least added mass.
-            pick = pool[np.lexsort((added_mass[pool], -degree[pool]))[0]]
-            order.append(pick)
-            total += added_mass[pick]
-            size = len(order)
-            value = size**2 / (size + total)
-            if value > best:
-                best, best_size = value, size
-            dropped = candidate & ~compatible[pick]
-            candidate &= compatible[pick]
-            degree -= compatible[:, dropped].sum(axis=1)
-            added_mass += mass[:, pick]
-        bound, chosen = float(best), np.array(order[:best_size])
-        queries, keys = queries[chosen], keys[chosen]
+        bound, queries, keys = _greedy_clique(overlaps, np.array(queries), np.array(keys),
+                                              np.array(reach_rows), gap, ratio)
     if not return_info:
         return bound
     steps_ij = chain_steps(overlaps, queries, keys, gap)
@@ -287,3 +225,80 @@ def witness_feature_rank_bound(
         gap=gap,
         n_pairs=len(queries),
     )
+
+
+def _full_family_candidates(overlaps, weight, gap):
+    """Candidate pairs ``(q, z)`` of the full witness family with their reach sets
+    ``R(q, z)`` (boolean rows): per query, the keys of the largest reach."""
+    n_codewords = overlaps.shape[0]
+    others = ~np.eye(n_codewords, dtype=bool)
+    queries, keys, reach_rows = [], [], []
+    counts, steps = full_family_reach(overlaps, weight, gap)
+    for q in range(n_codewords):
+        # Reach size of a candidate at overlap v: the candidates on the
+        # populated levels v + gap, ..., v + steps[q, v] * gap.
+        size_of_level = np.array([
+            counts[q, v + gap * np.arange(1, steps[q, v] + 1)].sum()
+            for v in range(weight + 1)
+        ])
+        reach_size = np.where(others[q], size_of_level[overlaps[q]], 0)
+        if reach_size.max() == 0:
+            continue
+        for z in np.flatnonzero(reach_size == reach_size.max()):
+            diff = overlaps[q] - overlaps[q, z]
+            row = (
+                others[q] & (diff > 0) & (diff % gap == 0)
+                & (diff <= gap * steps[q, overlaps[q, z]])
+            )
+            queries.append(q)
+            keys.append(z)
+            reach_rows.append(row)
+    return queries, keys, reach_rows
+
+
+def _restricted_candidates(overlaps, gap, triples):
+    """Candidate pairs ``(q, z)`` and their reach sets when only ``triples`` are witnesses."""
+    n_codewords = overlaps.shape[0]
+    queries, keys, reach_rows = [], [], []
+    for q, nodes in restricted_reach(overlaps, gap, triples).items():
+        sizes = {z: len(r) for z, r in nodes.items()}
+        best = max(sizes.values())
+        for z in sorted(z for z, s in sizes.items() if s == best):
+            row = np.zeros(n_codewords, dtype=bool)
+            row[list(nodes[z])] = True
+            queries.append(q)
+            keys.append(z)
+            reach_rows.append(row)
+    return queries, keys, reach_rows
+
+
+def _greedy_clique(overlaps, queries, keys, reach, gap, ratio):
+    """The bound ``s^2 / (s + mass)`` of a greedy clique of mutually dominating pairs,
+    keeping its best prefix; the bound and the chosen pairs' queries and keys."""
+    # dominated[i, j]: a chain leads from z_i to z_j for query q_i.
+    dominated = reach[:, keys]
+    compatible = dominated & dominated.T
+    np.fill_diagonal(compatible, False)
+    k = chain_steps(overlaps, queries, keys, gap)
+    mass = np.where(compatible, ratio ** (-2.0 * np.where(compatible, k, 0)), 0.0)
+    mass = mass + mass.T  # both ordered pairs (i, j) and (j, i)
+    candidate = np.ones(len(queries), dtype=bool)
+    degree = compatible.sum(axis=1).astype(np.int64)
+    added_mass = np.zeros(len(queries))
+    order, total, best, best_size = [], 0.0, 0.0, 0
+    while candidate.any():
+        pool = np.flatnonzero(candidate)
+        # Most compatible candidates first, then the least added mass.
+        pick = pool[np.lexsort((added_mass[pool], -degree[pool]))[0]]
+        order.append(pick)
+        total += added_mass[pick]
+        size = len(order)
+        value = size**2 / (size + total)
+        if value > best:
+            best, best_size = value, size
+        dropped = candidate & ~compatible[pick]
+        candidate &= compatible[pick]
+        degree -= compatible[:, dropped].sum(axis=1)
+        added_mass += mass[:, pick]
+    chosen = np.array(order[:best_size])
+    return float(best), queries[chosen], keys[chosen]

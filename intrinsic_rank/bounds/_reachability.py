@@ -7,7 +7,7 @@ hidden-state geometry (radius and box) they need.
 
 import numpy as np
 
-from .._validation import check_int, check_real
+from .._validation import check_real
 from ._common import Certificate, check_size, finite_result, log1p_ratio, log_int
 
 __all__ = [

@@ -46,8 +46,9 @@ What a command promises
   ``execute`` for interrupts that a library swallows). That holds from the
   first line of :func:`main` on, start-up included: the heavy imports happen
   inside it, and the console script's own import of this module happens inside
-  the guard of :func:`intrinsic_rank.__main__.main`. A Ctrl-C once the run has finished (the interpreter shutting down)
-  is ignored: the finished run keeps its status.
+  the guard of :func:`intrinsic_rank.__main__.main`. A Ctrl-C once the run has
+  finished (the interpreter shutting down) is ignored: the finished run keeps its
+  status.
 * **SIGTERM and SIGHUP** unwind exactly like an interrupt: a file being
   written is not left behind as a temporary file, nothing of the run is
   renamed in, ``reproduce`` releases its lock, and the command exits with 128 +
@@ -314,7 +315,7 @@ def _run_experiment(experiment, args, guard=None):
             try:
                 if summary:
                     print(summary[0])
-                for caption, records, columns, *floatfmt in experiment.tables(result):
+                for _caption, records, columns, *floatfmt in experiment.tables(result):
                     if records:
                         print(format_table(records, columns, floatfmt=floatfmt[0] if floatfmt
                                            else experiment.floatfmt))

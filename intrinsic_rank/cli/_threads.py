@@ -13,7 +13,7 @@ import sys
 DEFAULT_THREADS = 1
 """Torch CPU threads of a command when neither ``--threads`` nor ``OMP_NUM_THREADS`` is given.
 
-Measured on the project's 2-core machine (README, "How long each command
+Measured on a 2-core CPU (docs/performance.md, "How long each command
 takes"): one thread is never slower than two on a busy machine, and two
 threads on cores that other work also uses spin instead of waiting (a sweep
 took minutes instead of seconds). One thread also makes a command's numbers

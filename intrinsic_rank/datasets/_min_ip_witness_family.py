@@ -68,8 +68,9 @@ def make_min_ip_witness_family(
     attention, values ``x``, readout ``1.5 <q, o> - (|q| + g) / 2``) solves it
     exactly; and sampled from a large code, each query occurs in only a
     handful of sequences, which a flexible student can memorise one by one
-    (``docs/min_ip.md`` shows what the suite measures). This family is instead *dense in constraints*: a small code,
-    every witness it offers with *varying* gaps ``>= min_gap``, and anchors.
+    (``docs/min_ip.md`` shows what the suite measures). This family is instead
+    *dense in constraints*: a small code, every witness it offers with *varying*
+    gaps ``>= min_gap``, and anchors.
 
     Construction (the Min-IP paper):
 
@@ -178,16 +179,8 @@ def make_min_ip_witness_family(
     if n_sequences is not None:
         n_sequences = check_int(n_sequences, "n_sequences")
     code_seed, order_seed, sample_seed = child_seeds(random_state, 3)
-    if codewords is None:
-        n_bits = check_int(n_bits, "n_bits", 2, _MAX_BITS)
-        weight = _check_weight(weight, n_bits)
-        n_codewords = check_int(n_codewords, "n_codewords", 3)
-        codewords = random_constant_weight_code(
-            n_bits, weight, n_codewords, np.random.RandomState(code_seed)
-        )
-    else:
-        codewords, weight = check_constant_weight_code(codewords, weight)
-        n_codewords, n_bits = codewords.shape
+    codewords, weight, n_codewords, n_bits = _family_code(codewords, weight, n_bits,
+                                                          n_codewords, code_seed)
     overlaps = code_overlaps(codewords)
     triples, anchor = _family_triples(overlaps, min_gap, bool(anchors))
     if len(triples) == 0:
@@ -198,39 +191,11 @@ def make_min_ip_witness_family(
         )
     n_family = len(triples)
     if n_sequences is not None:
-        if n_sequences > n_family:
-            raise ValueError(
-                f"the family has only {n_family} sequences (min_gap={min_gap}, "
-                f"anchors={bool(anchors)}); asked for n_sequences={n_sequences}"
-            )
-        keep = np.sort(
-            _distinct_indices(n_family, n_sequences, np.random.RandomState(sample_seed))
-        )
-        triples, anchor = triples[keep], anchor[keep]
-    n = len(triples)
-    better_position = (
-        np.random.RandomState(order_seed).random_sample(n) < 0.5
-    ).astype(np.int64)
-    better_position[anchor] = 0
-    if both_orders:
-        swapped = ~anchor
-        triples = np.concatenate([triples, triples[swapped]])
-        anchor = np.concatenate([anchor, anchor[swapped]])
-        better_position = np.concatenate(
-            [better_position, 1 - better_position[swapped]]
-        )
-        n = len(triples)
-    rows = np.arange(n)
-    X = np.empty((n, 3, n_bits), dtype=np.float64)
-    X[rows, better_position] = codewords[triples[:, 1]]
-    X[rows, 1 - better_position] = codewords[triples[:, 2]]
-    X[:, 2] = codewords[triples[:, 0]]
-    query, better, worse = triples.T
-    pair_overlaps = np.stack([overlaps[query, better], overlaps[query, worse]], axis=1)
-    y = min_ip_targets(X, target)
-    final = y if target == "final" else y[:, -1, 0]
-    if not np.array_equal(final, pair_overlaps[:, 0]):  # pragma: no cover
-        raise RuntimeError("witness family broken: final target != <q, a>")
+        triples, anchor = _sample_family(triples, anchor, n_sequences, min_gap, anchors,
+                                         sample_seed)
+    triples, anchor, better_position = _place_better(triples, anchor, both_orders, order_seed)
+    X, y, pair_overlaps = _family_sequences(codewords, overlaps, triples, better_position,
+                                            target)
     if not return_info:
         return X, y
     info = Bunch(
@@ -251,3 +216,69 @@ def make_min_ip_witness_family(
         seq_len=3,
     )
     return X, y, info
+
+
+def _family_code(codewords, weight, n_bits, n_codewords, code_seed):
+    """The code (drawn, or the one given, checked) with its weight, size and width."""
+    if codewords is None:
+        n_bits = check_int(n_bits, "n_bits", 2, _MAX_BITS)
+        weight = _check_weight(weight, n_bits)
+        n_codewords = check_int(n_codewords, "n_codewords", 3)
+        codewords = random_constant_weight_code(
+            n_bits, weight, n_codewords, np.random.RandomState(code_seed)
+        )
+    else:
+        codewords, weight = check_constant_weight_code(codewords, weight)
+        n_codewords, n_bits = codewords.shape
+    return codewords, weight, n_codewords, n_bits
+
+
+def _sample_family(triples, anchor, n_sequences, min_gap, anchors, sample_seed):
+    """``n_sequences`` distinct members of the family, in the family's order."""
+    n_family = len(triples)
+    if n_sequences > n_family:
+        raise ValueError(
+            f"the family has only {n_family} sequences (min_gap={min_gap}, "
+            f"anchors={bool(anchors)}); asked for n_sequences={n_sequences}"
+        )
+    keep = np.sort(
+        _distinct_indices(n_family, n_sequences, np.random.RandomState(sample_seed))
+    )
+    return triples[keep], anchor[keep]
+
+
+def _place_better(triples, anchor, both_orders, order_seed):
+    """Where each sequence puts its better word (0 or 1; anchors at 0), and with
+    ``both_orders`` every witness once more in the other order."""
+    n = len(triples)
+    better_position = (
+        np.random.RandomState(order_seed).random_sample(n) < 0.5
+    ).astype(np.int64)
+    better_position[anchor] = 0
+    if both_orders:
+        swapped = ~anchor
+        triples = np.concatenate([triples, triples[swapped]])
+        anchor = np.concatenate([anchor, anchor[swapped]])
+        better_position = np.concatenate(
+            [better_position, 1 - better_position[swapped]]
+        )
+    return triples, anchor, better_position
+
+
+def _family_sequences(codewords, overlaps, triples, better_position, target):
+    """The sequences ``(better, worse)`` in their order, then the query; their targets and
+    the query's overlaps with the better and the worse word."""
+    n_bits = codewords.shape[1]
+    n = len(triples)
+    rows = np.arange(n)
+    X = np.empty((n, 3, n_bits), dtype=np.float64)
+    X[rows, better_position] = codewords[triples[:, 1]]
+    X[rows, 1 - better_position] = codewords[triples[:, 2]]
+    X[:, 2] = codewords[triples[:, 0]]
+    query, better, worse = triples.T
+    pair_overlaps = np.stack([overlaps[query, better], overlaps[query, worse]], axis=1)
+    y = min_ip_targets(X, target)
+    final = y if target == "final" else y[:, -1, 0]
+    if not np.array_equal(final, pair_overlaps[:, 0]):  # pragma: no cover
+        raise RuntimeError("witness family broken: final target != <q, a>")
+    return X, y, pair_overlaps

@@ -3,12 +3,15 @@
 One subpackage per paper, each importing only the runner and the rooms below
 (import-linter checks both, and that the papers never import each other):
 
-* ``experiments.entropic`` -- the Entropic Bound (``sweep``,
-  ``ladder``, ``frontier`` and the appendix on real models, ``profile``);
-* ``experiments.min_ip`` -- three tokens force exponential
-  feature rank (``min-ip``, ``min-ip-law``);
-* ``experiments.reachability`` -- how many outputs a
-  Transformer can generate (``reach``, ``copy``);
+* ``experiments.entropic`` -- "The Entropic Bound" (Byeong Hoon Yoon, 2026):
+  ``sweep``, ``ladder``, ``frontier`` and the appendix on real models,
+  ``profile``, ``corpus-ranks`` and ``head-ranks``;
+* ``experiments.min_ip`` -- "Three tokens force exponential feature rank in
+  nonnegative kernel attention" (Vicente Opazo, 2026): ``min-ip``,
+  ``min-ip-law``;
+* ``experiments.reachability`` -- "How many different outputs can a Transformer
+  generate?" (Meyer, Michelessa, Chaux and Tan, ICML 2026, arXiv 2605.22223):
+  ``reach``, ``copy``, ``lm-geometry``;
 * ``experiments.runner`` -- what they share: the registry,
   the reproduce runner, output, progress, argument types and parallel tasks.
 

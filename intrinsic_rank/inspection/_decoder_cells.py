@@ -289,48 +289,7 @@ def decoder_cell_proportions(adapter, hidden_states=None, *, low=None, high=None
     reduced = _check_reduced(reduced_precision)
     check = check_int(check_points, "check_points", 0)
     seed = check_seed(random_state)
-    given = [v for v in (low, high, center, radius) if v is not None]
-    if hidden_states is not None:
-        if given:
-            raise ValueError(
-                "give either hidden_states or the region (low/high, center/radius), not both"
-            )
-        params = _region_from_states(hidden_states, region)
-    elif region == "box":
-        if low is None or high is None or center is not None or radius is not None:
-            raise ValueError(
-                "region='box' needs hidden_states or both low and high (not center/radius)"
-            )
-        params = dict(low=_finite(low, "low"), high=_finite(high, "high"))
-        if params["low"].shape == params["high"].shape:
-            flat = np.flatnonzero(params["high"] <= params["low"])
-            if flat.size:
-                raise ValueError(
-                    f"high must exceed low in every coordinate (a region of zero width "
-                    f"has no volume); {flat.size} coordinate(s) fail, first at index "
-                    f"{int(flat[0])}"
-                )
-    else:
-        if radius is None or low is not None or high is not None:
-            raise ValueError(
-                "region='ball' needs hidden_states or radius (and optionally center), "
-                "not low/high"
-            )
-        params = dict(center=None if center is None else _finite(center, "center"),
-                      radius=check_real(radius, "radius", 0.0, low_open=True))
-    d, V = adapter.width, adapter.vocab_size
-    dim = params["low"].shape[-1] if region == "box" else d
-    if region == "box" and (params["low"].shape != (d,) or params["high"].shape != (d,)):
-        raise ValueError(
-            f"low and high must have shape ({d},), the model's width; got "
-            f"{params['low'].shape} and {params['high'].shape}"
-        )
-    if region == "ball" and params["center"] is not None and params["center"].shape != (d,):
-        raise ValueError(
-            f"center must have shape ({d},), the model's width; got {params['center'].shape}"
-        )
-    if hidden_states is not None and dim != d:
-        raise ValueError(f"hidden_states must have d = {d} columns; got {dim}")
+    params = _region_params(adapter, hidden_states, region, low, high, center, radius)
     check_decoder(adapter)
     dev = _adapter_device(adapter) if device is None else check_device(device)
     dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
@@ -338,17 +297,8 @@ def decoder_cell_proportions(adapter, hidden_states=None, *, low=None, high=None
         W = weight.detach().to(dev, dtype)
         b = None if bias is None else bias.detach().to(dev, dtype)
         half_norm = 0.5 * (W * W).sum(dim=1)
-    if region == "box":
-        reach = max(float(np.max(np.abs(params["low"]))), float(np.max(np.abs(params["high"]))))
-    else:
-        centre = 0.0 if params["center"] is None else float(np.max(np.abs(params["center"])))
-        reach = centre + params["radius"]
-    if not reach < torch.finfo(dtype).max:
-        raise ValueError(
-            f"the region reaches coordinates of {reach:.3g}, beyond {dtype}'s range "
-            f"({torch.finfo(dtype).max:.3g}); rescale it"
-        )
-    draw = _Sampler(params, region, d, seed)
+    _check_region_in_range(params, region, dtype)
+    draw = _Sampler(params, region, adapter.width, seed)
     head = _Head(W, b, half_norm, reduced, cap)
     tic = time.perf_counter()
     counts, nearest, differ, checked, mismatched = _count(head, draw, n, check, verbose)
@@ -366,12 +316,80 @@ def decoder_cell_proportions(adapter, hidden_states=None, *, low=None, high=None
     return Bunch(
         proportions=chosen.proportions, counts=chosen.counts, n_empty=chosen.n_empty,
         argmax=real_cells, nearest=near_cells, disagreement=float(int(differ) / n),
-        n_samples=n, vocab_size=int(V), region=region, rule=rule,
+        n_samples=n, vocab_size=int(adapter.vocab_size), region=region, rule=rule,
         max_decay=float(np.log(n)), matmul_dtype=str(head.reduced or dtype).replace("torch.", ""),
         check=Bunch(points=int(checked), mismatched=int(mismatched),
                     rechecked=int(head.rechecked), reduced_precision=reduced),
         seconds=float(seconds), **params,
     )
+
+
+def _region_params(adapter, hidden_states, region, low, high, center, radius):
+    """The region's ``low``/``high`` (box) or ``center``/``radius`` (ball), from the
+    hidden states or as given, checked against the model's width; one ValueError."""
+    given = [v for v in (low, high, center, radius) if v is not None]
+    if hidden_states is not None:
+        if given:
+            raise ValueError(
+                "give either hidden_states or the region (low/high, center/radius), not both"
+            )
+        params = _region_from_states(hidden_states, region)
+    elif region == "box":
+        params = _given_box(low, high, center, radius)
+    else:
+        if radius is None or low is not None or high is not None:
+            raise ValueError(
+                "region='ball' needs hidden_states or radius (and optionally center), "
+                "not low/high"
+            )
+        params = dict(center=None if center is None else _finite(center, "center"),
+                      radius=check_real(radius, "radius", 0.0, low_open=True))
+    d = adapter.width
+    dim = params["low"].shape[-1] if region == "box" else d
+    if region == "box" and (params["low"].shape != (d,) or params["high"].shape != (d,)):
+        raise ValueError(
+            f"low and high must have shape ({d},), the model's width; got "
+            f"{params['low'].shape} and {params['high'].shape}"
+        )
+    if region == "ball" and params["center"] is not None and params["center"].shape != (d,):
+        raise ValueError(
+            f"center must have shape ({d},), the model's width; got {params['center'].shape}"
+        )
+    if hidden_states is not None and dim != d:
+        raise ValueError(f"hidden_states must have d = {d} columns; got {dim}")
+    return params
+
+
+def _given_box(low, high, center, radius):
+    """A box given by its corners: finite, of positive width in every coordinate."""
+    if low is None or high is None or center is not None or radius is not None:
+        raise ValueError(
+            "region='box' needs hidden_states or both low and high (not center/radius)"
+        )
+    params = dict(low=_finite(low, "low"), high=_finite(high, "high"))
+    if params["low"].shape == params["high"].shape:
+        flat = np.flatnonzero(params["high"] <= params["low"])
+        if flat.size:
+            raise ValueError(
+                f"high must exceed low in every coordinate (a region of zero width "
+                f"has no volume); {flat.size} coordinate(s) fail, first at index "
+                f"{int(flat[0])}"
+            )
+    return params
+
+
+def _check_region_in_range(params, region, dtype):
+    """One ValueError when the region reaches beyond the largest number of ``dtype``."""
+    if region == "box":
+        reach = max(float(np.max(np.abs(params["low"]))), float(np.max(np.abs(params["high"]))))
+    else:
+        centre = 0.0 if params["center"] is None else float(np.max(np.abs(params["center"])))
+        reach = centre + params["radius"]
+    if not reach < torch.finfo(dtype).max:
+        raise ValueError(
+            f"the region reaches coordinates of {reach:.3g}, beyond {dtype}'s range "
+            f"({torch.finfo(dtype).max:.3g}); rescale it"
+        )
 
 
 class _Sampler:

@@ -393,8 +393,9 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
         (``cells["max_decay"]``) and ``cells["n_empty"]`` cells are unresolved.
     measured_slope : float or None, default=None
         A measured slope (tokens per prompt vector, e.g. of
-        :func:`~intrinsic_rank.experiments.accessibility_curves` on the same model) to divide the slope
-        bounds by: the ``ratio`` column of ``bounds``; None leaves it NaN.
+        :func:`~intrinsic_rank.experiments.accessibility_curves` on the same
+        model) to divide the slope bounds by: the ``ratio`` column of
+        ``bounds``; None leaves it NaN.
     random_state : int, default=0
         Seeds the prompts and the cell Monte Carlo.
     keep_cells : bool, default=False
@@ -413,8 +414,9 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
         ``slope_bound``, ``box_slope_bound``, ``cone_slope_bound`` and
         ``cell_slope_bound`` (tokens per vector, NaN where they do not apply),
         ``min_cosine``, ``cone_half_angle``, ``cone_log_fraction``, ``cells``
-        (as the ``cells`` of :func:`~intrinsic_rank.experiments.accessibility_curves`; None for an encoder
-        or ``n_cell_samples=0``; besides the keys of :func:`cell_facts` it holds
+        (as the ``cells`` of
+        :func:`~intrinsic_rank.experiments.accessibility_curves`; None for an
+        encoder or ``n_cell_samples=0``; besides the keys of :func:`cell_facts` it holds
         ``max_decay`` = ``ln n_cell_samples``, ``matmul_dtype`` and ``seconds``
         of the count), ``cell_counts`` (only with ``keep_cells``: points per
         token under ``argmax(W h + b)``, None without cells), ``bounds`` (one

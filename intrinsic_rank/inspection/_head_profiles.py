@@ -293,8 +293,9 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
         ``top_<pattern>_heads`` as ``[layer, head, score]`` (the ``n_top``
         best), ``counted_<pattern>_heads`` (every head that the count counts,
         the same way, best first), the sink rate, the Spearman correlation of
-        static-kernel and realised-attention energy ranks across heads; on repeated random tokens with a next-token head,
-        ``copy_accuracy_first`` and ``copy_accuracy_second``), ``config``
+        static-kernel and realised-attention energy ranks across heads; on
+        repeated random tokens with a next-token head, ``copy_accuracy_first``
+        and ``copy_accuracy_second``), ``config``
         (model, family, sizes, whether it is causal or rotary, the inputs, the
         score options and ``pattern_queries``: how many queries define each
         pattern) and ``seconds``.
@@ -320,6 +321,56 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     ('repeated random tokens', 16)
     """
     start = time.perf_counter()
+    n_inputs, max_length, band, batch_size, n_top = _check_profile_options(
+        n_inputs, max_length, band, batch_size, threshold, q, sink_rate_threshold, n_top,
+        score_measure)
+    exclusions = dict(exclude_bos=bool(exclude_bos),
+                      exclude_current_token=bool(exclude_current_token))
+    device = check_device(device)
+    module, folder_tokenizer, label = load_model(model)
+    unwrap_model(module)[0].to(device)
+    tokenizer = tokenizer if tokenizer is not None else folder_tokenizer
+    vocab, context, family, dtype = _model_facts(module)
+    if context is not None:  # default inputs and truncated texts fit the context
+        max_length = min(max_length, context)
+    ids, mask, texts, source, repeated = _profile_inputs(
+        module, inputs, tokenizer, vocab, context, n_inputs, half_length, max_length,
+        random_state)
+
+    heads = query_key_weights(module)
+    spectra, kernel, d_model = _kernel_measures(heads, dtype, q)
+    n_layers, n_heads, d_head = spectra.shape
+    realised = _realised_attention(module, ids, mask, batch_size, band, score_measure,
+                                   exclusions, n_layers, n_heads)
+    references = _reference_scores(realised, band, score_measure, exclusions)
+    records = _head_records(spectra, kernel, realised)
+    baselines = _baselines(references, score_measure)
+    summary = _summarize(records, threshold, baselines, sink_rate_threshold, n_top)
+    if repeated is not None and realised.causal and _has_next_token_head(module):
+        summary["copy_accuracy_first"], summary["copy_accuracy_second"] = _copy_accuracy(
+            module, ids, *repeated, realised.batch_size, device)
+    rotary = any(getattr(layer, "rotary", False) for layer in heads)
+    qk_norm = any(getattr(layer, "qk_norm", False) for layer in heads)
+    lengths = realised.lengths
+    config = dict(model=label, family=family, n_layers=int(n_layers), n_heads=int(n_heads),
+                  d_model=int(d_model), d_head=int(d_head), vocab_size=vocab,
+                  context=context, causal=bool(realised.causal), rotary=rotary,
+                  qk_norm=qk_norm, dtype=str(dtype).replace("torch.", ""), inputs=source,
+                  n_inputs=int(len(ids)), mean_length=float(np.mean(lengths)),
+                  min_length=int(min(lengths)), max_length=int(max(lengths)), band=band,
+                  q=float(q), threshold=float(threshold), score_measure=score_measure,
+                  **exclusions, half_length=None if repeated is None else repeated[1],
+                  bos=None if repeated is None else bool(repeated[0]),
+                  sink_rate_threshold=float(sink_rate_threshold),
+                  pattern_queries=dict(realised.selected.queries), random_state=random_state)
+    return Bunch(records=records, kernel_spectra=spectra, baselines=baselines,
+                 summary=summary, config=config, texts=texts,
+                 seconds=time.perf_counter() - start)
+
+
+def _check_profile_options(n_inputs, max_length, band, batch_size, threshold, q,
+                           sink_rate_threshold, n_top, score_measure):
+    """The integer options of :func:`profile_heads`, checked; one ValueError for a bad one."""
     n_inputs = check_int(n_inputs, "n_inputs")
     max_length = check_int(max_length, "max_length", 2)
     band = check_int(band, "band", 0)
@@ -335,15 +386,15 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     if score_measure not in SCORE_MEASURES:
         raise ValueError(f"score_measure must be one of "
                          f"{', '.join(map(repr, SCORE_MEASURES))}; got {score_measure!r}")
-    exclusions = dict(exclude_bos=bool(exclude_bos),
-                      exclude_current_token=bool(exclude_current_token))
-    device = check_device(device)
-    module, folder_tokenizer, label = load_model(model)
-    unwrap_model(module)[0].to(device)
-    tokenizer = tokenizer if tokenizer is not None else folder_tokenizer
-    vocab, context, family, dtype = _model_facts(module)
-    if context is not None:  # default inputs and truncated texts fit the context
-        max_length = min(max_length, context)
+    return n_inputs, max_length, band, batch_size, n_top
+
+
+def _profile_inputs(module, inputs, tokenizer, vocab, context, n_inputs, half_length,
+                    max_length, random_state):
+    """The token ids, mask and texts a profile runs on, what they are, and the repeat layout.
+
+    ``repeated`` is ``(offset, half_length)`` for the repeated-random-tokens test, else None.
+    """
     repeated = None
     if isinstance(inputs, str) and inputs == REPEATED_RANDOM:
         inputs, offset, half_length = _repeated_random_inputs(
@@ -355,20 +406,34 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     else:
         source = "given"
     ids, mask, texts = _encode(inputs, tokenizer, max_length, vocab, context)
+    return ids, mask, texts, source, repeated
+
+
+def _kernel_measures(heads, dtype, q):
+    """Singular values ``(n_layers, n_heads, d_head)`` of the static kernels, their rank
+    measures per column of the records, and the model width."""
     eps = float(torch.finfo(dtype).eps) if dtype.is_floating_point else float(
         np.finfo(np.float32).eps)
-
-    heads = query_key_weights(module)
     cores = _kernel_cores(heads)
     spectra = np.linalg.svd(cores, compute_uv=False)
-    n_layers, n_heads, d_head = spectra.shape
     d_model = heads[0].w_q.shape[1]
     # the matrix_rank rule for the d x d kernel at the precision of the weights
     tol = spectra[..., 0] * d_model * eps
     measures = spectral.rank_profile(cores, tol=tol, q=q)
     kernel = {column: np.asarray(measures[measure])
               for measure, column in _KERNEL_MEASURES.items()}
+    return spectra, kernel, d_model
 
+
+def _realised_attention(module, ids, mask, batch_size, band, score_measure, exclusions,
+                        n_layers, n_heads):
+    """The diagnostics and head scores of the attention maps the model computes on the inputs.
+
+    Returns a Bunch: ``per_input`` (each diagnostic per input, ``(L, H)``), the
+    pattern-score accumulators ``selected`` and ``conditional``, whether every map
+    is ``causal``, the inputs' ``lengths`` and token ``sequences`` (padding
+    removed), and the ``batch_size`` used.
+    """
     per_input = {key: [] for key in _DIAGNOSTICS}
     selected = _PatternScores(score_measure, **exclusions)
     conditional = _PatternScores("conditional", **exclusions)
@@ -393,27 +458,39 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
     if max(lengths) < 2:
         raise ValueError("every input has a single token: attention maps of one token say "
                          "nothing; give inputs of at least two tokens")
+    return Bunch(per_input=per_input, selected=selected, conditional=conditional,
+                 causal=causal, lengths=lengths, sequences=sequences, batch_size=batch_size)
+
+
+def _reference_scores(realised, band, score_measure, exclusions):
+    """Uniform attention's diagnostics and head scores on the same inputs, and the perfect
+    heads' scores: what a head's numbers are read against."""
     uniform = {key: [] for key in _DIAGNOSTICS}
     at_length = {}
-    for n in lengths:  # the same diagnostics for uniform attention on the same lengths
+    for n in realised.lengths:  # the same diagnostics for uniform attention on the same lengths
         if n not in at_length:
-            at_length[n] = _map_diagnostics(_uniform_maps(n, causal), band)
+            at_length[n] = _map_diagnostics(_uniform_maps(n, realised.causal), band)
         for key, value in at_length[n].items():
             uniform[key].append(value)
     # the head scores of uniform attention and of perfect heads on the same tokens
     uniform_scores = {measure: _PatternScores(measure, **exclusions)
                       for measure in {score_measure, "conditional"}}
     perfect = {name: _PatternScores(score_measure, **exclusions) for name in HEAD_PATTERNS}
-    for tokens in sequences:
+    for tokens in realised.sequences:
         for accumulator in uniform_scores.values():
-            accumulator.add(_uniform_maps(len(tokens), causal)[0, 0], tokens)
+            accumulator.add(_uniform_maps(len(tokens), realised.causal)[0, 0], tokens)
         for name, P in _perfect_maps(tokens).items():
             perfect[name].add(P, tokens)
-    scores = selected.scores()
-    conditional_scores = conditional.scores()
-    stacked = {key: np.stack(values) for key, values in per_input.items()}  # (n, L, H)
-    means = {key: value.mean(0) for key, value in stacked.items()}
+    return Bunch(uniform=uniform, uniform_scores=uniform_scores, perfect=perfect)
 
+
+def _head_records(spectra, kernel, realised):
+    """One record per layer and head: kernel measures, mean diagnostics, head scores."""
+    n_layers, n_heads, d_head = spectra.shape
+    scores = realised.selected.scores()
+    conditional_scores = realised.conditional.scores()
+    stacked = {key: np.stack(values) for key, values in realised.per_input.items()}  # (n, L, H)
+    means = {key: value.mean(0) for key, value in stacked.items()}
     records = []
     for layer in range(n_layers):
         for head in range(n_heads):
@@ -431,33 +508,19 @@ def profile_heads(model="default", inputs=None, *, tokenizer=None, n_inputs=32, 
                                        (f"{name}_conditional_score", conditional_scores[name])):
                     rec[column] = float(np.broadcast_to(values, (n_layers, n_heads))[layer, head])
             records.append(rec)
+    return records
 
-    baselines = {key: float(np.mean(values)) for key, values in uniform.items()}
+
+def _baselines(references, score_measure):
+    """Uniform attention's mean diagnostics and scores, and the perfect heads' scores."""
+    baselines = {key: float(np.mean(values)) for key, values in references.uniform.items()}
     for name in HEAD_PATTERNS:
-        baselines[f"{name}_score"] = float(uniform_scores[score_measure].scores()[name])
+        baselines[f"{name}_score"] = float(
+            references.uniform_scores[score_measure].scores()[name])
         baselines[f"{name}_conditional_score"] = float(
-            uniform_scores["conditional"].scores()[name])
-        baselines[f"perfect_{name}_score"] = float(perfect[name].scores()[name])
-    summary = _summarize(records, threshold, baselines, sink_rate_threshold, n_top)
-    if repeated is not None and causal and _has_next_token_head(module):
-        summary["copy_accuracy_first"], summary["copy_accuracy_second"] = _copy_accuracy(
-            module, ids, *repeated, batch_size, device)
-    rotary = any(getattr(layer, "rotary", False) for layer in heads)
-    qk_norm = any(getattr(layer, "qk_norm", False) for layer in heads)
-    config = dict(model=label, family=family, n_layers=int(n_layers), n_heads=int(n_heads),
-                  d_model=int(d_model), d_head=int(d_head), vocab_size=vocab,
-                  context=context, causal=bool(causal), rotary=rotary, qk_norm=qk_norm,
-                  dtype=str(dtype).replace("torch.", ""), inputs=source,
-                  n_inputs=int(len(ids)), mean_length=float(np.mean(lengths)),
-                  min_length=int(min(lengths)), max_length=int(max(lengths)), band=band,
-                  q=float(q), threshold=float(threshold), score_measure=score_measure,
-                  **exclusions, half_length=None if repeated is None else repeated[1],
-                  bos=None if repeated is None else bool(repeated[0]),
-                  sink_rate_threshold=float(sink_rate_threshold),
-                  pattern_queries=dict(selected.queries), random_state=random_state)
-    return Bunch(records=records, kernel_spectra=spectra, baselines=baselines,
-                 summary=summary, config=config, texts=texts,
-                 seconds=time.perf_counter() - start)
+            references.uniform_scores["conditional"].scores()[name])
+        baselines[f"perfect_{name}_score"] = float(references.perfect[name].scores()[name])
+    return baselines
 
 
 def _summarize(records, threshold, baselines, sink_rate_threshold=0.3, n_top=5):

@@ -2,13 +2,15 @@
 
 Rooms of this package:
 
-* model loading (``_loading``): :func:`load_model` resolves whatever names a
+* model loading (``_loading``; the package's own ``.pt`` files and embedded
+  model in ``_tiny_files``): :func:`load_model` resolves whatever names a
   model -- ``"default"``, a packaged name, a ``.pt`` file, a Hugging Face
   folder, an instance or an adapter -- and :func:`as_causal_lm` /
   :func:`as_model_adapter` wrap the result for reachability and geometry;
 * causal LMs and adapters (``_causal_lm``, ``_hf``), prompted LMs
   (``_prompted``) and their training (``_lm_training``);
-* per-head weights, attention maps and model introspection (``_heads``);
+* per-head weights and model introspection (``_heads``), realised attention
+  maps (``_attention_maps``);
 * the rank-batched students (``_students``, ``_kernel_students``,
   ``_registry``), and the rotary softmax student of real rotary heads
   (``_rotary_students``) with its distillation from a real head
@@ -27,15 +29,12 @@ from ._causal_lm import (
     check_causal,
     greedy_decode,
 )
-from ._heads import (
-    QueryKeyHeads,
+from ._heads import QueryKeyHeads, query_key_weights, unwrap_model, value_weights
+from ._attention_maps import (
     attention_maps,
     check_token_inputs,
     model_max_positions,
     model_vocab_size,
-    query_key_weights,
-    unwrap_model,
-    value_weights,
 )
 from ._hf import (
     HFCausalLMAdapter,
@@ -60,18 +59,16 @@ from ._feature_maps import (
 from ._kernel_attention import DenseSoftmaxHead, NormalizedKernelHead, normalized_kernel_attention
 from ._kernel_students import KERNEL_STUDENT_MAPS, DenseAttentionStudent, KernelAttentionStudent
 from ._lm_training import train_causal_lm
+from ._tiny_files import DEFAULT_MODEL_FILE, load_default_model, save_tiny_lm
 from ._loading import (
-    DEFAULT_MODEL_FILE,
     PACKAGED_MODELS,
     LoadedModel,
     ModelNotInstalledError,
     PackagedModel,
     as_causal_lm,
     as_model_adapter,
-    load_default_model,
     load_model,
     packaged_model_path,
-    save_tiny_lm,
 )
 from ._saving import save_model_folder
 from ._prompted import PromptedLM, random_prompt_hidden_states

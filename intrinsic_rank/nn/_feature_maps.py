@@ -62,7 +62,9 @@ FEATURE_MAPS = {
                       "kernel 1 + s + s^2 / 2 with s = <u, u'> / sqrt(d)"),
     "signed": (False, "learned signed linear map u = H W + c (no sign constraint)"),
 }
-"""Feature maps of :class:`~intrinsic_rank.nn.TripleAttentionHead`: name -> (nonnegative?, description).
+"""Feature maps of :class:`~intrinsic_rank.nn.TripleAttentionHead`.
+
+Name -> (nonnegative?, description).
 
 The Min-IP theorem covers the nonnegative maps; ``"taylor"`` and ``"signed"``
 have signed features, the Min-IP paper's "signed kernel" loophole

@@ -15,7 +15,6 @@ whose maps are given callables: the exact constructions of the Min-IP paper
 (:mod:`._min_ip_constructions`) are such heads.
 """
 
-import torch
 from torch import nn
 
 from ._students import row_softmax

@@ -69,9 +69,11 @@ class _MinIPReadoutMixin:
     def _readout(self, h, mixed):
         # y_i = a(x_i) . o_i + b(x_i): a and b are functions of the query token only
         n, R, L, e = mixed.shape
-        a = torch.einsum("nrlh,rhk->nrlk", h, self.readout_weight) + self.readout_weight_bias[:, None, :]
+        a = (torch.einsum("nrlh,rhk->nrlk", h, self.readout_weight)
+             + self.readout_weight_bias[:, None, :])
         a = a.view(n, R, L, e, self.d_out)
-        b = torch.einsum("nrlh,rhk->nrlk", h, self.readout_bias) + self.readout_bias_bias[:, None, :]
+        b = (torch.einsum("nrlh,rhk->nrlk", h, self.readout_bias)
+             + self.readout_bias_bias[:, None, :])
         return torch.einsum("nrle,nrlek->nrlk", mixed, a) + b
 
     def _values(self, h):

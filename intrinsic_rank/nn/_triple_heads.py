@@ -116,7 +116,8 @@ class TripleAttentionHead(nn.Module):
         if attention not in ("kernel", "dense"):
             raise ValueError(f"unknown attention {attention!r}; use 'kernel' or 'dense'")
         if attention == "kernel" and feature_map not in FEATURE_MAPS:
-            raise ValueError(f"unknown feature_map {feature_map!r}; use one of {list(FEATURE_MAPS)}")
+            raise ValueError(f"unknown feature_map {feature_map!r}; "
+                             f"use one of {list(FEATURE_MAPS)}")
         if random_features not in ("orthogonal", "iid"):
             raise ValueError(f"unknown random_features {random_features!r}; use 'orthogonal' "
                              f"or 'iid'")
@@ -186,7 +187,7 @@ class TripleAttentionHead(nn.Module):
     def reset_slot(self, slot, seed):
         """Re-draw the parameters of one slot from ``seed`` (a restart)."""
         gen = torch.Generator().manual_seed(keyed_seed(int(seed), self.ranks[slot], self.n_heads))
-        m, H = self.tokens.shape[1], self.hidden
+        m = self.tokens.shape[1]
         for name, shape in self._shapes.items():
             if name in ("map_q_bias", "map_k_bias"):
                 value = torch.full(shape, self.feature_bias)

@@ -151,6 +151,38 @@ def fit_triple_heads(head, data, max_steps=3000, lr=0.02, check_every=100, patie
         raise ValueError(f"margin_on must be 'triples' or 'positions'; got {margin_on!r}")
     device = torch.device(device)
     head = head.to(device)
+    triples, y, w, w_margin, seq = _training_tensors(head, data, targets, margin_on, device)
+    params = [p for p in head.parameters()]
+    S = len(head.ranks)
+    adam = _SlotAdam(params, S, lr)
+    active = torch.ones(S, dtype=torch.bool, device=device)
+    state = _SlotState(S, params)
+    schedule = dict(tol=tol, patience=patience, decays=decays, decay_factor=decay_factor,
+                    restarts=restarts, lr=lr)
+    step = 0
+    while step < max_steps and bool(active.any()):
+        n_inner = min(check_every, max_steps - step)
+        live = active.nonzero().squeeze(1)  # solved and frozen slots are not computed
+        for _ in range(n_inner):
+            _train_step(head, triples, y, w, w_margin, margin, live, adam, active)
+        step += n_inner
+        losses, pos, sq = _slot_scores(head, triples, y, w, seq, live, S)
+        for s in range(S):
+            if not active[s]:
+                continue
+            state.record(s, n_inner, float(losses[s]), float(pos[s]), float(sq[s]), params)
+            _schedule_slot(state, s, float(losses[s]), float(sq[s]), active, head, adam,
+                           **schedule)
+    with torch.no_grad():
+        for b, p in zip(state.best_params, params):
+            p.copy_(b)
+    return dict(state.out, converged=state.converged, restarts=state.used, steps=state.steps,
+                curve=state.curves, steps_run=step)
+
+
+def _training_tensors(head, data, targets, margin_on, device):
+    """The triples, targets, weights (of the loss and of its margin term) and the
+    sequences' triples of ``data``, as tensors on ``device``."""
     dtype = head.tokens.dtype
     triples = torch.as_tensor(data.triples, device=device)
     y = torch.as_tensor(data.targets if targets is None else targets, dtype=dtype,
@@ -164,79 +196,86 @@ def fit_triple_heads(head, data, max_steps=3000, lr=0.02, check_every=100, patie
     w_margin = torch.full_like(w, 1.0 / len(w)) if margin_on == "triples" else w
     seq = data.get("sequence_triples") if hasattr(data, "get") else None
     seq = None if seq is None else torch.as_tensor(seq, device=device)
-    params = [p for p in head.parameters()]
-    S = len(head.ranks)
-    adam = _SlotAdam(params, S, lr)
-    active = torch.ones(S, dtype=torch.bool, device=device)
-    best_loss = torch.full((S,), math.inf)
-    stall = torch.zeros(S, dtype=torch.long)
-    used, decayed, steps = [0] * S, [0] * S, [0] * S
-    out = {k: [math.nan] * S for k in ("loss", "position_error", "sequence_error")}
-    curves = [[] for _ in range(S)]
-    converged = [False] * S
-    best_key = [(math.inf, math.inf)] * S
-    best_params = [p.detach().clone() for p in params]
-    step = 0
-    while step < max_steps and bool(active.any()):
-        n_inner = min(check_every, max_steps - step)
-        live = active.nonzero().squeeze(1)  # solved and frozen slots are not computed
-        for _ in range(n_inner):
-            pred = head(triples, slots=live)
-            err = pred - y
-            # squared error plus a margin term that pushes every position inside
-            # the rounding interval (|error| < 1/2), where exactness is decided
-            losses = (err**2 * w).sum(-1) + margin * (
-                torch.relu(err.abs() - 0.3) ** 2 * w_margin).sum(-1)
-            head.zero_grad(set_to_none=False)
-            losses.sum().backward()
-            adam.step(active)
-        step += n_inner
-        with torch.no_grad():
-            pred = head(triples, slots=live)
-            live_losses = ((pred - y) ** 2 * w).sum(-1).cpu()
-            live_pos, live_sq = _triple_scores(pred, y, w, seq)
-        losses, pos, sq = (torch.full((S,), math.nan, dtype=dtype) for _ in range(3))
-        losses[live.cpu()], pos[live.cpu()], sq[live.cpu()] = (
-            live_losses, live_pos.cpu(), live_sq.cpu())
-        for s in range(S):
-            if not active[s]:
-                continue
-            steps[s] += n_inner
-            loss_s = float(losses[s])
-            curves[s].append(loss_s if math.isfinite(loss_s) else math.inf)
-            key = (float(sq[s]), loss_s if math.isfinite(loss_s) else math.inf)
-            if key < best_key[s]:
-                best_key[s] = key
-                out["loss"][s], out["position_error"][s] = loss_s, float(pos[s])
-                out["sequence_error"][s] = float(sq[s])
-                with torch.no_grad():
-                    for b, p in zip(best_params, params):
-                        b[s].copy_(p[s])
-            solved = float(sq[s]) == 0.0
-            if loss_s < best_loss[s] * (1 - tol):
-                best_loss[s], stall[s] = loss_s, 0
-            else:
-                stall[s] += 1
-            if not math.isfinite(loss_s):
-                stall[s] = patience  # diverged: go straight to a restart
-                decayed[s] = decays
-            if solved:
-                active[s], converged[s] = False, True
-            elif stall[s] >= patience:
-                if decayed[s] < decays:
-                    decayed[s] += 1
-                    adam.rate[s] *= decay_factor
-                    stall[s] = 0
-                elif used[s] < restarts:
-                    used[s] += 1
-                    decayed[s] = 0
-                    head.reset_slot(s, head.seeds[s] + 1000 * used[s])
-                    adam.reset(s, lr)
-                    best_loss[s], stall[s] = math.inf, 0
-                else:
-                    active[s], converged[s] = False, True
-    with torch.no_grad():
-        for b, p in zip(best_params, params):
-            p.copy_(b)
-    return dict(out, converged=converged, restarts=used, steps=steps, curve=curves,
-                steps_run=step)
+    return triples, y, w, w_margin, seq
+
+
+def _train_step(head, triples, y, w, w_margin, margin, live, adam, active):
+    """One full-batch step of the live slots."""
+    pred = head(triples, slots=live)
+    err = pred - y
+    # squared error plus a margin term that pushes every position inside
+    # the rounding interval (|error| < 1/2), where exactness is decided
+    losses = (err**2 * w).sum(-1) + margin * (
+        torch.relu(err.abs() - 0.3) ** 2 * w_margin).sum(-1)
+    head.zero_grad(set_to_none=False)
+    losses.sum().backward()
+    adam.step(active)
+
+
+@torch.no_grad()
+def _slot_scores(head, triples, y, w, seq, live, S):
+    """Loss, position error and sequence error of every slot (NaN where not live)."""
+    pred = head(triples, slots=live)
+    live_losses = ((pred - y) ** 2 * w).sum(-1).cpu()
+    live_pos, live_sq = _triple_scores(pred, y, w, seq)
+    losses, pos, sq = (torch.full((S,), math.nan, dtype=head.tokens.dtype) for _ in range(3))
+    losses[live.cpu()], pos[live.cpu()], sq[live.cpu()] = (
+        live_losses, live_pos.cpu(), live_sq.cpu())
+    return losses, pos, sq
+
+
+class _SlotState:
+    """Per slot: the best scores and parameters so far, the plateau counters, the curve."""
+
+    def __init__(self, S, params):
+        self.best_loss = torch.full((S,), math.inf)
+        self.stall = torch.zeros(S, dtype=torch.long)
+        self.used, self.decayed, self.steps = [0] * S, [0] * S, [0] * S
+        self.out = {k: [math.nan] * S for k in ("loss", "position_error", "sequence_error")}
+        self.curves = [[] for _ in range(S)]
+        self.converged = [False] * S
+        self.best_key = [(math.inf, math.inf)] * S
+        self.best_params = [p.detach().clone() for p in params]
+
+    def record(self, s, n_inner, loss_s, pos_s, sq_s, params):
+        """Count the steps of slot ``s``, extend its curve, keep its best state (the lowest
+        sequence error, then loss)."""
+        self.steps[s] += n_inner
+        self.curves[s].append(loss_s if math.isfinite(loss_s) else math.inf)
+        key = (sq_s, loss_s if math.isfinite(loss_s) else math.inf)
+        if key < self.best_key[s]:
+            self.best_key[s] = key
+            self.out["loss"][s], self.out["position_error"][s] = loss_s, pos_s
+            self.out["sequence_error"][s] = sq_s
+            with torch.no_grad():
+                for b, p in zip(self.best_params, params):
+                    b[s].copy_(p[s])
+
+
+def _schedule_slot(state, s, loss_s, sq_s, active, head, adam, *, tol, patience, decays,
+                   decay_factor, restarts, lr):
+    """After a check: freeze a solved slot; on a plateau decay its rate, restart it, or
+    freeze it when both are spent."""
+    solved = sq_s == 0.0
+    if loss_s < state.best_loss[s] * (1 - tol):
+        state.best_loss[s], state.stall[s] = loss_s, 0
+    else:
+        state.stall[s] += 1
+    if not math.isfinite(loss_s):
+        state.stall[s] = patience  # diverged: go straight to a restart
+        state.decayed[s] = decays
+    if solved:
+        active[s], state.converged[s] = False, True
+    elif state.stall[s] >= patience:
+        if state.decayed[s] < decays:
+            state.decayed[s] += 1
+            adam.rate[s] *= decay_factor
+            state.stall[s] = 0
+        elif state.used[s] < restarts:
+            state.used[s] += 1
+            state.decayed[s] = 0
+            head.reset_slot(s, head.seeds[s] + 1000 * state.used[s])
+            adam.reset(s, lr)
+            state.best_loss[s], state.stall[s] = math.inf, 0
+        else:
+            active[s], state.converged[s] = False, True

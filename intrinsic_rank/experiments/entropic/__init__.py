@@ -1,18 +1,22 @@
 """The Entropic Bound: the intrinsic rank r* of a task and what limits it.
 
+"The Entropic Bound" (Byeong Hoon Yoon, 2026); its experiments:
+
 * the rank sweep ``sweep`` (``_sweep``), on a user's own data (``_data``), data
-  files and saved models (``_files``) and grids of sweeps or seeds run in parallel (``_grid``);
+  files and saved models (``_files``) and grids of sweeps or seeds run in
+  parallel (``_grid``);
 * the B0-B3 interpolation ladder ``ladder`` (``_ladder``);
 * the predictability frontier ``frontier`` (``_frontier``): how well r* can be
   read from data before training;
-* the appendix on real models ``profile`` (``_profile``, its heat maps in ``_profile_plots``): per-head static and
-  realised ranks of pretrained models, and the kernel-rank trajectory of a
-  small causal LM along its training (``_trajectory``), and ``corpus-ranks``
-  (``_corpus_ranks``): one causal LM's per-head ranks on corpora of different
-  complexity; ``head-ranks`` (``_head_ranks``): the map of the attention-native
-  rank ``r*_attn`` over a causal LM's heads (``_real_heads``), each head measured
-  by its training-free curve and distillation (``_head_measure``), and the
-  measured ranks imposed on the model and judged by its loss (``_impose_ranks``).
+* the appendix on real models ``profile`` (``_profile``, its heat maps in
+  ``_profile_plots``): per-head static and realised ranks of pretrained models,
+  and the kernel-rank trajectory of a small causal LM along its training
+  (``_trajectory``), and ``corpus-ranks`` (``_corpus_ranks``): one causal LM's
+  per-head ranks on corpora of different complexity; ``head-ranks``
+  (``_head_ranks``): the map of the attention-native rank ``r*_attn`` over a
+  causal LM's heads (``_real_heads``), each head measured by its training-free
+  curve and distillation (``_head_measure``), and the measured ranks imposed on
+  the model and judged by its loss (``_impose_ranks``).
 
 This file is the paper's table of contents, and imports nothing heavy: each
 experiment's declaration (its words, options and scales; its work is in its

@@ -353,8 +353,8 @@ def _verdicts(result):
     The claim tested is the one one frozen model can test: the paper says that
     on real language models the measured effective rank does not separate
     corpora of different complexity, because the realised mixer is dominated
-    by structural priors (The Entropic Bound for Transformers, seed 000
-    section 5, "Fronteira Prática"; appendix B in section 3). Here the inputs
+    by structural priors ("The Entropic Bound", Byeong Hoon Yoon, 2026, section 5,
+    the practical frontier; appendix B in section 3). Here the inputs
     change and the model does not, so the static kernel cannot change; what is
     judged is the realised attention rank. The paper's other appendix claim --
     the static rank of models *trained* on corpora of different complexity is

@@ -30,12 +30,13 @@ A model file is a small text header (the format, the package version, the
 estimator's class, the size and the SHA-256 of the body) and a joblib pickle of
 the estimator. Loading checks the header, the size and the hash **before**
 unpickling, then the payload's shape (a fitted scikit-learn estimator of the
-class the header names). The hash (of the header's other fields and the body) detects a
-damaged file (truncation, a flipped bit); it cannot detect a malicious author, who can write a matching hash:
-unpickling runs code stored in the file, so **load only model files that you or
-someone you trust wrote**. The estimators hold skorch nets with torch modules
-and optimisers, which ``skops``' code-free format cannot load without trusting
-exactly those types, so a pickle it is.
+class the header names). The hash (of the header's other fields and the body)
+detects a damaged file (truncation, a flipped bit); it cannot detect a malicious
+author, who can write a matching hash: unpickling runs code stored in the file,
+so **load only model files that you or someone you trust wrote**. The
+estimators hold skorch nets with torch modules and optimisers, which ``skops``'
+code-free format cannot load without trusting exactly those types, so a pickle
+it is.
 """
 
 import hashlib

@@ -99,7 +99,7 @@ def predictability_frontier(
         warnings.warn(
             f"skipping 'softmax, log-inverted mixers': it needs d >= L (d_out = d = {d}, "
             f"L = {seq_len})",
-            UserWarning,
+            UserWarning, stacklevel=2,
         )
         teachers = [t for t in teachers if t != "softmax, log-inverted mixers"]
     r_stars = list(range(1, d + 1)) if r_stars is None else [int(r) for r in r_stars]
@@ -282,9 +282,9 @@ def _saturation_slope(rows, seq_len):
 def _verdicts(result, rank_tol=RANK_TOL):
     """Exact linear-QK prediction; the softmax frontier; mixer saturation; recovery.
 
-    The claims are the paper's (The Entropic Bound for Transformers, seed 000
-    section 3, "Fronteira de Previsibilidade Apenas de Dados"). The rules, fixed
-    before any run:
+    The claims are the paper's ("The Entropic Bound", Byeong Hoon Yoon, 2026,
+    section 3: the data-only predictability frontier). The rules, fixed before
+    any run:
 
     * **Linear QK, V known / unknown** ("numerical and energy rank coincide
       perfectly with r*"): agrees when the noise-aware numerical rank equals

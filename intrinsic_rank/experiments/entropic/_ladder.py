@@ -1,9 +1,10 @@
-"""The interpolation ladder: why static rank fails (The Entropic Bound, seeds 000-002).
+"""The interpolation ladder: why static rank fails.
+
+"The Entropic Bound" (Byeong Hoon Yoon, 2026), section 2.
 
 The work of the experiment ``ladder``, declared in :mod:`intrinsic_rank.experiments.entropic`.
 """
 
-import math
 import time
 
 import numpy as np
@@ -216,8 +217,8 @@ def _tables(result):
 def _verdicts(result):
     """B0 reaches the floor; B1-B3 do not, even at full rank; the failure starts at B1.
 
-    The claims are the paper's (The Entropic Bound for Transformers, seed 000
-    section 2, "A Escada de Interpolação": the bound fails at step B1, the
+    The claims are the paper's (The Entropic Bound, section 2, the
+    interpolation ladder: the bound fails at step B1, the
     passage from a fixed operator B0 to input-conditioned mixing causes a
     massive increase in excess risk even with a full-rank kernel, and the
     failure persists through B2 and B3). A rung *reaches the floor* when its

@@ -274,8 +274,8 @@ def _proxy_outcome(records):
 def _verdicts(result):
     """Sinks and locality in a pretrained model; kernel rank against mixers and training.
 
-    The claims are the appendix's (The Entropic Bound for Transformers, seed 000
-    section 3, "Limitações do Mundo Real (Apêndice B)": real mixers are dominated
+    The claims are the appendix's ("The Entropic Bound", Byeong Hoon Yoon, 2026,
+    section 3, real-world limitations, appendix B: real mixers are dominated
     by task-independent structure -- locality, positional priors, attention
     sinks -- rather than one low-rank routing kernel; the measured rank tracks
     the optimisation progress (the loss), not the task's complexity). The

@@ -431,8 +431,8 @@ a rank, the distance within which rounding the energy rank gives ``r*`` itself."
 def _verdicts(result, recovery_tol=RECOVERY_TOL):
     """The Entropic Bound's three principles and ``r*`` itself, per teacher.
 
-    The claims are the paper's (The Entropic Bound for Transformers, seed 000
-    section 3, "Restauração do Limite Entrópico": rank-deficient students keep a
+    The claims are the paper's ("The Entropic Bound", Byeong Hoon Yoon, 2026,
+    section 3, restoring the entropic bound: rank-deficient students keep a
     high excess risk, students with ``r >= r*`` reach the noise floor, an
     over-parameterised student's effective rank concentrates at ``r*``). The
     rules, fixed before any run:

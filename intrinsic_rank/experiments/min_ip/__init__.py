@@ -1,7 +1,11 @@
 """Three tokens force exponential feature rank: the Min-IP experiments.
 
+"Three tokens force exponential feature rank in nonnegative kernel attention"
+(Vicente Opazo, 2026); its experiments:
+
 * the phase transition and out-of-distribution scaling ``min-ip``
-  (``_transition``, its command and figure in ``_transition_experiment``): kernel students of growing rank on two and three tokens;
+  (``_transition``, its command and figure in ``_transition_experiment``):
+  kernel students of growing rank on two and three tokens;
 * the rank law ``min-ip-law`` (``_law``): the smallest feature rank that solves
   Min-IP on three m-bit tokens, per m and feature map.
 

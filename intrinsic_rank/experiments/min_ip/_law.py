@@ -170,15 +170,9 @@ def min_ip_rank_law(n_bits=(2, 3, 4, 5), seq_len=3, n_seeds=4, feature_maps=("ex
     map_bits = n_bits if map_bits is None else [int(m) for m in map_bits]
     seeds = list(range(random_state, random_state + int(n_seeds)))
     fit_kw = dict(max_steps=max_steps, lr=lr, restarts=restarts, margin=margin, device=device)
-    records = []
-    plan = []
-    for m in n_bits:
-        for i, fmap in enumerate(feature_maps):
-            for j, h in enumerate(heads):
-                if (i == 0 and j == 0) or m in map_bits:
-                    plan.append((m, fmap, h))
+    plan = _law_plan(n_bits, feature_maps, heads, map_bits)
     n_fits = len(plan) + (3 * len(n_bits) if controls else 0)
-
+    records = []
     with progress_steps(n_fits, "min-ip-law", enabled=progress) as bar:
         def run(task, fmap, m, data, ranks, head_kw, targets=None):
             recs = _sweep(task, data, ranks, seeds, fit_kw, head_kw, targets)
@@ -190,51 +184,91 @@ def min_ip_rank_law(n_bits=(2, 3, 4, 5), seq_len=3, n_seeds=4, feature_maps=("ex
                        + _text(recs))
 
         for m in n_bits:
-            data = min_ip_exhaustive_triples(m, seq_len)
-            ranks = _power_ranks(len(data.tokens))
-            for mm, fmap, h in plan:
-                if mm == m:
-                    run(f"length{seq_len}", fmap, m, data,
-                        [r for r in ranks if r * h <= len(data.tokens)] or [1],
-                        dict(feature_map=fmap, n_heads=h, hidden=hidden,
-                             feature_bias=1.0 if fmap == "signed" else 0.0))
-            if controls:
-                run("length2", "exp", m, min_ip_exhaustive_triples(m, 2), ranks[:3],
-                    dict(feature_map="exp", hidden=hidden))
-                run("dense", "dense", m, data, [m], dict(attention="dense", hidden=hidden))
-                run("memorise", "exp", m, data, ranks[:3],
-                    dict(feature_map="exp", hidden=hidden),
-                    targets=_control_targets(data, seed=random_state))
-    law = []
+            _run_bits(run, m, seq_len, plan, hidden, controls, random_state)
+    law = [_law_row(task, fmap, h, m, recs, seq_len)
+           for (task, fmap, h, m), recs in _law_groups(records).items()]
+    fits = _law_fits(law)
+    config = dict(n_bits=n_bits, seq_len=seq_len, n_seeds=n_seeds,
+                  feature_maps=feature_maps, n_heads=heads, hidden=hidden,
+                  max_steps=max_steps, lr=lr, restarts=restarts, margin=margin,
+                  controls=controls, map_bits=map_bits, random_state=random_state)
+    return Bunch(records=records, law=law, fits=fits, config=config)
+
+
+def _law_plan(n_bits, feature_maps, heads, map_bits):
+    """The ``(m, feature map, heads)`` fits of the main task: the first map and head count
+    at every ``m``, the others at the ``m`` of ``map_bits``."""
+    plan = []
+    for m in n_bits:
+        for i, fmap in enumerate(feature_maps):
+            for j, h in enumerate(heads):
+                if (i == 0 and j == 0) or m in map_bits:
+                    plan.append((m, fmap, h))
+    return plan
+
+
+def _run_bits(run, m, seq_len, plan, hidden, controls, random_state):
+    """Every fit at ``m`` bits: the planned main-task sweeps, then the three controls."""
+    data = min_ip_exhaustive_triples(m, seq_len)
+    ranks = _power_ranks(len(data.tokens))
+    for mm, fmap, h in plan:
+        if mm == m:
+            run(f"length{seq_len}", fmap, m, data,
+                [r for r in ranks if r * h <= len(data.tokens)] or [1],
+                dict(feature_map=fmap, n_heads=h, hidden=hidden,
+                     feature_bias=1.0 if fmap == "signed" else 0.0))
+    if controls:
+        run("length2", "exp", m, min_ip_exhaustive_triples(m, 2), ranks[:3],
+            dict(feature_map="exp", hidden=hidden))
+        run("dense", "dense", m, data, [m], dict(attention="dense", hidden=hidden))
+        run("memorise", "exp", m, data, ranks[:3],
+            dict(feature_map="exp", hidden=hidden),
+            targets=_control_targets(data, seed=random_state))
+
+
+def _law_groups(records):
+    """The records by ``(task, feature map, heads, m)``, in the order first met."""
     groups = {}
     for rec in records:
         key = (rec["task"], rec["feature_map"], rec["n_heads"], rec["m"])
         groups.setdefault(key, []).append(rec)
-    for (task, fmap, h, m), recs in groups.items():
-        r_needed = _needed(recs, 0.0)
-        construction = {"length2": 1, "dense": m}.get(task, 2**m)
-        if task == "memorise":
-            construction = 2
-        provable = min(construction, r_needed) if r_needed is not None else construction
-        flagged = 0
-        for rec in recs:
-            rec["provable_exact"] = bool(rec["rank"] >= provable)
-            rec["optimisation_failure"] = bool(rec["provable_exact"]
-                                               and rec["sequence_error"] > 0)
-            flagged += rec["optimisation_failure"]
-        top = max(rec["rank"] for rec in recs)
-        law.append(dict(
-            task=task, feature_map=fmap, n_heads=h, m=m, r_needed=r_needed,
-            r_needed_01=_needed(recs, _NEAR),
-            total_rank=None if r_needed is None else h * r_needed,
-            construction_rank=construction,
-            lower_bound=_lower_bound(m) if task == f"length{seq_len}" else math.nan,
-            best_error=min(r["sequence_error"] for r in recs),
-            errors_at_needed=[r["sequence_error"] for r in recs if r["rank"] == r_needed],
-            errors_below_needed=[r["sequence_error"] for r in recs
-                                 if r_needed is not None and 2 * r["rank"] == r_needed],
-            errors_at_full=[r["sequence_error"] for r in recs if r["rank"] == top],
-            flagged=flagged, unconverged=sum(not r["converged"] for r in recs)))
+    return groups
+
+
+def _law_row(task, fmap, h, m, recs, seq_len):
+    """One point of the law: the rank needed, its construction, the errors around it.
+
+    Marks each record ``provable_exact`` (at or above a rank that provably solves
+    the task) and ``optimisation_failure`` (provably exact, yet not solved).
+    """
+    r_needed = _needed(recs, 0.0)
+    construction = {"length2": 1, "dense": m}.get(task, 2**m)
+    if task == "memorise":
+        construction = 2
+    provable = min(construction, r_needed) if r_needed is not None else construction
+    flagged = 0
+    for rec in recs:
+        rec["provable_exact"] = bool(rec["rank"] >= provable)
+        rec["optimisation_failure"] = bool(rec["provable_exact"]
+                                           and rec["sequence_error"] > 0)
+        flagged += rec["optimisation_failure"]
+    top = max(rec["rank"] for rec in recs)
+    return dict(
+        task=task, feature_map=fmap, n_heads=h, m=m, r_needed=r_needed,
+        r_needed_01=_needed(recs, _NEAR),
+        total_rank=None if r_needed is None else h * r_needed,
+        construction_rank=construction,
+        lower_bound=_lower_bound(m) if task == f"length{seq_len}" else math.nan,
+        best_error=min(r["sequence_error"] for r in recs),
+        errors_at_needed=[r["sequence_error"] for r in recs if r["rank"] == r_needed],
+        errors_below_needed=[r["sequence_error"] for r in recs
+                             if r_needed is not None and 2 * r["rank"] == r_needed],
+        errors_at_full=[r["sequence_error"] for r in recs if r["rank"] == top],
+        flagged=flagged, unconverged=sum(not r["converged"] for r in recs))
+
+
+def _law_fits(law):
+    """The slope of ``log2`` of the total rank against ``m``, per task, map and heads."""
     fits = []
     for task, fmap, h in sorted({(row["task"], row["feature_map"], row["n_heads"])
                                  for row in law}):
@@ -242,11 +276,7 @@ def min_ip_rank_law(n_bits=(2, 3, 4, 5), seq_len=3, n_seeds=4, feature_maps=("ex
                 == (task, fmap, h)]
         fits.append(dict(task=task, feature_map=fmap, n_heads=h, **fit_rank_law(
             [row["m"] for row in rows], [row["total_rank"] for row in rows])))
-    config = dict(n_bits=n_bits, seq_len=seq_len, n_seeds=n_seeds,
-                  feature_maps=feature_maps, n_heads=heads, hidden=hidden,
-                  max_steps=max_steps, lr=lr, restarts=restarts, margin=margin,
-                  controls=controls, map_bits=map_bits, random_state=random_state)
-    return Bunch(records=records, law=law, fits=fits, config=config)
+    return fits
 
 
 def fit_rank_law(n_bits, r_needed):
@@ -534,9 +564,9 @@ def _law_verdict(fit, rows):
 def _verdicts(result):
     """The exponential law against a power law; length 2; dense; the memorisation control.
 
-    The claims are the Min-IP paper's (Three Tokens Force Exponential Feature
-    Rank in Nonnegative Kernel Attention, seed 003, "Transição de Fase de Três
-    Tokens Nítida": at length 3 a nonnegative kernel head needs ``2^Omega(m)``
+    The claims are the Min-IP paper's ("Three tokens force exponential feature
+    rank in nonnegative kernel attention", Vicente Opazo, 2026, the sharp
+    three-token phase transition: at length 3 a nonnegative kernel head needs ``2^Omega(m)``
     features, rank 1 suffices at lengths 1 and 2, dense softmax with
     ``m``-dimensional scores solves length 3). The rules, fixed before any run:
 

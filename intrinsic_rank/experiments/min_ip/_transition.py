@@ -313,25 +313,8 @@ def min_ip_phase_transition(
             )
             for length in lengths:
                 X, y = (X3, y3) if length == 3 else witness_length2(X3, info)
-                base = dict(length=length, seed=seed, n_sequences=int(len(X)))
-                tic = time.perf_counter()
-                est = _fit("kernel", X, y, ranks, seed, budget, device)
-                seconds = time.perf_counter() - tic
-                out = _outputs(est, X)
-                for i, r in enumerate(ranks):
-                    records.append(dict(base, model="kernel", rank=int(r),
-                                        **_errors(y, out[:, i], info.anchor), seconds=seconds))
-                errs = " ".join(f"{r}:{rec['error']:.3f}"
-                                for r, rec in zip(ranks, records[-len(ranks):]))
-                bar.update(f"seed {seed} L={length} kernel errors {errs}")
-                if dense:
-                    tic = time.perf_counter()
-                    est = _fit("dense", X, y, [info.n_bits], seed, budget, device)
-                    seconds = time.perf_counter() - tic
-                    rec = dict(base, model="dense", rank=int(info.n_bits),
-                               **_errors(y, _outputs(est, X)[:, 0], info.anchor), seconds=seconds)
-                    records.append(rec)
-                    bar.update(f"seed {seed} L={length} dense error {rec['error']:.3f}")
+                records.extend(_phase_fits(X, y, info, length, seed, ranks, dense, budget,
+                                           device, bar))
     summary = summarize_min_ip(records, ("length", "model", "rank"))
     transition = {
         length: _transition(
@@ -351,6 +334,31 @@ def min_ip_phase_transition(
         records=records, summary=summary, transition=transition, rank_bound=bounds,
         config=config, seconds=time.perf_counter() - start,
     )
+
+
+def _phase_fits(X, y, info, length, seed, ranks, dense, budget, device, bar):
+    """The records of one seed and length: a kernel head of every rank, then dense."""
+    records = []
+    base = dict(length=length, seed=seed, n_sequences=int(len(X)))
+    tic = time.perf_counter()
+    est = _fit("kernel", X, y, ranks, seed, budget, device)
+    seconds = time.perf_counter() - tic
+    out = _outputs(est, X)
+    for i, r in enumerate(ranks):
+        records.append(dict(base, model="kernel", rank=int(r),
+                            **_errors(y, out[:, i], info.anchor), seconds=seconds))
+    errs = " ".join(f"{r}:{rec['error']:.3f}"
+                    for r, rec in zip(ranks, records[-len(ranks):]))
+    bar.update(f"seed {seed} L={length} kernel errors {errs}")
+    if dense:
+        tic = time.perf_counter()
+        est = _fit("dense", X, y, [info.n_bits], seed, budget, device)
+        seconds = time.perf_counter() - tic
+        rec = dict(base, model="dense", rank=int(info.n_bits),
+                   **_errors(y, _outputs(est, X)[:, 0], info.anchor), seconds=seconds)
+        records.append(rec)
+        bar.update(f"seed {seed} L={length} dense error {rec['error']:.3f}")
+    return records
 
 
 def min_ip_ood_scaling(
@@ -439,14 +447,7 @@ def min_ip_ood_scaling(
     [(1, 100), (4, 100)]
     """
     start = time.perf_counter()
-    if settings is None:
-        settings = _QUICK_OOD_SETTINGS if quick else OOD_SETTINGS
-    settings = [dict(s) for s in settings]
-    for s in settings:
-        missing = {"n_bits", "pool", "n_train_sequences"} - set(s)
-        if missing:
-            raise ValueError(f"every setting needs n_bits, pool and n_train_sequences; "
-                             f"{s!r} lacks {sorted(missing)}")
+    settings = _check_ood_settings(settings, quick)
     if rank_grid is None and quick:
         rank_grid = _QUICK_OOD_RANKS
     ranks = _check_ranks(rank_grid, quick)
@@ -459,51 +460,11 @@ def min_ip_ood_scaling(
     n_fits = len(settings) * n_seeds * (2 if dense else 1)
     with progress_steps(n_fits, "min-ip ood", enabled=progress) as bar:
         for setting in settings:
-            n_bits, pool = setting["n_bits"], setting["pool"]
-            n_train = setting["n_train_sequences"]
             for seed in consecutive_seeds(random_state, n_seeds):
-                X_tr, y_tr, X_te, y_te, info = make_min_ip_family_pools(
-                    n_bits=n_bits, n_train_codewords=pool, n_test_codewords=pool,
-                    min_gap=min_gap, n_train_sequences=n_train,
-                    n_test_sequences=n_test_sequences, random_state=seed,
-                )
-                base = dict(n_bits=n_bits, pool=pool, n_train_sequences=int(len(X_tr)),
-                            n_test_sequences=int(len(X_te)), seed=seed)
-                fits = [("kernel", ranks)] + ([("dense", [n_bits])] if dense else [])
-                for model, grid in fits:
-                    tic = time.perf_counter()
-                    est = _fit(model, X_tr, y_tr, grid, seed, budget, device)
-                    seconds = time.perf_counter() - tic
-                    out_tr, out_te = _outputs(est, X_tr), _outputs(est, X_te)
-                    for i, r in enumerate(grid):
-                        test = _errors(y_te, out_te[:, i], info.test.anchor)
-                        records.append(dict(
-                            base, model=model, rank=int(r),
-                            train_error=exact_sequence_error(y_tr, out_tr[:, i]),
-                            test_error=test["error"], test_witness_error=test["witness_error"],
-                            seconds=seconds,
-                        ))
-                    errs = " ".join(f"{rec['rank']}:{rec['test_error']:.3f}"
-                                    for rec in records[-len(grid):])
-                    bar.update(f"m={n_bits} pool={pool} seed {seed} {model} test errors {errs}")
+                records.extend(_ood_fits(setting, seed, ranks, dense, min_gap,
+                                         n_test_sequences, budget, device, bar))
     summary = summarize_min_ip(records, ("n_bits", "pool", "model", "rank"), "test_error")
-    transition = []
-    for setting in settings:
-        rows = [row for row in summary
-                if row["n_bits"] == setting["n_bits"] and row["pool"] == setting["pool"]]
-        kernel = [row for row in rows if row["model"] == "kernel"]
-        dense_rows = [row for row in rows if row["model"] == "dense"]
-        transition.append(dict(
-            n_bits=setting["n_bits"], pool=setting["pool"],
-            transition_rank=_transition(
-                [row["rank"] for row in kernel], [row["test_error_mean"] for row in kernel],
-                threshold,
-            ),
-            kernel_best_test_error=float(min(row["test_error_mean"] for row in kernel)),
-            dense_test_error_mean=(
-                float(dense_rows[0]["test_error_mean"]) if dense_rows else float("nan")
-            ),
-        ))
+    transition = [_ood_transition(setting, summary, threshold) for setting in settings]
     config = dict(
         settings=settings, rank_grid=ranks, n_seeds=n_seeds, min_gap=min_gap,
         n_test_sequences=int(n_test_sequences), dense=bool(dense), threshold=threshold,
@@ -511,6 +472,69 @@ def min_ip_ood_scaling(
     )
     return Bunch(records=records, summary=summary, transition=transition, config=config,
                  seconds=time.perf_counter() - start)
+
+
+def _check_ood_settings(settings, quick):
+    """The settings (copies), each with ``n_bits``, ``pool`` and ``n_train_sequences``."""
+    if settings is None:
+        settings = _QUICK_OOD_SETTINGS if quick else OOD_SETTINGS
+    settings = [dict(s) for s in settings]
+    for s in settings:
+        missing = {"n_bits", "pool", "n_train_sequences"} - set(s)
+        if missing:
+            raise ValueError(f"every setting needs n_bits, pool and n_train_sequences; "
+                             f"{s!r} lacks {sorted(missing)}")
+    return settings
+
+
+def _ood_fits(setting, seed, ranks, dense, min_gap, n_test_sequences, budget, device, bar):
+    """The records of one setting and seed: train on one pool, test on a disjoint one."""
+    n_bits, pool = setting["n_bits"], setting["pool"]
+    X_tr, y_tr, X_te, y_te, info = make_min_ip_family_pools(
+        n_bits=n_bits, n_train_codewords=pool, n_test_codewords=pool,
+        min_gap=min_gap, n_train_sequences=setting["n_train_sequences"],
+        n_test_sequences=n_test_sequences, random_state=seed,
+    )
+    base = dict(n_bits=n_bits, pool=pool, n_train_sequences=int(len(X_tr)),
+                n_test_sequences=int(len(X_te)), seed=seed)
+    records = []
+    fits = [("kernel", ranks)] + ([("dense", [n_bits])] if dense else [])
+    for model, grid in fits:
+        tic = time.perf_counter()
+        est = _fit(model, X_tr, y_tr, grid, seed, budget, device)
+        seconds = time.perf_counter() - tic
+        out_tr, out_te = _outputs(est, X_tr), _outputs(est, X_te)
+        for i, r in enumerate(grid):
+            test = _errors(y_te, out_te[:, i], info.test.anchor)
+            records.append(dict(
+                base, model=model, rank=int(r),
+                train_error=exact_sequence_error(y_tr, out_tr[:, i]),
+                test_error=test["error"], test_witness_error=test["witness_error"],
+                seconds=seconds,
+            ))
+        errs = " ".join(f"{rec['rank']}:{rec['test_error']:.3f}"
+                        for rec in records[-len(grid):])
+        bar.update(f"m={n_bits} pool={pool} seed {seed} {model} test errors {errs}")
+    return records
+
+
+def _ood_transition(setting, summary, threshold):
+    """One setting's transition rank, best kernel and dense test errors."""
+    rows = [row for row in summary
+            if row["n_bits"] == setting["n_bits"] and row["pool"] == setting["pool"]]
+    kernel = [row for row in rows if row["model"] == "kernel"]
+    dense_rows = [row for row in rows if row["model"] == "dense"]
+    return dict(
+        n_bits=setting["n_bits"], pool=setting["pool"],
+        transition_rank=_transition(
+            [row["rank"] for row in kernel], [row["test_error_mean"] for row in kernel],
+            threshold,
+        ),
+        kernel_best_test_error=float(min(row["test_error_mean"] for row in kernel)),
+        dense_test_error_mean=(
+            float(dense_rows[0]["test_error_mean"]) if dense_rows else float("nan")
+        ),
+    )
 
 
 def min_ip_witness_suite_sweep(
@@ -533,7 +557,9 @@ def min_ip_witness_suite_sweep(
 ):
     """In-sample error on the paper-like witness suite: 1,272 sequences of 24-bit tokens.
 
-    The Min-IP paper (seed 003, "Validação Experimental") trains on a
+    The Min-IP paper ("Three tokens force exponential feature rank in
+    nonnegative kernel attention", Vicente Opazo, 2026, its experimental
+    validation) trains on a
     constructed family of 1,272 inputs derived from 24-bit vectors and reports
     error above 0.80 for feature rank ``r < 8`` and an exact solution at
     ``r = 32``. This runs the same sizes on

@@ -1,5 +1,8 @@
 """How many outputs can a Transformer generate: reachability and copying.
 
+"How many different outputs can a Transformer generate?" (Meyer, Michelessa,
+Chaux and Tan, ICML 2026, arXiv 2605.22223); its experiments:
+
 * accessibility curves and the reachable-length slope ``reach`` (``_reach``);
 * the copy-length cliff ``copy`` (``_copy``);
 * a pretrained LM's geometry and decoder cells ``lm-geometry`` (``_lm_geometry``);

@@ -411,32 +411,13 @@ def copy_length_cliff(
         model = TinyCausalLM(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers,
                              n_heads=n_heads, max_length=max_length)
     model = model.to(device)
-
-    def sample_batch(size, rng):
-        X, Y, info = make_copy_task(size, train_min, train_max, vocab_size, random_state=rng,
-                                    return_info=True)
-        width = 2 * int(info.lengths.max()) + 2  # drop all-padding columns
-        return X[:, :width], Y[:, :width]
-
     tic = time.perf_counter()
-    losses = train_causal_lm(model, sample_batch, n_steps, batch_size=batch_size, lr=lr,
-                             warmup=min(100, max(1, n_steps // 10)),
-                             random_state=random_state, progress=progress)
+    losses = _train_copier(model, train_min, train_max, vocab_size, n_steps, batch_size, lr,
+                           random_state, progress)
     train_seconds = time.perf_counter() - tic
-
     tic = time.perf_counter()
-    records = []
-    for length in lengths:
-        scores = score_copies(model, _eval_strings(n_eval, length, vocab_size, random_state))
-        records.append({
-            "length": int(length),
-            "in_training_range": bool(train_min <= length <= train_max),
-            "exact_match": float(scores["exact"].mean()),
-            "exact_match_eos": float(scores["exact_eos"].mean()),
-            "token_accuracy": float(scores["token_accuracy"].mean()),
-            "correct_prefix": float(scores["correct_prefix"].mean()),
-            "n_eval": int(n_eval),
-        })
+    records = [_copy_record(model, length, train_min, train_max, n_eval, vocab_size,
+                            random_state) for length in lengths]
     eval_seconds = time.perf_counter() - tic
     cliff = fit_cliff([r["length"] for r in records], [r["exact_match"] for r in records])
     config = dict(
@@ -455,6 +436,35 @@ def copy_length_cliff(
         eval_seconds=eval_seconds,
         seconds=time.perf_counter() - start,
     )
+
+
+def _train_copier(model, train_min, train_max, vocab_size, n_steps, batch_size, lr,
+                  random_state, progress):
+    """Train ``model`` on copy strings of the training lengths; the loss of every step."""
+
+    def sample_batch(size, rng):
+        X, Y, info = make_copy_task(size, train_min, train_max, vocab_size, random_state=rng,
+                                    return_info=True)
+        width = 2 * int(info.lengths.max()) + 2  # drop all-padding columns
+        return X[:, :width], Y[:, :width]
+
+    return train_causal_lm(model, sample_batch, n_steps, batch_size=batch_size, lr=lr,
+                           warmup=min(100, max(1, n_steps // 10)),
+                           random_state=random_state, progress=progress)
+
+
+def _copy_record(model, length, train_min, train_max, n_eval, vocab_size, random_state):
+    """How well the model copies ``n_eval`` fresh strings of one length."""
+    scores = score_copies(model, _eval_strings(n_eval, length, vocab_size, random_state))
+    return {
+        "length": int(length),
+        "in_training_range": bool(train_min <= length <= train_max),
+        "exact_match": float(scores["exact"].mean()),
+        "exact_match_eos": float(scores["exact_eos"].mean()),
+        "token_accuracy": float(scores["token_accuracy"].mean()),
+        "correct_prefix": float(scores["correct_prefix"].mean()),
+        "n_eval": int(n_eval),
+    }
 
 
 def plot_copy_cliff(result, path=None):
@@ -557,9 +567,10 @@ a training shortfall (the same 0.95 / 0.05 as :func:`fit_cliff`'s ``last_high_le
 def _verdicts(result):
     """Copies inside the trained range; fails abruptly past it.
 
-    The claims are the paper's (How Many Different Outputs Can a Transformer
-    Generate?, seed 004: "Tarefa de Cópia" and "Explicação de Falhas Empíricas":
-    perfect copy up to a length, then total failure, not a gradual decline).
+    The claims are the paper's ("How many different outputs can a Transformer
+    generate?", Meyer, Michelessa, Chaux and Tan, ICML 2026, arXiv 2605.22223:
+    the copy task and its explanation of empirical failures: perfect copy up to
+    a length, then total failure, not a gradual decline).
     Rules, fixed before any run: **copies** -- exact match >= 0.95
     (:data:`EXACT`) at every trained length agrees, at some partly; **abrupt
     failure** -- exact match falls from >= 0.95 to <= 0.05 between two

@@ -328,8 +328,9 @@ def _missing(result):
 def _verdicts(result):
     """The few-tokens-own-the-box claim, tested against equal cells at the same size.
 
-    The claim is the paper's (How Many Different Outputs Can a Transformer
-    Generate?, seed 004, "Distribuição de Volume de Células": the decoder cells
+    The claim is the paper's ("How many different outputs can a Transformer
+    generate?", Meyer, Michelessa, Chaux and Tan, ICML 2026, arXiv 2605.22223,
+    the distribution of cell volumes: the decoder cells
     are highly asymmetric, a small set of frequent tokens -- whitespace,
     punctuation -- occupies a disproportionate share of the space). The rule,
     fixed before any run: the statistic is the share of the box held by the top

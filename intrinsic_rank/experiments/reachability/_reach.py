@@ -1,7 +1,8 @@
 """Accessibility curves and the reachable-length slope.
 
-From "How many different outputs can a Transformer generate?". The work of the
-experiment ``reach``, declared in :mod:`intrinsic_rank.experiments.reachability`.
+From "How many different outputs can a Transformer generate?" (Meyer, Michelessa,
+Chaux and Tan, ICML 2026, arXiv 2605.22223). The work of the experiment ``reach``,
+declared in :mod:`intrinsic_rank.experiments.reachability`.
 """
 
 import time
@@ -152,64 +153,13 @@ def accessibility_curves(
     if quick:
         max_steps, patience = min(max_steps, 600), min(patience, 200)
     estimator_precision = check_precision(precision)
-    n_memory = [int(m) for m in n_memory]
-    if not n_memory or min(n_memory) < 1:
-        raise ValueError(f"n_memory must be a non-empty list of integers >= 1; got {n_memory}")
-    check_int(n_targets, "n_targets", 1)
-    if isinstance(lengths, str):
-        if lengths != "auto":
-            raise ValueError(f"lengths must be 'auto' or a list of integers; got {lengths!r}")
-        grid, auto = list(AUTO_LENGTHS), True
-    else:
-        grid, auto = sorted(int(n) for n in lengths), False
-        if not grid or grid[0] < 2:
-            raise ValueError(f"lengths must be integers >= 2; got {list(lengths)}")
+    n_memory, grid, auto = _check_curve_grid(n_memory, lengths, n_targets)
     lm = as_causal_lm(model)
-    records, fits, radius, widest = [], [], 0.0, None
     settings = dict(model=lm, max_epochs=max_steps, patience=patience, lr=lr,
                     precision=estimator_precision, random_state=random_state, device=device)
-    with progress_steps(None if auto else len(n_memory) * len(grid), "reach",
-                        enabled=progress) as bar:
-        for m in n_memory:
-            zeros = 0
-            for n in grid:
-                if lm.max_length is not None and m + n - 1 > lm.max_length:
-                    break
-                X = make_random_targets(n_targets, n, lm.vocab_size,
-                                        random_state=_length_seed(random_state, n))
-                tic = time.perf_counter()
-                # the cells are measured once, below, for the fit with the largest radius
-                est = ReachabilityEstimator(n_memory=m, n_cell_samples=0, **settings).fit(X)
-                rec = dict(n_memory=m, length=n, accessibility=est.accessibility_,
-                           token_accuracy=float(est.token_accuracy_.mean()),
-                           mean_steps=float(est.n_steps_.mean()),
-                           budget_limited=int(np.sum(~est.reached_
-                                                     & (est.n_steps_ >= max_steps))),
-                           seconds=time.perf_counter() - tic)
-                records.append(rec)
-                if est.radius_ >= radius:
-                    radius, widest = est.radius_, (m, X)
-                bar.update(f"m = {m}, n = {n}: accessibility {rec['accessibility']:.2f}")
-                zeros = zeros + 1 if rec["accessibility"] == 0 else 0
-                if auto and zeros >= 2:
-                    break
-            rows = [r for r in records if r["n_memory"] == m]
-            fit = fit_n50([r["length"] for r in rows], [r["accessibility"] for r in rows]) \
-                if len(rows) >= 2 else dict(midpoint=np.nan, scale=np.nan, r2=np.nan,
-                                            bracketed=False)
-            fits.append(dict(n_memory=m, n50=float(fit["midpoint"]), scale=float(fit["scale"]),
-                             r2=float(fit["r2"]), bracketed=bool(fit["bracketed"])))
-    if not records:
-        raise ValueError(
-            f"no (m, length) point fits the model's context of {lm.max_length} positions"
-        )
-    finite = [f for f in fits if np.isfinite(f["n50"])]
-    if len(finite) >= 2 and len({f["n_memory"] for f in finite}) >= 2:
-        slope = fit_slope([f["n_memory"] for f in finite], [f["n50"] for f in finite])
-        slope = {k: (float(v) if isinstance(v, (float, np.floating)) else v)
-                 for k, v in slope.items()}
-    else:
-        slope = dict(slope=np.nan, intercept=np.nan, r2=np.nan, n_points=len(finite))
+    records, fits, radius, widest = _cram_every_point(lm, n_memory, grid, auto, n_targets,
+                                                      settings, random_state, progress)
+    slope = _n50_slope(fits)
     measured = slope["slope"]
     # The geometry (radius, box, cone, cells, bounds table) depends on the seed, m and the
     # length only, never on the optimisation: one step recomputes the widest fit's, cells on.
@@ -218,19 +168,7 @@ def accessibility_curves(
     if fitted.radius_ != radius:  # pragma: no cover - the geometry is seeded
         raise RuntimeError("the reachability geometry changed between two fits of one seed")
     table = label_bound_rows(bound_rows(fitted.bounds_table_, measured))
-    if precision == "relative":
-        eps = bound_table_row(table, "ball", "relative")["precision"]
-        ball, box, cone, cells = (bound_table_row(table, name, "relative")["slope_bound"]
-                                  for name in BOUND_NAMES)
-    else:
-        eps, ball, box = fitted.precision_, fitted.slope_bound_, fitted.box_slope_bound_
-        cone, cells = fitted.cone_slope_bound_, fitted.cell_slope_bound_
-    bound = dict(
-        width=fitted.width_, vocab_size=fitted.vocab_size_, radius=radius, precision=eps,
-        slope_bound=ball, box_slope_bound=box, cone_slope_bound=cone, cell_slope_bound=cells,
-        ratio=slope_ratio(ball, measured), box_ratio=slope_ratio(box, measured),
-        cone_ratio=slope_ratio(cone, measured), cell_ratio=slope_ratio(cells, measured),
-    )
+    bound = _slope_bounds(fitted, table, precision, radius, measured)
     cone_facts = dict(min_cosine=fitted.min_cosine_, half_angle=fitted.cone_half_angle_,
                       log_fraction=fitted.cone_log_fraction_)
     cell_numbers = cell_facts(fitted.cell_decay_, fitted.rule_disagreement_,
@@ -246,6 +184,102 @@ def accessibility_curves(
     return Bunch(records=records, n50=fits, tail=tail, slope=slope, bound=bound, bounds=table,
                  cone=cone_facts, cells=cell_numbers, config=config,
                  seconds=time.perf_counter() - start)
+
+
+def _check_curve_grid(n_memory, lengths, n_targets):
+    """``n_memory`` as a list, the length grid and whether it is ``"auto"``; one ValueError."""
+    n_memory = [int(m) for m in n_memory]
+    if not n_memory or min(n_memory) < 1:
+        raise ValueError(f"n_memory must be a non-empty list of integers >= 1; got {n_memory}")
+    check_int(n_targets, "n_targets", 1)
+    if isinstance(lengths, str):
+        if lengths != "auto":
+            raise ValueError(f"lengths must be 'auto' or a list of integers; got {lengths!r}")
+        grid, auto = list(AUTO_LENGTHS), True
+    else:
+        grid, auto = sorted(int(n) for n in lengths), False
+        if not grid or grid[0] < 2:
+            raise ValueError(f"lengths must be integers >= 2; got {list(lengths)}")
+    return n_memory, grid, auto
+
+
+def _cram_every_point(lm, n_memory, grid, auto, n_targets, settings, random_state, progress):
+    """Cram the targets of every ``(m, n)`` point; the records, each ``m``'s ``n50`` fit,
+    and the largest radius met with the ``(m, targets)`` of its fit."""
+    records, fits, radius, widest = [], [], 0.0, None
+    with progress_steps(None if auto else len(n_memory) * len(grid), "reach",
+                        enabled=progress) as bar:
+        for m in n_memory:
+            zeros = 0
+            for n in grid:
+                if lm.max_length is not None and m + n - 1 > lm.max_length:
+                    break
+                X = make_random_targets(n_targets, n, lm.vocab_size,
+                                        random_state=_length_seed(random_state, n))
+                rec, est = _cram_point(m, n, X, settings)
+                records.append(rec)
+                if est.radius_ >= radius:
+                    radius, widest = est.radius_, (m, X)
+                bar.update(f"m = {m}, n = {n}: accessibility {rec['accessibility']:.2f}")
+                zeros = zeros + 1 if rec["accessibility"] == 0 else 0
+                if auto and zeros >= 2:
+                    break
+            fits.append(_n50_fit(m, [r for r in records if r["n_memory"] == m]))
+    if not records:
+        raise ValueError(
+            f"no (m, length) point fits the model's context of {lm.max_length} positions"
+        )
+    return records, fits, radius, widest
+
+
+def _cram_point(m, n, X, settings):
+    """One point of a curve: ``m`` prompt vectors crammed for the targets ``X`` of length ``n``."""
+    tic = time.perf_counter()
+    # the cells are measured once, by the caller, for the fit with the largest radius
+    est = ReachabilityEstimator(n_memory=m, n_cell_samples=0, **settings).fit(X)
+    rec = dict(n_memory=m, length=n, accessibility=est.accessibility_,
+               token_accuracy=float(est.token_accuracy_.mean()),
+               mean_steps=float(est.n_steps_.mean()),
+               budget_limited=int(np.sum(~est.reached_
+                                         & (est.n_steps_ >= settings["max_epochs"]))),
+               seconds=time.perf_counter() - tic)
+    return rec, est
+
+
+def _n50_fit(m, rows):
+    """The logistic ``n50`` of one ``m``'s points (NaN below two points)."""
+    fit = fit_n50([r["length"] for r in rows], [r["accessibility"] for r in rows]) \
+        if len(rows) >= 2 else dict(midpoint=np.nan, scale=np.nan, r2=np.nan,
+                                    bracketed=False)
+    return dict(n_memory=m, n50=float(fit["midpoint"]), scale=float(fit["scale"]),
+                r2=float(fit["r2"]), bracketed=bool(fit["bracketed"]))
+
+
+def _n50_slope(fits):
+    """The slope of ``n50`` against ``m`` over the finite fits (NaN below two ``m``)."""
+    finite = [f for f in fits if np.isfinite(f["n50"])]
+    if len(finite) >= 2 and len({f["n_memory"] for f in finite}) >= 2:
+        slope = fit_slope([f["n_memory"] for f in finite], [f["n50"] for f in finite])
+        return {k: (float(v) if isinstance(v, (float, np.floating)) else v)
+                for k, v in slope.items()}
+    return dict(slope=np.nan, intercept=np.nan, r2=np.nan, n_points=len(finite))
+
+
+def _slope_bounds(fitted, table, precision, radius, measured):
+    """The four slope bounds at the chosen precision, with their ratios to the measured slope."""
+    if precision == "relative":
+        eps = bound_table_row(table, "ball", "relative")["precision"]
+        ball, box, cone, cells = (bound_table_row(table, name, "relative")["slope_bound"]
+                                  for name in BOUND_NAMES)
+    else:
+        eps, ball, box = fitted.precision_, fitted.slope_bound_, fitted.box_slope_bound_
+        cone, cells = fitted.cone_slope_bound_, fitted.cell_slope_bound_
+    return dict(
+        width=fitted.width_, vocab_size=fitted.vocab_size_, radius=radius, precision=eps,
+        slope_bound=ball, box_slope_bound=box, cone_slope_bound=cone, cell_slope_bound=cells,
+        ratio=slope_ratio(ball, measured), box_ratio=slope_ratio(box, measured),
+        cone_ratio=slope_ratio(cone, measured), cell_ratio=slope_ratio(cells, measured),
+    )
 
 
 def plot_accessibility(result, path=None):
@@ -371,11 +405,11 @@ def _tables(result):
 
 
 PAPER_R2 = 0.99
-"""The paper's linearity of ``n50`` in ``m``: "R² > 0.99" (seed 004, "Validação Empírica")."""
+"""The paper's linearity of ``n50`` in ``m``: "R² > 0.99" (its empirical validation)."""
 
 PAPER_QUOTED_RATIO = (4.5, 20.4)
 """The paper's theory / experiment ratios "from 4.5 to 20.4, depending on the model and the
-geometric assumptions" (seed 004, "Validação Empírica"): context only, since it spans several
+geometric assumptions" (the paper's empirical validation): context only, since it spans several
 bounds."""
 
 RATIO_CONVENTION = "relative"
@@ -515,9 +549,9 @@ def _ratio_verdict(result):
 def _verdicts(result, paper_r2=PAPER_R2):
     """Finitely many outputs, linear growth of n50, the slope under its bound, the ratio.
 
-    The claims are the paper's (How Many Different Outputs Can a Transformer
-    Generate?, seed 004: Theorem 4.5 and Corollaries 4.6 and 4.10 for finiteness
-    and the bound ``C <= d ln(1 + 2r/eps) / ln|V|``; "Validação Empírica" for
+    The claims are the paper's ("How many different outputs can a Transformer
+    generate?": Theorem 4.5 and Corollaries 4.6 and 4.10 for finiteness
+    and the bound ``C <= d ln(1 + 2r/eps) / ln|V|``; its empirical validation for
     "n50 scales linearly with m (R² > 0.99)" and the theory / experiment ratios
     of 4.5 to 20.4). The rules, fixed before any run:
 

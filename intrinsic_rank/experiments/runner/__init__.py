@@ -20,6 +20,8 @@ Markdown report's table helpers) is private to the runner's modules:
 * ``_reproduce``: the reproduce runner and its report;
 * ``_output``, ``_tables``, ``_figures``: atomic JSON and CSV files, the folder lock,
   the printed tables and the one text of a missing value, the figures;
+* ``_stage``: the output stage that renames a run's files in together, and the
+  checks that no output overwrites an input or another output;
 * ``_geometry_text``: the reachability geometry's words (the labels, rows and
   not-applicable notes that ``reach``, ``lm-geometry`` and ``profile`` print);
 * ``_progress``: one status-line and bar convention for long runs;

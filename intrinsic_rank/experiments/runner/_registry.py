@@ -25,7 +25,7 @@ handed on, written or cached.
 Writing a command's files
 -------------------------
 The CLI writes a command's files inside :meth:`Experiment.output_stage` (see
-:func:`~intrinsic_rank.experiments.runner._output.output_stage`): the run
+:func:`~intrinsic_rank.experiments.runner._stage.output_stage`): the run
 (``--save-model`` writes there), then :meth:`Experiment.save_results` (the
 JSON, then the other files such as the CSV, before any plotting), then the
 printing and the plots. The folder gets all of a run's files together: after
@@ -345,7 +345,7 @@ class Experiment:
         ValueError
             Naming the option whose path would be overwritten.
         """
-        from ._output import check_outputs_apart
+        from ._stage import check_outputs_apart
 
         check_outputs_apart(folder, self.file_stem, inputs, files)
 
@@ -363,7 +363,7 @@ class Experiment:
         -------
         stage : context manager yielding an ``OutputStage``
         """
-        from ._output import output_stage
+        from ._stage import output_stage
 
         return output_stage(folder, self.file_stem, protect)
 

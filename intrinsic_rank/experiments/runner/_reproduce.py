@@ -74,7 +74,6 @@ from sklearn.utils import Bunch
 from ... import __version__
 from ..._validation import check_device, check_seed
 from ._output import (
-    check_command_files,
     check_output_folder,
     jsonable,
     lock_folder,
@@ -82,6 +81,7 @@ from ._output import (
     write_json,
     write_text,
 )
+from ._stage import check_command_files
 from ._tables import markdown_table, markdown_text
 from ._registry import EXPERIMENTS, VERDICTS, Verdict
 
@@ -110,7 +110,8 @@ def _resolve_pieces(pieces):
     if not names:
         raise ValueError(f"no piece given; use 'all' or some of {list(EXPERIMENTS)}")
     by_command = {piece.command: name for name, piece in EXPERIMENTS.items()}
-    names = [n if n in EXPERIMENTS else by_command.get(n, n) for n in names]  # a command -> its piece
+    # a command's name stands for its piece
+    names = [n if n in EXPERIMENTS else by_command.get(n, n) for n in names]
     unknown = [n for n in names if n != "all" and n not in EXPERIMENTS]
     if unknown:
         raise ValueError(f"unknown piece(s) {unknown}; use 'all' or some of {list(EXPERIMENTS)}")
@@ -255,7 +256,7 @@ def _judge(name, piece, result):
         if v.verdict not in VERDICTS:
             raise ValueError(f"piece {name!r} gave the verdict {v.verdict!r}; "
                              f"a verdict must be one of {VERDICTS}")
-    for caption, records, columns, *_ in piece.tables(result):
+    for _caption, records, columns, *_ in piece.tables(result):
         markdown_table(records, columns)
     return verdicts
 
