@@ -114,7 +114,7 @@ def _with_bias_column(X, facts):
 
 
 def _student(facts, maps, ranks, restarts, random_state):
-    """The student of one head: its frequencies (none for absolute positions), scale, keys, values."""
+    """The student of a head: its frequencies (none for absolute positions), scale, keys, values."""
     inv_freq = (np.asarray(facts.inv_freq) if facts.positional == "rope"
                 else np.zeros(facts.head_dim // 2))
     return RotarySoftmaxStudent(

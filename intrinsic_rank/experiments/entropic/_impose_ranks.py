@@ -90,7 +90,7 @@ def allocation_ranks(records, tol, kind):
 
 
 def _energy_allocation(records, budget):
-    """Every head at the rank holding all but ``e`` of its query energy, the total nearest ``budget``."""
+    """Every head at the rank keeping all but ``e`` of its query energy; total nearest budget."""
     def ranks(e):
         return {(r["layer"], r["head"]): energy_rank(r["query_energy"], e) for r in records}
 
