@@ -145,8 +145,7 @@ def _command_toy(calls):
     return Experiment(
         name="toy-out", command="toy-out", title="t", paper="none", help="h",
         description="d", quick={}, full={}, run=run, tables=lambda result: [], plot=plot,
-        verdicts=lambda result: [("c", "m", "agrees", "e")],
-        add_arguments=lambda parser: None, settings=lambda args: {},
+        verdicts=lambda result: [("c", "m", "agrees", "e")], settings=lambda args: {},
         summary=lambda result: [], extra_files=csv, in_reproduce=False)
 
 

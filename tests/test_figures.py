@@ -100,15 +100,25 @@ def _corpus_ranks():
                             d_head=64))
 
 
-def _head_ranks():
-    corpora = ["random", "repeated", "prose", "code"]
-    kinds = ["induction"] * 3 + ["previous-token"] * 2 + ["sink"] * 2 + ["drawn"] * 4
-    ranks = [1, 2, 4, 8, 16, 32, 64]
-    records = [dict(layer=10 + h, head=h % 9, head_type=kind, corpus=c, ranks=ranks,
-                    relative_risks=[0.5 / (r * (h + 1)) for r in ranks])
-               for c in corpora for h, kind in enumerate(kinds)]
-    return dict(records=records, config=dict(model=MODEL, corpora=corpora, tol=0.02,
-                                             plant_rank=None))
+def _head_ranks(n_layers=30, n_heads=9):
+    width, tolerances = 64, [0.02, 0.05]
+    records = []
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            risks = [min(2.0, 3.0 / r ** (1 + (layer + head) % 3)) for r in range(1, width)]
+            answers = [next((r for r, v in enumerate(risks, 1) if v <= t), None)
+                       for t in tolerances]
+            records.append(dict(layer=layer, head=head, corpus="code", width=width,
+                                tolerances=tolerances, r_star=answers, planted_rank=None,
+                                free_risks=[*(1.5 * v for v in risks), 0.0],
+                                risks=[*risks, 0.0]))
+    rows = [dict(tol=t, allocation=kind, rank_share=share, loss=2.6 * (1 + rise))
+            for t, share in zip(tolerances, (0.5, 0.3))
+            for kind, rise in (("r*_attn", 0.005), ("training-free", 0.01),
+                               ("uniform", 0.03), ("query energy", 0.02), ("half", 0.08))]
+    return dict(records=records, config=dict(
+        model=MODEL, corpora=["code"], tolerances=tolerances, n_layers=n_layers,
+        n_heads=n_heads, width=width), impose=dict(corpus="code", unedited=2.6, rows=rows))
 
 
 def _min_ip():
@@ -187,7 +197,9 @@ FIGURES = {
     "plot_head_profile": lambda f: f(_profile()),
     "plot_head_scores": lambda f: f(_profile()),
     "plot_corpus_ranks": lambda f: f(_corpus_ranks()),
-    "plot_head_ranks": lambda f: f(_head_ranks()),
+    "plot_head_rank_map": lambda f: f(_head_ranks()),
+    "plot_head_rank_curves": lambda f: f(_head_ranks()),
+    "plot_impose": lambda f: f(_head_ranks()),
     "plot_min_ip": lambda f: f(*_min_ip()),
     "plot_min_ip_law": lambda f: f(_min_ip_law()),
     "plot_accessibility": lambda f: f(_accessibility()),
@@ -199,6 +211,7 @@ FIGURES = {
 CASES = [(name, FIGURES[name]) for name in sorted(FIGURES)] + [
     ("plot_head_profile", lambda f: f(_profile(n_layers=2, n_heads=4))),
     ("plot_head_scores", lambda f: f(_profile(n_layers=2, n_heads=4))),
+    ("plot_head_rank_map", lambda f: f(_head_ranks(n_layers=2, n_heads=4))),
 ]
 
 

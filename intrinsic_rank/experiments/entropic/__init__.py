@@ -375,7 +375,8 @@ HEAD_RANKS = Experiment(
                scale="max_epochs", help="the most epochs of a distillation, 1..1000000"),
         Option("--patience", type=bounded_int(1, MAX_EPOCHS), scale="patience",
                help=f"epochs without a fall of a rank's best held-out risk by "
-               f"{HEAD_RANK_TRAINING['min_fall']:g} of itself before it has converged"),
+               f"{HEAD_RANK_TRAINING['min_fall']:g} of itself before it has converged, "
+               "1..1000000"),
         Option("--lr", type=bounded_float(0.0, 1000.0, low_open=True), scale="lr",
                help="Adam's learning rate, in (0, 1000]"),
         Option("--batch-size", type=bounded_int(1, 65536), scale="batch_size",
