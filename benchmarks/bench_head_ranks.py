@@ -41,8 +41,8 @@ def parse_args(argv=None):
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
     parser.add_argument("--n", type=int, default=800, help="sequences (default: 800)")
-    parser.add_argument("--precision", default="float32",
-                        help="the estimator's precision (default: float32)")
+    parser.add_argument("--compute-dtype", default="float32",
+                        help="the estimator's compute_dtype (default: float32)")
     parser.add_argument("--settings", default="planted,warm",
                         help="comma-separated: planted, warm (default: both)")
     return parser.parse_args(argv)
@@ -103,7 +103,7 @@ def time_sweep(args, setting, X, Y, Wv, weights):
         attention="softmax", positional="rope", causal=True, rope_theta=100000.0,
         value_map=Wv, rank_grid=list(RANKS), noise_floor=0.0, batch_size=32 if planted else 64,
         max_epochs=150 if planted else 40, lr=6e-3 if planted else 1e-3,
-        init_weights=None if planted else weights, precision=args.precision,
+        init_weights=None if planted else weights, compute_dtype=args.compute_dtype,
         random_state=0, device=args.device)
     before = rss_mib()
     start = time.perf_counter()

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
@@ -22,13 +22,7 @@ from .._validation import check_int, draw_seed
 from ..nn import KERNEL_STUDENT_MAPS, STUDENTS, RotarySoftmaxStudent
 from . import _scaling
 from ._attention_class import AUTO_ATTENTION, MIN_HELDOUT_R2, choose_attention, class_risk_text
-from ._batching import (
-    PRECISIONS,
-    RankwiseMSELoss,
-    TensorBatchIterator,
-    forward_chunks,
-    rankwise_risks,
-)
+from ._batching import RankwiseMSELoss, TensorBatchIterator, forward_chunks, rankwise_risks
 from ._callbacks import (
     DIVERGENCE_FACTOR,
     DivergenceCheck,
@@ -38,12 +32,12 @@ from ._callbacks import (
     user_callbacks,
     warn_if_loss_never_fell,
 )
+from ._compute_dtype import COMPUTE_DTYPES, resolve_compute_dtype
 from ._errors import TrainingDivergedError
 from ._fitted import fits_from_scratch
 from ._inputs import heldout_size, validate_sequences
 from ._net import RankSweepNet
 from ._options import check_student_options, resolve_optimizer
-from ._polish import check_class_choice, polish_and_check, resolve_precision
 from ._params import (
     Boolean,
     Callbacks,
@@ -294,25 +288,15 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         Torch device.
     verbose : int, default=0
         0 silent; 1 a progress bar over epochs; 2 skorch's per-epoch table.
-    precision : {"auto", "float32", "bfloat16"}, default="auto"
-        Precision of the training forward pass. ``"bfloat16"`` runs the
-        students' products under bfloat16 autocast; parameters, optimiser
-        state, the loss and every held-out evaluation (so the choice of
-        ``r*``, the floor, the class of ``attention="auto"`` and the kernels)
-        stay float32. ``"auto"`` trains in bfloat16 where that is measured to
-        be faster -- the device has fast bfloat16 (AMX or AVX512-BF16 on a
-        CPU, bfloat16 support on CUDA) and a training step of this problem is
-        at least 1.25x faster (``intrinsic_rank.estimators._precision``,
-        measured once per process; ``INTRINSIC_RANK_BF16=0`` or ``1``
-        overrides) -- and in float32 elsewhere. After a bfloat16 sweep whose
-        selected rank, or the rank below it, lies near the threshold, those
-        ranks and their neighbours train 10 more epochs in float32 from the
-        bfloat16 weights; when that polish moves ``rank_`` or leaves a risk
-        within three times its change of the threshold, the fit is redone in
-        float32 with a warning (``precision_reason_``). ``"float32"`` gives
-        the numbers of the float32 path bit for bit. ``"bfloat16"`` on a
-        device without fast bfloat16 trains in float32 with a warning. The
-        documented results are float32 (``docs/performance.md``).
+    compute_dtype : {"auto", "float32", "bfloat16"}, default="auto"
+        The dtype of the students' training forward pass. ``"bfloat16"`` runs
+        their products under bfloat16 autocast; parameters, optimiser state,
+        the loss and every held-out evaluation (so the choice of ``r*``, the
+        floor, the class of ``attention="auto"`` and the kernels) stay
+        float32. ``"auto"`` is bfloat16 on a CUDA device with native bfloat16
+        arithmetic and float32 elsewhere (the CPU included): chosen by the
+        device, never by a timing, so one seed on one device type gives one
+        answer. ``compute_dtype_`` records the dtype trained in.
     causal : bool, default=False
         ``"linear"`` and ``"softmax"`` students with a causal mask: position
         ``i`` mixes positions ``j <= i`` only, as every head of a causal LM.
@@ -369,19 +353,11 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         training tokens (at most 512), whose rank is at most the feature rank.
     operator_ : ndarray of shape (L, L)
         Learned operator ``A`` of the selected student (``"fixed"`` only).
-    precision_ : {"float32", "bfloat16"}
-        The precision the students trained in (``precision`` resolved).
-    precision_reason_ : str
-        Why: the measurement of ``"auto"``, a fallback, a class choice redone
-        in float32.
-    precision_polish_ : dict or None
-        After a bfloat16 sweep: ``ranks`` polished in float32 (empty when the
-        decision was not near the threshold), ``epochs``, ``risk_change``
-        (``{rank: change of the held-out risk}``) and ``fallback`` (why the fit
-        was redone in float32, or None). ``None`` otherwise.
+    compute_dtype_ : {"float32", "bfloat16"}
+        The dtype the students trained in (``compute_dtype`` resolved).
     kernels_ : ndarray of shape (R, d, d) or (R, L, L)
         Kernels (operators for ``"fixed"``) of every trained rank, in the
-        training precision (float32).
+        parameters' dtype (float32, whatever ``compute_dtype_``).
     singular_values_ : ndarray
         Singular values of ``kernel_`` (or ``operator_``).
     energy_effective_rank_ : float
@@ -554,7 +530,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         device="cpu",
         verbose=0,
         callbacks=None,
-        precision="auto",
+        compute_dtype="auto",
         causal=False,
         positional=None,
         rope_theta=10000.0,
@@ -581,7 +557,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.device = device
         self.verbose = verbose
         self.callbacks = callbacks
-        self.precision = precision
+        self.compute_dtype = compute_dtype
         self.causal = causal
         self.positional = positional
         self.rope_theta = rope_theta
@@ -610,7 +586,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         "random_state": [Seed()],
         "device": [Device()],
         "callbacks": [None, Callbacks()],
-        "precision": [Options(PRECISIONS)],
+        "compute_dtype": [Options(COMPUTE_DTYPES)],
         "causal": [Rule(_check_causal)],
         "positional": [None, Rule(_check_positional)],
         "rope_theta": [Real(0.0, low_open=True)],
@@ -739,7 +715,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             callbacks=callbacks,
             verbose=int(self.verbose >= 2),
             device=device,
-            precision=getattr(self, "precision_", "float32"),
+            compute_dtype=getattr(self, "compute_dtype_", "float32"),
         )
 
     @fits_from_scratch
@@ -760,7 +736,6 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         """
         params = validate_params(self)
         device = params["device"]
-        given = X, Y  # a float32 fallback of precision="auto" refits on them
         X, Y = validate_sequences(self, X, Y, reset=True, keep_float32=True)
         auto_class = self.attention == "auto"
         if auto_class and self.rank_grid is None:
@@ -771,8 +746,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             )
         self.attention_ = None if auto_class else self.attention
         ranks = None if auto_class else self._rank_grid(params["rank_grid"])
-        seed = self.__dict__.pop("_replay_seed", None)
-        seed = draw_seed(self.random_state) if seed is None else seed
+        seed = draw_seed(self.random_state)
         sweep = self.rank_grid is not None
         if sweep:
             train, heldout = self._split(len(X), seed)
@@ -803,20 +777,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             # a fall smaller than a hundredth of the selection tolerance is no progress
             min_delta = EARLY_STOPPING_DELTA * self.tol * variance * y_scale**2
         held = (X_held, Y_held, patience, min_delta)
-        self.precision_, self.precision_reason_ = resolve_precision(
-            self, params["rank_grid"], seed, device, X_train, Y_train)
-        self.precision_polish_ = None
+        self.compute_dtype_ = resolve_compute_dtype(params["compute_dtype"], device)
         self.class_risks_ = None
         if auto_class:
             self.class_risks_ = self._class_risks(seed, device, (X_train, Y_train), held, limit)
-            redo = self.precision_ == "bfloat16" and check_class_choice(
-                self.class_risks_, variance, self.tol)
-            if redo:  # too close to call in bfloat16: the classes as float32 trains them
-                self.precision_ = "float32"
-                self.class_risks_ = self._class_risks(seed, device, (X_train, Y_train), held,
-                                                      limit)
-                self.precision_ = "bfloat16"
-                self.precision_reason_ += f"; the class choice trained in float32: {redo}"
             self.attention_ = choose_attention(self.class_risks_, variance, self.tol)
             ranks = self._auto_class_grid(params["rank_grid"])
         if self._auto():
@@ -828,12 +792,6 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             net = self._train(ranks, seed, device, (X_train, Y_train), held, limit)
             nets = [net]
         self.net_ = net
-        if self.precision_ == "bfloat16" and sweep:
-            self.precision_polish_ = polish_and_check(
-                self, nets, net, ranks, (X_train, Y_train), (X_held, Y_held), variance, seed,
-                device, limit)
-            if self.precision_polish_["fallback"]:
-                return self._refit_float32(given, seed, self.precision_polish_)
         self.ranks_ = np.asarray(ranks)
         self.trained_ranks_ = np.asarray(ranks)
         self.search_rounds_ = [
@@ -876,23 +834,6 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             self.train_risk_ = float(train_risk[0])
             self.warnings_ = []
         self._store_selected()
-        return self
-
-    def _refit_float32(self, given, seed, polish):
-        """The float32 fit of ``precision="auto"`` when bfloat16 could change the answer."""
-        reason = polish["fallback"]
-        warnings.warn(f"AttentionRankEstimator: precision='auto' trained in bfloat16, but "
-                      f"{reason}; the fit is redone in float32, whose answer it keeps",
-                      UserWarning)
-        fresh = clone(self).set_params(precision="float32")
-        fresh._replay_seed = seed
-        fresh.fit(*given)
-        params = self.get_params(deep=False)
-        for name, value in vars(fresh).items():
-            if name not in params:
-                setattr(self, name, value)
-        self.precision_reason_ = f"precision='auto' fell back to float32: {reason}"
-        self.precision_polish_ = polish
         return self
 
     def _class_risks(self, seed, device, data, held, limit):
@@ -1060,7 +1001,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
                 kernels = module.token_kernel(tokens[::step])
             else:
                 kernels = module.kernel()
-        # Kept in the training precision (float32): the numerical rank's
+        # Kept in the parameters' dtype (float32): the numerical rank's
         # threshold then uses float32's epsilon, not float64's.
         kernels = kernels.detach().cpu().numpy()
         if self.attention_ in ("linear", "softmax"):
