@@ -16,7 +16,7 @@ from ._options import check_student_options
 from ._params import Boolean
 
 __all__ = ["POSITIONAL", "SEQUENCE_CLASSES", "check_causal", "check_feature_map",
-           "check_init_weights", "check_positional", "check_rank_grid",
+           "check_init_weights", "check_n_init", "check_positional", "check_rank_grid",
            "check_student_options_of", "check_value_map", "rank_limit_text",
            "ranks_within_limit"]
 
@@ -107,6 +107,20 @@ def check_init_weights(estimator, value):
             raise ValueError(f"init_weights[{name!r}] must be a finite 2-D array of shape "
                              f"(d, k); got shape {array.shape}")
     return arrays
+
+
+def check_n_init(estimator, value):
+    """``n_init`` other than ``"auto"``: an integer ``>= 1``, and 1 with ``init_weights``
+    (every restart would start from the same teacher)."""
+    try:
+        value = check_int(value, "n_init", 1)
+    except ValueError:
+        raise ValueError(f"n_init must be 'auto' or an integer >= 1; got {value!r}") from None
+    if value > 1 and estimator.init_weights is not None:
+        raise ValueError(f"n_init={value} restarts from independent random draws, but "
+                         "init_weights starts every slot from the same teacher; give "
+                         "n_init=1 with init_weights")
+    return value
 
 
 def check_student_options_of(estimator, value):

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from .. import spectral
@@ -24,6 +25,7 @@ from ._attention_checks import (
     check_causal,
     check_feature_map,
     check_init_weights,
+    check_n_init,
     check_positional,
     check_rank_grid,
     check_student_options_of,
@@ -55,12 +57,17 @@ from ._rank_runs import adaptive_runs, merged_net, run_history, slot_kernels, tr
 from ._scaling import rows_as_tensor
 from ._scoring import SequenceRegressorMixin
 from ._selection import coarse_rank_grid
-from ._training_data import training_data
+from ._restarts import restart_warning
+from ._training_data import heldout_variance, training_data
 
 __all__ = ["AttentionRankEstimator"]
 
 EARLY_STOPPING_PATIENCE = 20
 """The default of ``n_iter_no_change``: epochs without improvement before a slot has plateaued."""
+
+N_INIT_AUTO = 2
+"""The restarts of ``n_init="auto"`` without ``init_weights`` (the user guide gives the
+measurement behind it)."""
 
 
 class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
@@ -104,6 +111,15 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     init_scale : float, default=0.1
         Factor matrices start ``N(0, init_scale^2 / fan_in)``; small values give the
         implicit low-rank bias behind the recovery principle.
+    n_init : int or "auto", default="auto"
+        Independent initialisations of every rank, trained in the same batched run;
+        the one with the lowest training risk is kept, and a
+        :class:`~sklearn.exceptions.ConvergenceWarning` says when the restarts of the
+        selected rank end further apart than ``tol`` times the target variance.
+        ``"auto"`` is 2 (a measured choice, see the user guide), and 1 with
+        ``init_weights``, whose slots all start from the same teacher (as
+        :class:`sklearn.cluster.KMeans`'s ``"auto"`` is 1 for a given ``init``).
+        ``n_init=1`` trains each rank once.
     optimizer : {"adam", "adamw", "sgd"} or torch.optim.Optimizer subclass, default="adam"
         Elementwise optimisers keep the rank slots of a sweep exactly independent.
     weight_decay : float, default=0.0
@@ -226,7 +242,17 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     search_rounds_ : list of dict
         One record per batched run: ``ranks`` and ``epochs``.
     rank_epochs_ : int
-        Training work: the sum over runs of ranks times epochs.
+        Training work: the sum over runs of ranks times epochs (each rank trains
+        ``n_init_`` restarts within it).
+    n_init_ : int
+        The restarts of every rank (``n_init`` resolved).
+    restart_risks_ : ndarray of shape (R, n_init)
+        Training risk of every restart of every rank in ``ranks_``; the kept one is
+        the lowest of each row.
+    kept_slots_ : ndarray of int, shape (R,)
+        The slot of ``net_.module_`` holding each rank of ``ranks_``: its kept
+        restart (``net_.module_`` trains every restart; ``0, ..., R-1`` for
+        ``n_init=1``).
     n_epochs_ : int
         Epochs of the longest run.
     n_features_in_ : int
@@ -277,6 +303,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         lr=3e-3,
         batch_size="auto",
         init_scale=0.1,
+        n_init="auto",
         optimizer="adam",
         weight_decay=0.0,
         noise_floor=None,
@@ -304,6 +331,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.lr = lr
         self.batch_size = batch_size
         self.init_scale = init_scale
+        self.n_init = n_init
         self.optimizer = optimizer
         self.weight_decay = weight_decay
         self.noise_floor = noise_floor
@@ -330,6 +358,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         "batch_size": [Options(["auto"]), Integer(1)],
         "lr": [Real(0.0, low_open=True)],
         "init_scale": [Real(0.0, low_open=True)],
+        "n_init": [Options(["auto"]), Rule(check_n_init)],
         "weight_decay": [Real(0.0)],
         "tol": [Real(0.0)],
         "validation_fraction": [Real(0.0, 0.9)],
@@ -421,6 +450,9 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         ranks = None if auto_class else self._rank_grid(params["rank_grid"])
         data = self._training_data(X, Y, params)
         self.compute_dtype_ = resolve_compute_dtype(params["compute_dtype"], data.device)
+        self.n_init_ = params["n_init"]
+        if self.n_init_ == "auto":
+            self.n_init_ = 1 if self.init_weights is not None else N_INIT_AUTO
         self.class_risks_ = None
         if auto_class:
             ranks = self._choose_class(params["rank_grid"], data)
@@ -432,6 +464,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             self._store_single(train_risk)
         else:
             self._judge_sweep(X, Y, data, train_risk)
+        self._check_restarts(nets, train_risk, Y, data)
         self._store_selected()
         return self
 
@@ -451,7 +484,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         def heldout_risk_of(name):
             self.attention_ = name
             net = train_run(self, [self._max_rank()], data)
-            return float(rankwise_risks(net, data.X_held, data.Y_held)[0][0]) / data.y_scale**2
+            risks, _ = rankwise_risks(net, data.X_held, data.Y_held)
+            return float(risks[net.kept_slots_[0]]) / data.y_scale**2
 
         self.class_risks_ = compare_classes(heldout_risk_of)
         self.attention_ = choose_attention(self.class_risks_, data.variance, self.tol)
@@ -470,9 +504,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         """``net_`` over every rank trained, and the record of the runs."""
         self.net_ = merged_net(self, nets, ranks, data) if self._auto() else nets[0]
         self.ranks_ = np.asarray(ranks)
+        self.kept_slots_ = np.asarray(self.net_.kept_slots_)
         self.trained_ranks_ = np.asarray(ranks)
         self.search_rounds_ = [
-            {"ranks": list(n.module_.ranks), "epochs": len(n.history)} for n in nets
+            {"ranks": list(n.run_ranks_), "epochs": len(n.history)} for n in nets
         ]
         self.rank_epochs_ = int(sum(len(r["ranks"]) * r["epochs"] for r in self.search_rounds_))
         self.n_epochs_ = int(max(r["epochs"] for r in self.search_rounds_))
@@ -480,7 +515,22 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         if self.init_weights is None:
             # a warm start may begin at the teacher itself, where the loss cannot fall
             for n in nets:
-                warn_if_loss_never_fell(n)
+                warn_if_loss_never_fell(n, slots=n.kept_slots_)
+
+    def _check_restarts(self, nets, train_risk, Y, data):
+        """``restart_risks_``, and a warning when the selected rank's restarts disagree."""
+        if self.n_init_ == 1:
+            self.restart_risks_ = np.asarray(train_risk, dtype=float)[:, None]
+            return
+        risks = {r: row for n in nets for r, row in zip(n.run_ranks_, n.restart_risks_)}
+        self.restart_risks_ = np.array([risks[int(r)] for r in self.ranks_])
+        if data.heldout is None:  # the selection's tolerance, on the training targets
+            threshold = self.tol * heldout_variance(Y, data.train)
+        else:
+            threshold = self.excess_tol_
+        text = restart_warning(self.rank_, self.restart_risks_[self.rank_index_], threshold)
+        if text is not None:
+            self._warn(text, ConvergenceWarning)
 
     def _store_single(self, train_risk):
         self.rank_index_ = 0
@@ -517,13 +567,13 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
 
     # -- the fitted students ------------------------------------------------------
     def _outputs(self, X_t):
-        """Outputs of every rank slot, ``(n, R, ...)``, as a float64 array (training units).
+        """Outputs of every rank (its kept slot), ``(n, R, ...)``, as float64 (training units).
 
         Filled a chunk at a time (:func:`~intrinsic_rank.estimators._batching.forward_chunks`).
         """
         out = None
         for start, chunk in forward_chunks(self.net_, X_t):
-            chunk = chunk.cpu().double().numpy()
+            chunk = self._kept(chunk.cpu().double().numpy(), axis=1)
             if len(chunk) == len(X_t):
                 return chunk
             if out is None:
@@ -533,6 +583,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
 
     def _risks(self, X_t, Y_t, where):
         risk, finite = rankwise_risks(self.net_, X_t, Y_t)
+        if len(self.kept_slots_) != len(self.net_.module_.ranks):
+            # restarts left behind may have diverged: only the kept slots count
+            risk = self._kept(risk, axis=0)
+            finite = bool(np.all(np.isfinite(risk)))
         if not finite:
             raise TrainingDivergedError(
                 f"the trained students' outputs on {where} overflow float32 (not "
@@ -542,7 +596,14 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         return risk if y_scale == 1.0 else risk / y_scale**2
 
     def _store_kernels(self, X_t):
-        self.kernels_ = slot_kernels(self.net_.module_, self.attention_, X_t, self.x_scale_)
+        kernels = slot_kernels(self.net_.module_, self.attention_, X_t, self.x_scale_)
+        self.kernels_ = self._kept(kernels, axis=0)
+
+    def _kept(self, values, axis):
+        """The kept slot of each rank along ``axis`` (every slot when there are no restarts)."""
+        if len(self.kept_slots_) == len(self.net_.module_.ranks):
+            return values
+        return np.take(values, self.kept_slots_, axis=axis)
 
     def _warn(self, message, category):
         """Warn about the estimate, and keep the text in ``warnings_``."""
@@ -652,11 +713,13 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         X_t = self._tensor(X)
         module = self.net_.module_
         L = X_t.shape[1]
-        rows = len(X_t) if len(X_t) * len(self.ranks_) * L * L <= _scaling.CHUNK_ELEMENTS else max(
-            1, _scaling.CHUNK_ELEMENTS // (len(self.ranks_) * L * L))
+        slots = len(module.ranks)
+        rows = len(X_t) if len(X_t) * slots * L * L <= _scaling.CHUNK_ELEMENTS else max(
+            1, _scaling.CHUNK_ELEMENTS // (slots * L * L))
         mixers = np.empty((len(X_t), L, L))
         with torch.no_grad():
+            slot = self.kept_slots_[self.rank_index_]
             for start in range(0, len(X_t), rows):
-                part = module.mixer(X_t[start:start + rows])[:, self.rank_index_]
+                part = module.mixer(X_t[start:start + rows])[:, slot]
                 mixers[start:start + rows] = part.cpu().double().numpy()
         return mixers

@@ -10,6 +10,7 @@ class), whose trained slots :func:`merged_net` gathers into one net over all the
 import numpy as np
 import torch
 
+from .._validation import check_allocation
 from ..nn import RotarySoftmaxStudent
 from . import _scaling
 from ._attention_checks import SEQUENCE_CLASSES, check_init_weights
@@ -23,10 +24,11 @@ from ._callbacks import (
 )
 from ._net import RankSweepNet
 from ._options import resolve_optimizer
+from ._restarts import best_restarts, kept_history, restart_slots
 from ._selection import adaptive_rank_search
 
-__all__ = ["adaptive_runs", "build_net", "merged_net", "run_history", "slot_kernels",
-           "train_run"]
+__all__ = ["adaptive_runs", "build_net", "copy_slots", "merged_net", "run_history",
+           "slot_kernels", "train_run"]
 
 
 def _feature_map(estimator):
@@ -59,7 +61,7 @@ def _sequence_options(estimator, data):
     return options
 
 
-def build_net(estimator, ranks, data, extra_callbacks=()):
+def build_net(estimator, ranks, data, extra_callbacks=(), restarts=None):
     """The net of one batched run over ``ranks``: the estimator's callbacks, then the user's.
 
     Parameters
@@ -71,6 +73,8 @@ def build_net(estimator, ranks, data, extra_callbacks=()):
         :func:`~._training_data.training_data` (seed, device, sizes, divergence limit).
     extra_callbacks : sequence of (name, callback), default=()
         Rules of this run (the plateau rule of ``early_stopping``).
+    restarts : list of int or None, default=None
+        The restart index of each slot (``n_init``); None: every slot is restart 0.
 
     Returns
     -------
@@ -78,13 +82,16 @@ def build_net(estimator, ranks, data, extra_callbacks=()):
         Not initialised.
     """
     callbacks = [("rankwise_loss", RankwiseEpochLoss()),
-                 ("divergence", DivergenceCheck(data.limit)), *extra_callbacks]
+                 ("divergence", DivergenceCheck(data.limit, restarts=restarts is not None)),
+                 *extra_callbacks]
     if estimator.verbose == 1:
         callbacks.append(("progress", FitProgress(postfix={"summed_loss": "train_loss"})))
     callbacks.extend(user_callbacks(estimator.callbacks))
-    # three separate expansions: a key given twice is an error, never silently replaced
-    options = (estimator.student_options or {}, _feature_map(estimator),
-               _sequence_options(estimator, data))
+    # student_options cannot hold the keys the estimator sets (RESERVED_STUDENT_OPTIONS)
+    options = {**(estimator.student_options or {}), **_feature_map(estimator),
+               **_sequence_options(estimator, data)}
+    if restarts is not None:
+        options["restarts"] = restarts
     return RankSweepNet(
         module=estimator._student_class(estimator.attention_),
         module__d=estimator.token_dim_,
@@ -94,9 +101,7 @@ def build_net(estimator, ranks, data, extra_callbacks=()):
         module__init_scale=estimator.init_scale,
         module__random_state=data.seed,
         module__final_only=estimator.target_ == "final",
-        **{f"module__{key}": value for key, value in options[0].items()},
-        **{f"module__{key}": value for key, value in options[1].items()},
-        **{f"module__{key}": value for key, value in options[2].items()},
+        **{f"module__{key}": value for key, value in options.items()},
         criterion=RankwiseMSELoss,
         optimizer=resolve_optimizer(estimator.optimizer),
         optimizer__weight_decay=estimator.weight_decay,
@@ -118,8 +123,10 @@ def build_net(estimator, ranks, data, extra_callbacks=()):
 def train_run(estimator, ranks, data):
     """Train one batched net over ``ranks`` on the training part (one round of a search).
 
-    With ``init_weights`` every slot starts from the teacher's truncation instead of a
-    random draw (a warm start).
+    With ``n_init > 1`` every rank trains ``n_init`` restarts in the same run, and the
+    one with the lowest training risk is the rank's (:mod:`._restarts`). With
+    ``init_weights`` every slot starts from the teacher's truncation instead of a
+    random draw.
 
     Parameters
     ----------
@@ -130,13 +137,37 @@ def train_run(estimator, ranks, data):
     Returns
     -------
     net : RankSweepNet
-        Trained.
+        Trained, with ``run_ranks_`` (``ranks``), ``kept_slots_`` (the slot of each
+        rank: its own for ``n_init=1``, its best restart's otherwise) and
+        ``restart_risks_`` (``(R, n_init)`` training risks in the units of ``Y``; None
+        for ``n_init=1``).
     """
+    n_init = estimator.n_init_
+    if n_init == 1:
+        net = _fit(estimator, ranks, data)
+        net.run_ranks_, net.kept_slots_, net.restart_risks_ = list(ranks), list(
+            range(len(ranks))), None
+        return net
+    # a lower bound of the slots' parameters, checked before the slot lists are built
+    n_slots = len(ranks) * n_init
+    check_allocation(4 * n_slots * max(ranks) * min(estimator.token_dim_, estimator.seq_len_),
+                     "n_init", f"{n_init} restarts of {len(ranks)} rank(s)")
+    slots, restarts = restart_slots(ranks, n_init)
+    net = _fit(estimator, slots, data, restarts)
+    values, _ = rankwise_risks(net, data.X_train, data.Y_train)
+    best, net.restart_risks_ = best_restarts(np.asarray(values) / data.y_scale**2, n_init)
+    net.run_ranks_ = list(ranks)
+    net.kept_slots_ = [i * n_init + int(b) for i, b in enumerate(best)]
+    return net
+
+
+def _fit(estimator, ranks, data, restarts=None):
+    """Train one net over ``ranks`` (slots), from random draws or the teacher's weights."""
     callbacks = []
     if data.patience is not None:
         callbacks.append(("plateau", PlateauStopping(data.X_held, data.Y_held, data.patience,
                                                      data.min_delta)))
-    net = build_net(estimator, ranks, data, extra_callbacks=callbacks)
+    net = build_net(estimator, ranks, data, extra_callbacks=callbacks, restarts=restarts)
     if estimator.init_weights is None:
         net.fit(data.X_train, data.Y_train)
         return net
@@ -150,9 +181,13 @@ def train_run(estimator, ranks, data):
 
 
 def heldout_risks(net, data):
-    """Held-out risk of every slot of ``net``, in the units of ``Y`` (``inf`` if not finite)."""
+    """Held-out risk of every rank of a run (its kept slot), in the units of ``Y``.
+
+    A risk that is not finite is ``inf``.
+    """
     values, _ = rankwise_risks(net, data.X_held, data.Y_held)
-    return [float(v) / data.y_scale**2 if np.isfinite(v) else np.inf for v in values]
+    return [float(values[s]) / data.y_scale**2 if np.isfinite(values[s]) else np.inf
+            for s in net.kept_slots_]
 
 
 def adaptive_runs(estimator, coarse, data):
@@ -179,11 +214,11 @@ def adaptive_runs(estimator, coarse, data):
         return heldout_risks(nets[-1], data)
 
     adaptive_rank_search(coarse, evaluate, data.variance, estimator.tol, estimator.noise_floor)
-    return nets, sorted({r for net in nets for r in net.module_.ranks})
+    return nets, sorted({r for net in nets for r in net.run_ranks_})
 
 
 def merged_net(estimator, nets, ranks, data):
-    """One initialised net over the union of the runs' ranks, with their trained slots.
+    """One initialised net over the union of the runs' ranks, with their kept slots.
 
     Parameters
     ----------
@@ -199,20 +234,29 @@ def merged_net(estimator, nets, ranks, data):
     """
     net = build_net(estimator, ranks, data)
     net.initialize()
-    merged = net.module_
     slot_of = {r: i for i, r in enumerate(ranks)}
-    with torch.no_grad():
-        for part in nets:
-            module = part.module_
-            for name, _shape, _init, _fan_in, ranked in module._initializers:
-                source, target = getattr(module, name), getattr(merged, name)
-                for i, r in enumerate(module.ranks):
-                    if ranked:
-                        target[slot_of[r]].zero_()
-                        target[slot_of[r]][..., :source.shape[-1]] = source[i]
-                    else:
-                        target[slot_of[r]] = source[i]
+    for part in nets:
+        copy_slots(part.module_, net.module_,
+                   [(s, slot_of[r]) for r, s in zip(part.run_ranks_, part.kept_slots_)])
+    net.run_ranks_, net.kept_slots_ = list(ranks), list(range(len(ranks)))
     return net
+
+
+def copy_slots(source, target, pairs):
+    """Copy trained slots between batched students: ``(source slot, target slot)`` pairs.
+
+    A factor's rank axis may be shorter in ``source`` (a run of smaller ranks): the
+    target slot is zeroed first, so the columns beyond the source's width stay masked.
+    """
+    with torch.no_grad():
+        for name, _shape, _init, _fan_in, ranked in source._initializers:
+            values, into = getattr(source, name), getattr(target, name)
+            for i, j in pairs:
+                if ranked:
+                    into[j].zero_()
+                    into[j][..., :values.shape[-1]] = values[i]
+                else:
+                    into[j] = values[i]
 
 
 def run_history(nets, y_scale):
@@ -229,19 +273,23 @@ def run_history(nets, y_scale):
     history : list of dict
         ``epoch``, ``train_loss``, ``train_loss_per_rank``, ``dur``, with
         ``heldout_risk_per_rank`` under ``early_stopping``, and ``round`` and ``ranks``
-        when there are several runs.
+        when there are several runs; the per-rank entries are the kept slots' (and
+        ``train_loss`` their sum) when the runs trained restarts.
     """
     keys = ("epoch", "train_loss", "train_loss_per_rank", "dur")
     history = []
     for i, net in enumerate(nets):
-        for row in net.history:
+        rows = net.history
+        if len(net.kept_slots_) != len(net.module_.ranks):  # n_init > 1
+            rows = kept_history(rows, net.kept_slots_)
+        for row in rows:
             entry = {key: row[key] for key in keys}
             if "heldout_risk_per_rank" in row:
                 entry["heldout_risk_per_rank"] = [
                     v / y_scale**2 for v in row["heldout_risk_per_rank"]]
             if len(nets) > 1:
                 entry["round"] = i
-                entry["ranks"] = list(net.module_.ranks)
+                entry["ranks"] = list(net.run_ranks_)
             history.append(entry)
     if y_scale != 1.0:
         for row in history:
