@@ -549,3 +549,21 @@ def test_the_same_seed_gives_the_same_numbers_beside_a_busy_loop(tmp_path):
     assert int(quiet["rank"]) == int(loaded["rank"])
     assert quiet["floor"].tobytes() == loaded["floor"].tobytes()
     assert quiet["pred"].tobytes() == loaded["pred"].tobytes()
+
+
+def test_a_saved_model_file_loads_back_from_the_estimators_package(tmp_path):
+    from intrinsic_rank import estimators, experiments
+
+    X, Y = make_attention_task("linear", n_samples=60, seq_len=3, d=3, rank=1, random_state=0)
+    est = AttentionRankEstimator(attention="linear", rank=1, max_epochs=2,
+                                 random_state=0).fit(X, Y)
+    path = estimators.save_model_file(est, tmp_path / "sub" / "model.joblib")
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["model.joblib"]  # no stray file
+    loaded = estimators.load_model_file(path)
+    assert np.array_equal(loaded.predict(X), est.predict(X))
+    # the reading side users know from the experiments is the same; the experiments'
+    # writer is the estimators' one inside a command's output stage, the same file
+    for name in ("load_model_file", "load_xy", "ModelVersionWarning"):
+        assert getattr(experiments, name) is getattr(estimators, name)
+    again = experiments.save_model_file(est, tmp_path / "again.joblib")
+    assert open(again, "rb").read() == open(path, "rb").read()
