@@ -12,7 +12,6 @@ estimator's API and the order of the steps. The user guide
 import warnings
 
 import numpy as np
-import torch
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
@@ -20,7 +19,6 @@ from sklearn.utils.validation import check_is_fitted
 from .. import spectral
 from .._validation import draw_seed
 from ..nn import STUDENTS, RotarySoftmaxStudent
-from . import _scaling
 from ._attention_checks import (
     check_causal,
     check_feature_map,
@@ -34,7 +32,7 @@ from ._attention_checks import (
     ranks_within_limit,
 )
 from ._attention_class import choose_attention, compare_classes, grid_in_class
-from ._batching import forward_chunks, rankwise_risks
+from ._batching import rankwise_risks
 from ._callbacks import warn_if_loss_never_fell
 from ._compute_dtype import COMPUTE_DTYPES, resolve_compute_dtype
 from ._errors import TrainingDivergedError
@@ -42,22 +40,13 @@ from ._evidence import judge_sweep, reference_risk, sweep_records
 from ._fitted import fits_from_scratch
 from ._inputs import validate_sequences
 from ._options import resolve_optimizer
-from ._params import (
-    Boolean,
-    Callbacks,
-    Device,
-    Integer,
-    Options,
-    Real,
-    Rule,
-    Seed,
-    validate_params,
-)
-from ._rank_runs import adaptive_runs, merged_net, run_history, slot_kernels, train_run
+from ._params import Boolean, Callbacks, Device, Integer, Options, Real, Rule, Seed, validate_params
+from ._rank_runs import (adaptive_runs, kept_outputs, merged_net, run_history, slot_kernels,
+                         slot_mixers, train_run)
+from ._restarts import gather_restart_risks, restart_warning
 from ._scaling import rows_as_tensor
 from ._scoring import SequenceRegressorMixin
 from ._selection import coarse_rank_grid
-from ._restarts import restart_warning
 from ._training_data import heldout_variance, training_data
 
 __all__ = ["AttentionRankEstimator"]
@@ -522,8 +511,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         if self.n_init_ == 1:
             self.restart_risks_ = np.asarray(train_risk, dtype=float)[:, None]
             return
-        risks = {r: row for n in nets for r, row in zip(n.run_ranks_, n.restart_risks_)}
-        self.restart_risks_ = np.array([risks[int(r)] for r in self.ranks_])
+        self.restart_risks_ = gather_restart_risks(nets, self.ranks_)
         if data.heldout is None:  # the selection's tolerance, on the training targets
             threshold = self.tol * heldout_variance(Y, data.train)
         else:
@@ -567,19 +555,8 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
 
     # -- the fitted students ------------------------------------------------------
     def _outputs(self, X_t):
-        """Outputs of every rank (its kept slot), ``(n, R, ...)``, as float64 (training units).
-
-        Filled a chunk at a time (:func:`~intrinsic_rank.estimators._batching.forward_chunks`).
-        """
-        out = None
-        for start, chunk in forward_chunks(self.net_, X_t):
-            chunk = self._kept(chunk.cpu().double().numpy(), axis=1)
-            if len(chunk) == len(X_t):
-                return chunk
-            if out is None:
-                out = np.empty((len(X_t),) + chunk.shape[1:])
-            out[start:start + len(chunk)] = chunk
-        return out
+        """Outputs of every rank (its kept slot), ``(n, R, ...)``, float64, training units."""
+        return kept_outputs(self.net_, X_t, self._kept)
 
     def _risks(self, X_t, Y_t, where):
         risk, finite = rankwise_risks(self.net_, X_t, Y_t)
@@ -710,16 +687,5 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         -------
         mixers : ndarray of shape (n, L, L)
         """
-        X_t = self._tensor(X)
-        module = self.net_.module_
-        L = X_t.shape[1]
-        slots = len(module.ranks)
-        rows = len(X_t) if len(X_t) * slots * L * L <= _scaling.CHUNK_ELEMENTS else max(
-            1, _scaling.CHUNK_ELEMENTS // (slots * L * L))
-        mixers = np.empty((len(X_t), L, L))
-        with torch.no_grad():
-            slot = self.kept_slots_[self.rank_index_]
-            for start in range(0, len(X_t), rows):
-                part = module.mixer(X_t[start:start + rows])[:, slot]
-                mixers[start:start + rows] = part.cpu().double().numpy()
-        return mixers
+        X_t = self._tensor(X)  # checks that the estimator is fitted
+        return slot_mixers(self.net_.module_, X_t, self.kept_slots_[self.rank_index_])

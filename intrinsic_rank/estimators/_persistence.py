@@ -244,10 +244,11 @@ def _check_estimator(estimator, where):
 def save_model_file(estimator, path, *, atomic_file=None):
     """Store a fitted estimator in ``path``: a checked header, then a joblib pickle.
 
-    The header holds the format, the package version, the estimator's class,
-    and the size and SHA-256 of the pickle, which :func:`load_model_file`
-    checks before unpickling. Written atomically (a temporary file, then a
-    rename), so ``path`` holds either the old file or the whole new one.
+    The header holds the format, the package version, the estimator's class, and
+    the size and SHA-256 of the pickle, which
+    :func:`~intrinsic_rank.experiments.load_model_file` checks before unpickling.
+    Written atomically (a temporary file, then a rename), so ``path`` holds either
+    the old file or the whole new one.
 
     Parameters
     ----------

@@ -14,7 +14,7 @@ from .._validation import check_allocation
 from ..nn import RotarySoftmaxStudent
 from . import _scaling
 from ._attention_checks import SEQUENCE_CLASSES, check_init_weights
-from ._batching import RankwiseMSELoss, TensorBatchIterator, rankwise_risks
+from ._batching import RankwiseMSELoss, TensorBatchIterator, forward_chunks, rankwise_risks
 from ._callbacks import (
     DivergenceCheck,
     FitProgress,
@@ -27,8 +27,8 @@ from ._options import resolve_optimizer
 from ._restarts import best_restarts, kept_history, restart_slots
 from ._selection import adaptive_rank_search
 
-__all__ = ["adaptive_runs", "build_net", "copy_slots", "merged_net", "run_history",
-           "slot_kernels", "train_run"]
+__all__ = ["adaptive_runs", "build_net", "copy_slots", "kept_outputs", "merged_net",
+           "run_history", "slot_kernels", "slot_mixers", "train_run"]
 
 
 def _feature_map(estimator):
@@ -337,3 +337,56 @@ def slot_kernels(module, attention, X_t, x_scale):
         # to float64 where s != 1 (a float32 product overflows for X below 1e-19)
         kernels = _scaling.in_user_units(kernels, x_scale**2)
     return kernels
+
+
+def kept_outputs(net, X_t, kept):
+    """The outputs of the kept slots, ``(n, R, ...)``, as a float64 array (training units).
+
+    Filled a chunk at a time (:func:`~._batching.forward_chunks`), so no array of every
+    slot's outputs for all of ``X_t`` is built beyond one chunk.
+
+    Parameters
+    ----------
+    net : RankSweepNet
+    X_t : torch.Tensor
+    kept : callable
+        ``kept(values, axis)``: the kept slots of an array along ``axis``.
+
+    Returns
+    -------
+    outputs : ndarray
+    """
+    out = None
+    for start, chunk in forward_chunks(net, X_t):
+        chunk = kept(chunk.cpu().double().numpy(), axis=1)
+        if len(chunk) == len(X_t):
+            return chunk
+        if out is None:
+            out = np.empty((len(X_t),) + chunk.shape[1:])
+        out[start:start + len(chunk)] = chunk
+    return out
+
+
+def slot_mixers(module, X_t, slot):
+    """The ``L x L`` token mixer of one slot for each sequence, in chunks of sequences.
+
+    Parameters
+    ----------
+    module : RankBatchedStudent
+    X_t : torch.Tensor of shape (n, L, d)
+    slot : int
+
+    Returns
+    -------
+    mixers : ndarray of shape (n, L, L)
+    """
+    L = X_t.shape[1]
+    slots = len(module.ranks)
+    rows = len(X_t) if len(X_t) * slots * L * L <= _scaling.CHUNK_ELEMENTS else max(
+        1, _scaling.CHUNK_ELEMENTS // (slots * L * L))
+    mixers = np.empty((len(X_t), L, L))
+    with torch.no_grad():
+        for start in range(0, len(X_t), rows):
+            part = module.mixer(X_t[start:start + rows])[:, slot]
+            mixers[start:start + rows] = part.cpu().double().numpy()
+    return mixers

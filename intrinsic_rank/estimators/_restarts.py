@@ -11,15 +11,17 @@ the restarts of the rank finally selected end further apart than the selection's
 tolerance, the fit depends on its initialisation and says so
 (:func:`restart_warning`).
 
-The default, ``n_init="auto"`` (2 restarts; 1 for a warm start), was chosen by a measurement (``docs/attention_rank_estimator.md``,
-"Restarts"): on 60 cross-validation folds and 20 sweeps of a rank-2 linear teacher, one
-restart left one fold at R² 0.44 and one sweep at the wrong rank; two restarts left
-none, at 1.25 to 1.8 times the training time, and three found nothing more.
+The default, ``n_init="auto"`` (2 restarts; 1 for a warm start), was chosen by a
+measurement (``docs/attention_rank_estimator.md``, "Restarts";
+``benchmarks/bench_n_init.py``): on 60 cross-validation folds and 20 sweeps of a rank-2
+linear teacher, one restart left one fold at R² 0.44 and one sweep at the wrong rank; two
+restarts left none, at 1.26 to 1.8 times the training time, and three found nothing more.
 """
 
 import numpy as np
 
-__all__ = ["best_restarts", "kept_history", "restart_slots", "restart_warning"]
+__all__ = ["best_restarts", "gather_restart_risks", "kept_history", "restart_slots",
+           "restart_warning"]
 
 
 def restart_slots(ranks, n_init):
@@ -93,6 +95,23 @@ def kept_history(history, slots):
             row["heldout_risk_per_rank"] = [row["heldout_risk_per_rank"][s] for s in slots]
         rows.append(row)
     return rows
+
+
+def gather_restart_risks(nets, ranks):
+    """The training risks of every restart of ``ranks``, ``(R, n_init)``, from their runs.
+
+    Parameters
+    ----------
+    nets : list of RankSweepNet
+        Runs with restarts (``run_ranks_``, ``restart_risks_``).
+    ranks : sequence of int
+
+    Returns
+    -------
+    risks : ndarray of shape (R, n_init)
+    """
+    by_rank = {r: row for net in nets for r, row in zip(net.run_ranks_, net.restart_risks_)}
+    return np.array([by_rank[int(r)] for r in ranks])
 
 
 def restart_warning(rank, risks, threshold):
