@@ -15,7 +15,7 @@ The default, ``n_init="auto"`` (2 restarts; 1 for a warm start), was chosen by a
 measurement (``docs/attention_rank_estimator.md``, "Restarts";
 ``benchmarks/bench_n_init.py``): on 60 cross-validation folds and 20 sweeps of a rank-2
 linear teacher, one restart left one fold at R² 0.44 and one sweep at the wrong rank; two
-restarts left none, at 1.26 to 1.8 times the training time, and three found nothing more.
+restarts left none, at 1.3 to 2.1 times the training time, and three found nothing more.
 """
 
 import numpy as np
