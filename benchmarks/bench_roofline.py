@@ -210,7 +210,8 @@ def padded_loss(y_pred, y_true):
 
 
 def sweep_paths(args, bf16):
-    from intrinsic_rank.estimators._batching import RankwiseMSELoss, training_autocast
+    from intrinsic_rank.estimators._batching import RankwiseMSELoss
+    from intrinsic_rank.estimators._compute_dtype import training_autocast
 
     criterion = RankwiseMSELoss()
 
@@ -421,12 +422,6 @@ def precision_study(args, seeds=(0, 1)):
     from intrinsic_rank import AttentionRankEstimator
     from intrinsic_rank.datasets import make_attention_task
 
-    class Bfloat16(AttentionRankEstimator):
-        def _build_net(self, *a, **k):
-            net = super()._build_net(*a, **k)
-            net.precision = "bfloat16"
-            return net
-
     print(f"\n== bfloat16 training against float32 on teachers (load {load()})")
     same, ratios = [], []
     for kind, n, L, d, r_star, grid, epochs in PRECISION_TASKS:
@@ -438,9 +433,9 @@ def precision_study(args, seeds=(0, 1)):
             fits = {}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                for name, cls in (("float32", AttentionRankEstimator), ("bfloat16", Bfloat16)):
+                for name in ("float32", "bfloat16"):
                     start = time.perf_counter()
-                    est = cls(**params).fit(X, Y)
+                    est = AttentionRankEstimator(**params, compute_dtype=name).fit(X, Y)
                     fits[name] = (time.perf_counter() - start, est)
             (t32, e32), (t16, e16) = fits["float32"], fits["bfloat16"]
             r32 = np.array([rec["heldout_risk"] for rec in e32.sweep_])

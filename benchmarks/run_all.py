@@ -37,6 +37,8 @@ BENCHMARKS = {
                      ["--no-profile"]),
     "bench_roofline": ("achieved GFLOP/s of the sweep step, cramming and decoder cells "
                        "against the matmul peak of the same run", ["--skip-lm"]),
+    "bench_n_init": ("AttentionRankEstimator restarts: poor basins left and the time "
+                     "they cost, against n_init=1", ["--quick"]),
     "defaults_accuracy": ("default settings find r* on unnamed sizes", None),
     "bench_startup": ("intrinsic-rank --version and --help against python -c pass and "
                       "import torch", ["--repeat", "3"]),

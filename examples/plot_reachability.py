@@ -38,7 +38,8 @@ for m in (1, 2):
                                     n_radius_prompts=32, random_state=0).fit(X)
         accessibility.append(est.accessibility_)
     print(f"m = {m}: accessibility by length {dict(zip(lengths, accessibility))}; "
-          f"slope bound C = {est.slope_bound_:.0f} tokens per vector (r = {est.radius_:.2f})")
+          f"slope bound C = {est.geometry_.slope_bound:.0f} tokens per vector "
+          f"(r = {est.geometry_.radius:.2f})")
     curves[m] = accessibility
 
 # %%

@@ -149,7 +149,7 @@ def _measure(name, path, protocol, train_seconds, config):
     geometry = ReachabilityEstimator(model=path, n_memory=1, max_epochs=1, patience=1,
                                      precision="float16", random_state=0).fit(
         make_random_targets(2, 4, VOCAB, random_state=0))
-    refined = {row["bound"]: row["slope_bound"] for row in geometry.bounds_table_
+    refined = {row["bound"]: row["slope_bound"] for row in geometry.geometry_.table
                if row["precision_convention"] == "paper"}
     capacity = 16 * d / np.log2(VOCAB)
     with open(path + ".json") as handle:
@@ -164,7 +164,7 @@ def _measure(name, path, protocol, train_seconds, config):
         fp16_ball_bound=result.bound["slope_bound"],
         fp16_box_bound=result.bound["box_slope_bound"],
         fp16_ball_ratio=result.bound["ratio"], fp16_bounds=refined,
-        cell_decay=geometry.cell_decay_["closed_form"], train_seconds=round(train_seconds, 1),
+        cell_decay=geometry.geometry_.decay["closed_form"], train_seconds=round(train_seconds, 1),
         final_loss=loss, measure_seconds=round(time.perf_counter() - tic, 1),
         file_bytes=os.path.getsize(path), settings={k: v for k, v in settings.items()},
         threads=torch.get_num_threads(),

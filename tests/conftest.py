@@ -4,10 +4,6 @@ import signal
 import pytest
 import torch
 
-# precision="auto" decides by timing; the suite's numbers must not depend on the load, so it
-# trains in float32 unless a test forces bfloat16 (tests/test_precision_auto.py does)
-os.environ.setdefault("INTRINSIC_RANK_BF16", "0")
-
 
 def pytest_configure(config):
     """Let Ctrl-C reach the run as in a terminal, whoever started it.

@@ -329,9 +329,16 @@ def test_a_stalled_rank_is_reported_not_hidden():
     from sklearn.exceptions import ConvergenceWarning
 
     X, Y, _ = _teacher("linear", 4, d=4, seq_len=6, n=1000, seed=13)
-    est = AttentionRankEstimator(attention="linear", rank_grid=[2, 3, 4], random_state=0)
+    est = AttentionRankEstimator(attention="linear", rank_grid=[2, 3, 4], n_init=1,
+                                 random_state=0)
     with pytest.warns(ConvergenceWarning, match="held-out risk rises with rank \\(rank 4: "):
         est.fit(X, Y)
+    # a second restart of rank 4 escapes the saddle: r* = 4 is found, and the fit says
+    # that its restarts disagreed
+    with pytest.warns(ConvergenceWarning, match="the 2 restarts \\(n_init\\) of rank 4 end at"):
+        est.set_params(n_init=2).fit(X, Y)
+    assert est.rank_ == 4
+    assert est.restart_risks_[2].min() < est.restart_risks_[2].max() - est.excess_tol_
 
 
 def test_in_sample_sweep_with_no_held_out_part():
@@ -401,3 +408,162 @@ def test_verbose_is_checked(verbose):
     X, Y, _ = _teacher("linear", 2, n=50, seed=0)
     with pytest.raises(ValueError, match="verbose must be"):
         AttentionRankEstimator(max_epochs=1, verbose=verbose).fit(X, Y)
+
+
+# -- n_init: restarts in the same batched run ------------------------------------------
+
+def _rank_two_teacher(seed):
+    """The rank-2 linear teacher of the n_init measurement: X 600 x 8 x 6, noise 0.05."""
+    return make_attention_task("linear", n_samples=600, seq_len=8, d=6, rank=2, noise=0.05,
+                               random_state=seed)
+
+
+def test_grid_search_at_rank_3_scores_every_fold_or_warns_on_the_bad_one():
+    """On this teacher one restart leaves fold 0 at rank 3 in a poor basin (R² 0.44)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, Y = _rank_two_teacher(seed=5)
+    search = GridSearchCV(AttentionRankEstimator(attention="linear", random_state=0),
+                          {"rank": [3]}, cv=KFold(3)).fit(X, Y)
+    for k, (train, _) in enumerate(KFold(3).split(X)):
+        if search.cv_results_[f"split{k}_test_score"][0] >= 0.99:
+            continue
+        with pytest.warns(ConvergenceWarning, match="restarts \\(n_init\\) of rank 3"):
+            AttentionRankEstimator(attention="linear", rank=3, random_state=0).fit(
+                X[train], Y[train])
+
+
+def test_n_init_keeps_the_restart_of_lowest_training_risk():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, Y = _rank_two_teacher(seed=5)
+    train, test = next(iter(KFold(3).split(X)))
+    params = dict(attention="linear", rank=3, random_state=0)
+    one = AttentionRankEstimator(**params, n_init=1).fit(X[train], Y[train])
+    with pytest.warns(ConvergenceWarning, match="the 3 restarts \\(n_init\\) of rank 3"):
+        three = AttentionRankEstimator(**params, n_init=3).fit(X[train], Y[train])
+    assert one.restart_risks_.shape == (1, 1) and three.restart_risks_.shape == (1, 3)
+    kept = int(np.argmin(three.restart_risks_[0]))
+    # net_ is the net that trained every restart; kept_slots_ names the one kept
+    assert three.net_.module_.restarts == (0, 1, 2) and three.kept_slots_.tolist() == [kept]
+    # the kept restart's risk is the fitted student's, and restart 0 is n_init=1's draw
+    assert three.train_risk_ == pytest.approx(three.restart_risks_[0, kept], rel=1e-5)
+    assert three.restart_risks_[0, 0] == pytest.approx(one.train_risk_, rel=1e-4)
+    assert three.score(X[test], Y[test]) >= 0.99
+    assert three.warnings_ and "restarts (n_init)" in three.warnings_[0]
+    # the history holds the kept restart's losses
+    assert three.n_init_ == 3 and three.rank_epochs_ == one.rank_epochs_
+    assert all(len(row["train_loss_per_rank"]) == 1 for row in three.history_)
+    assert three.history_[-1]["train_loss"] == three.history_[-1]["train_loss_per_rank"][0]
+
+
+def test_n_init_in_a_sweep_keeps_one_slot_per_rank():
+    X, Y = make_attention_task("linear", n_samples=200, seq_len=4, d=5, rank=2, noise=0.05,
+                               random_state=1)
+    est = AttentionRankEstimator(attention="linear", rank_grid=[1, 2, 5], max_epochs=40,
+                                 early_stopping=True, n_iter_no_change=5, n_init=2,
+                                 random_state=0).fit(X, Y)
+    assert est.restart_risks_.shape == (3, 2) and est.kernels_.shape == (3, 5, 5)
+    assert est.net_.module_.ranks == (1, 1, 2, 2, 5, 5)
+    assert est.kept_slots_.tolist() == [2 * i + int(b) for i, b in
+                                        enumerate(np.argmin(est.restart_risks_, axis=1))]
+    assert est.predict_per_rank(X).shape == (200, 3, 4, 5)
+    for row in est.history_:
+        assert len(row["train_loss_per_rank"]) == len(row["heldout_risk_per_rank"]) == 3
+    # each kept slot is exactly the student its restart trained: its training risk
+    train_risks = [rec["train_risk"] for rec in est.sweep_]
+    np.testing.assert_allclose(train_risks, est.restart_risks_.min(axis=1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("n_init,match", [
+    (0, "n_init must be 'auto' or an integer >= 1; got 0"),
+    (1.5, "n_init must be 'auto' or an integer >= 1; got 1.5"),
+    (True, "n_init must be 'auto' or an integer >= 1; got True"),
+    (np.nan, "n_init must be 'auto' or an integer >= 1; got nan"),
+    ("two", "n_init must be 'auto' or an integer >= 1; got 'two'"),
+])
+def test_n_init_must_be_a_positive_integer(n_init, match):
+    X, Y = make_attention_task("linear", n_samples=40, seq_len=3, d=3, rank=1, random_state=0)
+    with pytest.raises(ValueError, match=f"^AttentionRankEstimator: {match}$"):
+        AttentionRankEstimator(rank=1, max_epochs=1, n_init=n_init).fit(X, Y)
+
+
+def test_n_init_with_a_warm_start_and_a_huge_count_are_one_line_each():
+    X, Y = make_attention_task("linear", n_samples=40, seq_len=3, d=3, rank=1, random_state=0)
+    weights = {"query": np.eye(3), "key": np.eye(3)}
+    with pytest.raises(ValueError, match="n_init=2 .* init_weights starts every slot from "
+                                         "the same teacher; give n_init=1"):
+        AttentionRankEstimator(attention="linear", rank=1, max_epochs=1, n_init=2,
+                               init_weights=weights).fit(X, Y)
+    # "auto" is 1 for a warm start: there is nothing to draw
+    warm = AttentionRankEstimator(attention="linear", rank=1, max_epochs=1,
+                                  init_weights=weights).fit(X, Y)
+    assert warm.n_init_ == 1 and warm.restart_risks_.shape == (1, 1)
+    assert AttentionRankEstimator(attention="linear", rank=1, max_epochs=1).fit(X, Y).n_init_ == 2
+    with pytest.raises(ValueError, match="^n_init: 10000000000000 restarts of 1 rank\\(s\\) "
+                                         "needs .* more than this machine's memory"):
+        AttentionRankEstimator(attention="linear", rank=1, max_epochs=1,
+                               n_init=10**13).fit(X, Y)
+
+
+_SAME_SEED = """
+import sys
+import numpy as np
+import torch
+torch.set_num_threads(1)
+from intrinsic_rank import AttentionRankEstimator
+from intrinsic_rank.datasets import make_attention_task
+X, Y = make_attention_task("softmax", n_samples=200, seq_len=20, d=96, rank=8, noise=0.1,
+                           random_state=0)
+est = AttentionRankEstimator(rank_grid=[8, 16, 96], max_epochs=5, random_state=0).fit(X, Y)
+np.savez(sys.argv[1], rank=est.rank_, floor=est.noise_floor_, pred=est.predict(X),
+         dtype=est.compute_dtype_)
+"""
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_same_seed_gives_the_same_numbers_beside_a_busy_loop(tmp_path):
+    """The default compute dtype follows the device, never a timing: load changes nothing."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+
+    def fit(name):
+        subprocess.run([sys.executable, "-c", _SAME_SEED, str(tmp_path / name)], env=env,
+                       check=True, timeout=600, capture_output=True)
+        return np.load(tmp_path / name)
+
+    quiet = fit("quiet.npz")
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        loaded = fit("loaded.npz")
+    finally:
+        busy.kill()
+        busy.wait()
+    assert str(quiet["dtype"]) == str(loaded["dtype"]) == "float32"
+    assert int(quiet["rank"]) == int(loaded["rank"])
+    assert quiet["floor"].tobytes() == loaded["floor"].tobytes()
+    assert quiet["pred"].tobytes() == loaded["pred"].tobytes()
+
+
+def test_a_saved_model_file_loads_back_from_the_estimators_package(tmp_path):
+    from intrinsic_rank import estimators, experiments
+
+    X, Y = make_attention_task("linear", n_samples=60, seq_len=3, d=3, rank=1, random_state=0)
+    est = AttentionRankEstimator(attention="linear", rank=1, max_epochs=2,
+                                 random_state=0).fit(X, Y)
+    path = estimators.save_model_file(est, tmp_path / "sub" / "model.joblib")
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["model.joblib"]  # no stray file
+    loaded = estimators.load_model_file(path)
+    assert np.array_equal(loaded.predict(X), est.predict(X))
+    # the reading side users know from the experiments is the same; the experiments'
+    # writer is the estimators' one inside a command's output stage, the same file
+    for name in ("load_model_file", "load_xy", "ModelVersionWarning"):
+        assert getattr(experiments, name) is getattr(estimators, name)
+    again = experiments.save_model_file(est, tmp_path / "again.joblib")
+    assert open(again, "rb").read() == open(path, "rb").read()

@@ -78,8 +78,8 @@ def test_reachability_estimator_on_cuda_matches_cpu():
     gpu = ReachabilityEstimator(**params, device="cuda").fit(X)
     assert gpu.net_.module_.memory.device.type == "cuda"
     # the radius prompts are drawn on the CPU: the same states, up to rounding
-    assert gpu.radius_ == pytest.approx(cpu.radius_, rel=1e-3)
-    assert gpu.slope_bound_ == pytest.approx(cpu.slope_bound_, rel=1e-3)
+    assert gpu.geometry_.radius == pytest.approx(cpu.geometry_.radius, rel=1e-3)
+    assert gpu.geometry_.slope_bound == pytest.approx(cpu.geometry_.slope_bound, rel=1e-3)
     # cramming stops at discrete events (exact match, patience), so a rounding
     # difference can end a target a step earlier: compare outcomes, not steps
     outputs = gpu.predict(X)

@@ -117,7 +117,7 @@ def test_decode_and_decoder_cells_through_the_hf_head(gpt2_folder):
     X = make_random_targets(2, 3, VOCAB, random_state=1)
     est = ReachabilityEstimator(model=str(gpt2_folder), max_epochs=3, n_radius_prompts=8,
                                 n_cell_samples=2048, random_state=0).fit(X)
-    assert est.cell_decay_.n_samples == 2048 and len(est.bounds_table_) == 12
+    assert est.geometry_.decay.n_samples == 2048 and len(est.geometry_.table) == 12
 
 
 def test_encoder_has_no_decoder_cells():

@@ -79,16 +79,17 @@ def test_decoder_cells_run_through_the_hf_head(lm):
     X = make_random_targets(4, 4, vocab_size=64, random_state=0)
     est = ReachabilityEstimator(model=FOLDER, n_memory=1, max_epochs=20, patience=10,
                                 n_cell_samples=2**14, random_state=0).fit(X)
-    p = est.cell_proportions_
+    p = est.geometry_.cells.proportions
     assert p.shape == (64,)
     assert p.min() >= 0 and p.sum() == pytest.approx(1.0, abs=1e-12)
     # the closed form c = -mean ln p_t over the non-empty cells, computed here independently
     nonempty = p[p > 0]
-    assert est.cell_decay_["closed_form"] == pytest.approx(-np.mean(np.log(nonempty)), rel=1e-9)
-    assert est.cell_decay_["n_empty"] == int((p == 0).sum())
+    decay = est.geometry_.decay
+    assert decay["closed_form"] == pytest.approx(-np.mean(np.log(nonempty)), rel=1e-9)
+    assert est.geometry_.decay["n_empty"] == int((p == 0).sum())
     # c >= ln N for N non-empty cells (equality only for equal cells)
-    assert est.cell_decay_["closed_form"] >= np.log(len(nonempty)) - 1e-9
-    assert np.isfinite(est.cell_slope_bound_) and est.cell_slope_bound_ > 0
+    assert est.geometry_.decay["closed_form"] >= np.log(len(nonempty)) - 1e-9
+    assert np.isfinite(est.geometry_.cell_slope_bound) and est.geometry_.cell_slope_bound > 0
 
 
 def test_argmax_cells_match_the_gpt2_heads_own_argmax(lm):

@@ -171,40 +171,40 @@ def fitted():
 
 def test_estimator_cone(fitted, lm):
     est, X = fitted
+    g = est.geometry_
     seed = est._seed
     states = random_prompt_hidden_states(lm, 2, X.shape[1] - 1, n_prompts=32,
                                          batch_size=256, random_state=seed)
-    assert est.min_cosine_ == bounds.min_pairwise_cosine(states.reshape(-1, 64))
-    assert est.cone_half_angle_ == pytest.approx(math.acos(est.min_cosine_))
-    assert est.cone_log_fraction_ == bounds.cone_log_fraction(est.cone_half_angle_, 64)
-    assert est.cone_log_fraction_ <= 0
-    log_term = 64 * math.log1p(2 * est.radius_ / est.precision_)
-    assert est.cone_slope_bound_ == pytest.approx(
-        (log_term + est.cone_log_fraction_) / math.log(64))
-    assert est.cone_log_bound_ == pytest.approx(2 * (log_term + est.cone_log_fraction_))
-    assert est.cone_slope_bound_ <= est.slope_bound_
+    assert g.min_cosine == bounds.min_pairwise_cosine(states.reshape(-1, 64))
+    assert g.cone_half_angle == pytest.approx(math.acos(g.min_cosine))
+    assert g.cone_log_fraction == bounds.cone_log_fraction(g.cone_half_angle, 64)
+    assert g.cone_log_fraction <= 0
+    log_term = 64 * math.log1p(2 * g.radius / g.precision)
+    assert g.cone_slope_bound == pytest.approx((log_term + g.cone_log_fraction) / math.log(64))
+    assert g.cone_log_count_bound == pytest.approx(2 * (log_term + g.cone_log_fraction))
+    assert g.cone_slope_bound <= g.slope_bound
 
 
 def test_estimator_cells_and_table(fitted):
     est, _ = fitted
-    assert est.cell_proportions_.shape == (64,) and est.cell_proportions_.sum() == pytest.approx(1)
-    assert est.nearest_cell_proportions_.shape == (64,)
-    assert 0 < est.rule_disagreement_ < 1
-    decay = est.cell_decay_
+    g = est.geometry_
+    assert g.cells.proportions.shape == (64,) and g.cells.proportions.sum() == pytest.approx(1)
+    assert g.cells.nearest.proportions.shape == (64,)
+    assert 0 < g.cells.disagreement < 1
+    decay = g.decay
     assert decay.n_samples == 2**14 and decay.closed_form_se > 0 and decay.fitted_se > 0
-    assert est.cell_slope_bound_ == pytest.approx(
-        est.box_slope_bound_ * math.log(64) / decay.closed_form)
-    table = est.bounds_table_
+    assert g.cell_slope_bound == pytest.approx(g.box_slope_bound * math.log(64) / decay.closed_form)
+    table = g.table
     assert len(table) == 12
     assert [r["bound"] for r in table[:4]] == list(BOUND_NAMES)
     assert [r["precision_convention"] for r in table[::4]] == ["machine", "paper", "relative"]
     machine = {r["bound"]: r["slope_bound"] for r in table[:4]}
-    assert machine == {"ball": est.slope_bound_, "box": est.box_slope_bound_,
-                       "cone": est.cone_slope_bound_, "box + cells": est.cell_slope_bound_}
+    assert machine == {"ball": g.slope_bound, "box": g.box_slope_bound,
+                       "cone": g.cone_slope_bound, "box + cells": g.cell_slope_bound}
     paper = [r for r in table if r["precision_convention"] == "paper"]
     assert all(r["precision"] == 2.0**-10 for r in paper)
     relative = [r for r in table if r["precision_convention"] == "relative"]
-    assert relative[0]["precision"] == est.radius_ / 2048
+    assert relative[0]["precision"] == g.radius / 2048
     assert relative[0]["slope_bound"] == pytest.approx(
         64 * math.log1p(2 * 2048) / math.log(64))
     for rows in (table[:4], paper, relative):
@@ -215,12 +215,14 @@ def test_estimator_cells_and_table(fitted):
 def test_cells_change_no_existing_number(fitted):
     est, X = fitted
     off = ReachabilityEstimator(n_memory=2, random_state=0, n_cell_samples=0, **SHORT).fit(X)
-    for name in ("memory_", "reached_", "loss_", "radius_", "hidden_widths_", "slope_bound_",
-                 "box_slope_bound_", "log_bound_", "learned_radius_", "min_cosine_"):
+    for name in ("memory_", "reached_", "loss_"):
         np.testing.assert_array_equal(getattr(off, name), getattr(est, name))
-    assert off.cell_proportions_ is None and off.cell_decay_ is None
-    assert math.isnan(off.cell_slope_bound_) and math.isnan(off.rule_disagreement_)
-    assert math.isnan(off.bounds_table_[3]["slope_bound"])
+    for name in ("radius", "widths", "slope_bound", "box_slope_bound", "log_count_bound",
+                 "learned_radius", "min_cosine"):
+        np.testing.assert_array_equal(off.geometry_[name], est.geometry_[name])
+    assert off.geometry_.cells is None and off.geometry_.decay is None
+    assert math.isnan(off.geometry_.cell_slope_bound)
+    assert math.isnan(off.geometry_.table[3]["slope_bound"])
 
 
 def test_a_model_without_a_head_skips_the_cells_with_a_warning(lm):
@@ -232,7 +234,7 @@ def test_a_model_without_a_head_skips_the_cells_with_a_warning(lm):
         est = ReachabilityEstimator(model=Headless(lm.model), max_epochs=2,
                                     n_radius_prompts=4, n_cell_samples=2**10,
                                     random_state=0).fit(X)
-    assert est.cell_decay_ is None and np.isfinite(est.cone_slope_bound_)
+    assert est.geometry_.decay is None and np.isfinite(est.geometry_.cone_slope_bound)
 
 
 @pytest.mark.parametrize("params, match", [
@@ -249,7 +251,7 @@ def test_ball_cell_region(lm):
     X = make_random_targets(2, 3, 64, random_state=0)
     est = ReachabilityEstimator(max_epochs=2, n_radius_prompts=8, random_state=0,
                                 n_cell_samples=2**12, cell_region="ball").fit(X)
-    assert est.cell_decay_.n_samples == 2**12 and np.isfinite(est.cell_slope_bound_)
+    assert est.geometry_.decay.n_samples == 2**12 and np.isfinite(est.geometry_.cell_slope_bound)
 
 
 # -- the reduced-precision head and its float32 re-check ---------------------------------

@@ -52,15 +52,18 @@ def test_fitted_attributes_and_bounds(fitted):
     assert est.memory_.shape == (n, 2, 64)
     assert est.seq_len_ == est.n_features_in_ == length
     assert (est.width_, est.vocab_size_, est.context_length_) == (64, 64, 128)
-    assert est.precision_ == 2.0 ** -23  # float32 model: its machine epsilon
-    assert 0.5 < est.radius_ < 100 and est.learned_radius_ > 0
-    assert est.hidden_widths_.shape == (64,)
-    assert np.all(est.hidden_widths_ <= 2 * est.radius_ + 1e-9)
-    log_term = math.log1p(2 * est.radius_ / est.precision_)
-    assert est.log_bound_ == pytest.approx(64 * 2 * log_term)
-    assert est.slope_bound_ == pytest.approx(64 * log_term / math.log(64))
-    assert est.box_slope_bound_ < est.slope_bound_
-    assert est.log_n_sequences_ == pytest.approx((length - 1) * math.log(64))
+    g = est.geometry_
+    assert g.precision == 2.0 ** -23  # float32 model: its machine epsilon
+    assert 0.5 < g.radius < 100 and g.learned_radius > 0
+    assert g.widths.shape == (64,)
+    assert np.all(g.widths <= 2 * g.radius + 1e-9)
+    log_term = math.log1p(2 * g.radius / g.precision)
+    assert g.log_count_bound == pytest.approx(64 * 2 * log_term)
+    assert g.slope_bound == pytest.approx(64 * log_term / math.log(64))
+    assert g.box_slope_bound < g.slope_bound
+    assert g.log_n_sequences == pytest.approx((length - 1) * math.log(64))
+    # one attribute for the geometry: none of the paper-bound numbers beside it
+    assert "flat" not in g and not hasattr(est, "radius_") and not hasattr(est, "slope_bound_")
     assert est.history_[0]["n_active"] <= n and "train_loss" in est.history_[0]
 
 
@@ -68,11 +71,12 @@ def test_precision_options():
     X = make_random_targets(2, 3, 64, random_state=0)
     fp16 = ReachabilityEstimator(precision="float16", max_epochs=2, n_radius_prompts=4,
                                  random_state=0).fit(X)
-    assert fp16.precision_ == 2.0 ** -10
+    assert fp16.geometry_.precision == 2.0 ** -10
     given = ReachabilityEstimator(precision=1e-3, max_epochs=2, n_radius_prompts=4,
                                   random_state=0).fit(X)
-    assert given.precision_ == 1e-3
-    assert given.slope_bound_ < fp16.slope_bound_ or given.radius_ != fp16.radius_
+    assert given.geometry_.precision == 1e-3
+    assert (given.geometry_.slope_bound < fp16.geometry_.slope_bound
+            or given.geometry_.radius != fp16.geometry_.radius)
 
 
 def test_more_memory_reaches_longer_targets():
@@ -207,7 +211,7 @@ def test_random_prompt_hidden_states_measure_the_radius():
     np.testing.assert_allclose(states, again, atol=1e-5)  # chunking does not change them
     est = ReachabilityEstimator(n_memory=2, max_epochs=1, n_radius_prompts=16, chunk_size=5,
                                 random_state=0).fit(make_random_targets(2, 6, 64, random_state=0))
-    assert est.radius_ == pytest.approx(
+    assert est.geometry_.radius == pytest.approx(
         hidden_state_geometry(random_prompt_hidden_states(
             lm, 2, 5, n_prompts=16, random_state=est._seed))["radius"], rel=1e-5)
     assert random_prompt_hidden_states(lm, 0, 3, n_prompts=2).shape == (2, 3, 64)
@@ -323,8 +327,8 @@ def test_the_cells_are_off_by_default():
     assert est.n_cell_samples == 0
     X = make_random_targets(2, 4, 64, random_state=0)
     est.set_params(max_epochs=2, n_radius_prompts=4).fit(X)
-    assert est.cell_proportions_ is None and math.isnan(est.cell_slope_bound_)
-    assert np.isfinite(est.box_slope_bound_)
+    assert est.geometry_.cells is None and math.isnan(est.geometry_.cell_slope_bound)
+    assert np.isfinite(est.geometry_.box_slope_bound)
 
 
 def test_token_ids_beyond_every_integer_dtype_are_one_line():

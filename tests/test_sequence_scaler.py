@@ -216,3 +216,33 @@ def test_scaling_keeps_and_centring_breaks_a_task_whose_features_are_not_centred
     with pytest.warns(UserWarning):
         centred.fit(X * _UNITS, Y)
     assert direct.heldout_r2_ > 0.9 and centred["rank"].heldout_r2_ < 0.5
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 0), (3, 0, 2), (1, 0, 0)])
+def test_no_token_feature_to_standardise_is_refused_not_nan(shape):
+    with pytest.raises(ValueError, match=r"^X of shape \(.*\) holds no token feature to "
+                                         r"standardise: .* L >= 1 and .* d >= 1$"):
+        SequenceScaler().fit(np.zeros(shape))
+    # a fitted scaler transforms sequences of length 0: nothing to compute
+    scaler = SequenceScaler().fit(_sequences())
+    assert scaler.transform(np.zeros((2, 0, 4))).shape == (2, 0, 4)
+
+
+def test_a_table_output_for_sequences_is_one_line():
+    pytest.importorskip("pandas")
+    import sklearn
+
+    table = SequenceScaler().set_output(transform="pandas")
+    message = r"^the transform output is set to 'pandas' .* 3-D sequences \(n, L, d\)"
+    for call in (table.fit, table.fit_transform):
+        with pytest.raises(ValueError, match=message):
+            call(_sequences())
+    fitted = SequenceScaler().fit(_sequences())
+    with pytest.raises(ValueError, match=message):  # set after fit: refused at transform
+        fitted.set_output(transform="pandas").transform(_sequences())
+    with sklearn.config_context(transform_output="pandas"), pytest.raises(ValueError,
+                                                                         match=message):
+        SequenceScaler().fit(_sequences())
+    # 2-D scalar tokens are a table: pandas output works
+    frame = table.fit_transform(_sequences()[:, :, 0])
+    assert type(frame).__name__ == "DataFrame" and frame.shape == (_sequences().shape[:2])

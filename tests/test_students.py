@@ -77,3 +77,44 @@ def test_unknown_student_and_too_large_rank():
         make_student("softmax", ranks=[7], **SIZES)
     with pytest.raises(ValueError, match="rank 6 exceeds the largest rank of this student \\(5\\)"):
         make_student("fixed", ranks=[6], **SIZES)
+
+
+@pytest.mark.parametrize("restarts,match", [
+    ([0, 1.5, 2], "every entry of restarts must be an integer >= 0; got 1.5"),
+    ([0, float("nan"), 2], "every entry of restarts must be an integer >= 0; got nan"),
+    ([0, float("inf"), 2], "every entry of restarts must be an integer >= 0; got inf"),
+    ([0, True, 2], "every entry of restarts must be an integer >= 0; got True"),
+    ([0, -1, 2], "every entry of restarts must be an integer >= 0; got -1"),
+    (3, "restarts must be a sequence of one integer >= 0 per rank slot \\(3\\); got 3"),
+    ("012", "restarts must be a sequence"),
+    ([0, 1], "one integer >= 0 per rank slot \\(3\\); got 2 entries"),
+])
+def test_restarts_are_integers_one_per_slot(restarts, match):
+    with pytest.raises(ValueError, match=match):
+        make_student("linear", ranks=[3, 3, 3], restarts=restarts, **SIZES)
+
+
+def test_restart_zero_is_the_draw_without_restarts_and_numpy_integers_are_kept():
+    plain = make_student("softmax", ranks=[2, 3], random_state=4, **SIZES)
+    again = make_student("softmax", ranks=[2, 3, 3], restarts=np.array([0, 0, 1]),
+                         random_state=4, **SIZES)
+    assert again.restarts == (0, 0, 1)
+    assert torch.equal(plain.query[:2], again.query[:2])
+    assert not torch.equal(again.query[1], again.query[2])  # restart 1: another draw
+
+
+def test_a_huge_slot_count_is_refused_before_anything_is_allocated():
+    class Counting(list):
+        """A restart list that fails the test if any entry is read."""
+
+        def __iter__(self):
+            raise AssertionError("an entry was read before the size was checked")
+
+    with pytest.raises(ValueError, match="one integer >= 0 per rank slot \\(2\\); got 3"):
+        make_student("linear", ranks=[1, 1], restarts=Counting([0, 1, 2]), **SIZES)
+    # 65,536 restarts of rank 4,096 at d = 4,096: 4 TiB per factor, refused before any
+    # factor exists (the limit is this machine's memory, or a cgroup's)
+    with pytest.raises(ValueError, match="^ranks: parameter 'query' of 65536 rank slots "
+                                         "needs 4.0 TiB, more than this machine's memory"):
+        make_student("linear", d=4096, d_out=1, ranks=[4096] * 65536,
+                     restarts=range(65536), seq_len=2)

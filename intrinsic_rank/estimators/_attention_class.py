@@ -1,5 +1,5 @@
 """The attention class of ``attention="auto"``: full-rank students of each class, compared
-on held-out data, and the evidence checks of a fitted sweep (how much of ``Y`` it explains).
+on held-out data, and the grid kept inside the class chosen.
 
 ``r*_attn`` is defined inside one attention class. For data whose class is unknown,
 :func:`choose_attention` compares the held-out risks of full-rank students of the
@@ -9,7 +9,11 @@ tolerance of the best; the rank is then estimated inside it.
 
 import numpy as np
 
-__all__ = ["AUTO_ATTENTION", "MIN_HELDOUT_R2", "choose_attention", "class_risk_text"]
+from ._errors import TrainingDivergedError
+from ._selection import grid_cut_text
+
+__all__ = ["AUTO_ATTENTION", "choose_attention", "class_risk_text", "compare_classes",
+           "grid_in_class"]
 
 AUTO_ATTENTION = ("fixed", "linear", "softmax")
 """The classes ``attention="auto"`` compares, simplest first (the ties' order).
@@ -23,10 +27,6 @@ and it trains several times slower), ``"kernel"`` (a Min-IP head whose rank is a
 feature rank up to ``2^d``, made for binary tokens) and ``"dense"`` (softmax
 attention at a fixed temperature: the ``"softmax"`` class with one scale fixed).
 """
-
-MIN_HELDOUT_R2 = 0.1
-"""Below this held-out R² of the selected student, the estimate carries a warning."""
-
 
 def choose_attention(risks, heldout_variance, tol):
     """The simplest class whose full-rank held-out risk is within ``tol * variance`` of the best.
@@ -92,3 +92,60 @@ def class_risk_text(risks):
     'fixed 0.6028, linear 0.002477'
     """
     return ", ".join(f"{name} {float(risk):.4g}" for name, risk in risks.items())
+
+
+def compare_classes(heldout_risk_of):
+    """``{class: held-out risk}`` of a full-rank student of each class of :data:`AUTO_ATTENTION`.
+
+    Parameters
+    ----------
+    heldout_risk_of : callable
+        ``heldout_risk_of(attention)`` trains the full-rank student of one class (with
+        the sweep's seed, split, budget and stopping rule) and returns its held-out risk.
+        A class whose training diverges (:class:`~._errors.TrainingDivergedError`), or
+        whose risk is not finite, gets ``inf``.
+
+    Returns
+    -------
+    risks : dict
+
+    Examples
+    --------
+    >>> compare_classes({"fixed": 0.6, "linear": 0.01, "softmax": float("nan")}.get)
+    {'fixed': 0.6, 'linear': 0.01, 'softmax': inf}
+    """
+    risks = {}
+    for name in AUTO_ATTENTION:
+        try:
+            value = float(heldout_risk_of(name))
+        except TrainingDivergedError:
+            value = float("inf")
+        risks[name] = value if np.isfinite(value) else float("inf")
+    return risks
+
+
+def grid_in_class(rank_grid, limit, attention):
+    """The grid inside the chosen class: ``rank_grid`` without the ranks above its limit.
+
+    Parameters
+    ----------
+    rank_grid : list of int
+    limit : int
+        The chosen class's rank limit for the data.
+    attention : str
+        The chosen class.
+
+    Returns
+    -------
+    ranks : list of int
+        The ranks kept (``[limit]`` when none is).
+    cut : str or None
+        What was left out (:func:`~._selection.grid_cut_text`).
+
+    Examples
+    --------
+    >>> grid_in_class([1, 2, 8], 4, "linear")[0]
+    [1, 2]
+    """
+    kept = [r for r in rank_grid if r <= limit] or [limit]
+    return kept, grid_cut_text(rank_grid, kept, limit, attention)

@@ -1,56 +1,12 @@
-"""Rank-batched training data flow: slicing batches, the per-rank loss, chunked evaluation,
-the training precision."""
-
-import contextlib
+"""Rank-batched training data flow: slicing batches, the per-rank loss, chunked evaluation."""
 
 import numpy as np
 import torch
 
 from . import _scaling
 
-__all__ = ["PRECISIONS", "RankwiseMSELoss", "TensorBatchIterator", "forward_chunks",
-           "output_entries_per_row", "rankwise_risks", "training_autocast"]
-
-#: The estimators' ``precision`` values: ``"auto"`` resolves to one of the other two
-#: before training (:mod:`._polish`), which :func:`training_autocast` takes.
-PRECISIONS = ("float32", "bfloat16", "auto")
-
-
-def training_autocast(precision, device):
-    """The context a student's training forward pass runs in at ``precision``.
-
-    ``"float32"``: no change. ``"bfloat16"``: ``torch.autocast`` to bfloat16 on
-    ``device``'s type, so matrix products (projections, scores, mixing) run in
-    bfloat16 while the parameters, the optimiser state, the loss (computed on
-    the outputs cast back to float32) and every evaluation stay float32.
-
-    Parameters
-    ----------
-    precision : {"float32", "bfloat16"}
-    device : str or torch.device
-
-    Returns
-    -------
-    context : context manager
-
-    Examples
-    --------
-    >>> import torch
-    >>> with training_autocast("bfloat16", "cpu"):
-    ...     (torch.ones(2, 2) @ torch.ones(2, 2)).dtype
-    torch.bfloat16
-    >>> with training_autocast("float32", "cpu"):
-    ...     (torch.ones(2, 2) @ torch.ones(2, 2)).dtype
-    torch.float32
-    """
-    if precision == "float32":
-        return contextlib.nullcontext()
-    if precision == "bfloat16":
-        return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
-    if precision == "auto":
-        raise ValueError("precision='auto' is resolved to 'float32' or 'bfloat16' before "
-                         "training (estimators._polish.resolve_precision)")
-    raise ValueError(f"precision must be one of {PRECISIONS}; got {precision!r}")
+__all__ = ["RankwiseMSELoss", "TensorBatchIterator", "forward_chunks",
+           "output_entries_per_row", "rankwise_risks"]
 
 
 class TensorBatchIterator:

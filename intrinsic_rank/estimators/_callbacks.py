@@ -180,6 +180,11 @@ class DivergenceCheck(Callback):
     loss_limit : float or None, default=None
         Largest loss of a rank that still counts as training (the estimator
         sets ``DIVERGENCE_FACTOR`` times the targets' mean square).
+    restarts : bool, default=False
+        Whether the net's slots are restarts of their ranks (``n_init``): then a
+        slot that diverges is left behind (``diverged_``; its slot never shares
+        arithmetic with another) and training stops only when every restart of
+        some rank has diverged.
 
     Examples
     --------
@@ -187,11 +192,13 @@ class DivergenceCheck(Callback):
     2.0
     """
 
-    def __init__(self, loss_limit=None):
+    def __init__(self, loss_limit=None, restarts=False):
         self.loss_limit = loss_limit
+        self.restarts = restarts
 
     def on_train_begin(self, net, X=None, y=None, **kwargs):
         self.initial_loss_ = None
+        self.diverged_ = set()
         if X is None or y is None:
             return
         # the loss before any step, on all the training data (no randomness used)
@@ -209,7 +216,9 @@ class DivergenceCheck(Callback):
 
     def _check(self, net, losses, when):
         ranks = [int(r) for r in net.module_.ranks]
-        bad = [r for r, v in zip(ranks, losses) if not np.isfinite(v)]
+        if self.restarts:
+            losses = self._left_behind(ranks, losses)
+        bad = list(dict.fromkeys(r for r, v in zip(ranks, losses) if not np.isfinite(v)))
         if bad:
             raise TrainingDivergedError(
                 f"training diverged {when}: the loss of rank(s) {bad} is not finite; "
@@ -217,13 +226,22 @@ class DivergenceCheck(Callback):
             )
         limit = self.loss_limit
         if limit is not None and max(losses) > limit:
-            bad = [r for r, v in zip(ranks, losses) if v > limit]
+            bad = list(dict.fromkeys(r for r, v in zip(ranks, losses) if v > limit))
             raise TrainingDivergedError(
                 f"training diverged {when}: the loss of rank(s) {bad} reached "
                 f"{max(losses):.3g}, more than {DIVERGENCE_FACTOR:.0e} times the mean "
                 f"square of the targets ({limit / DIVERGENCE_FACTOR:.3g}, the risk of "
                 "predicting zero); lower lr or init_scale"
             )
+
+
+    def _left_behind(self, ranks, losses):
+        """The losses with diverged restarts counted healthy while their rank has another."""
+        limit = np.inf if self.loss_limit is None else self.loss_limit
+        self.diverged_ |= {i for i, v in enumerate(losses) if not (np.isfinite(v) and v <= limit)}
+        alive = {r for i, r in enumerate(ranks) if i not in self.diverged_}
+        return [0.0 if i in self.diverged_ and r in alive else v
+                for i, (r, v) in enumerate(zip(ranks, losses))]
 
 
 class PlateauStopping(Callback):
@@ -278,7 +296,7 @@ class PlateauStopping(Callback):
             raise TrainingFinished(f"every slot plateaued at epoch {self.stopped_epoch_}")
 
 
-def warn_if_loss_never_fell(net, what="training"):
+def warn_if_loss_never_fell(net, what="training", slots=None):
     """A :class:`~sklearn.exceptions.ConvergenceWarning` for ranks whose loss never fell.
 
     Compares each rank's mean loss over the last epoch with its loss on all the
@@ -295,6 +313,8 @@ def warn_if_loss_never_fell(net, what="training"):
         A trained net.
     what : str
         Named in the message.
+    slots : sequence of int or None, default=None
+        The slots checked (the kept restart of each rank); None: every slot.
 
     Returns
     -------
@@ -308,8 +328,9 @@ def warn_if_loss_never_fell(net, what="training"):
     if len(net.history) < 2 or initial is None:
         return []
     final = net.history[-1, "train_loss_per_rank"]
-    stuck = [(r, a, b) for r, a, b in zip(net.module_.ranks, initial, final)
-             if b > (1.0 - LOSS_FALL_RTOL) * a]
+    slots = range(len(final)) if slots is None else slots
+    stuck = [(net.module_.ranks[s], initial[s], final[s]) for s in slots
+             if final[s] > (1.0 - LOSS_FALL_RTOL) * initial[s]]
     if stuck:
         detail = "; ".join(f"rank {r}: {a:.4g} -> {b:.4g}" for r, a, b in stuck)
         warnings.warn(

@@ -169,6 +169,27 @@ def _finite_float_array(array, name, ndims, keep_float32=False):
     return array
 
 
+def _sequence_ndim(X):
+    """The number of axes of ``X``, which must be 2 (scalar tokens) or 3."""
+    ndim = getattr(X, "ndim", None)
+    if ndim is None:
+        ndim = np.asarray(X).ndim
+    if ndim < 2:
+        shape = getattr(X, "shape", None)
+        shape = tuple(shape) if shape is not None else np.shape(X)
+        raise ValueError(
+            "X must be 2-D (n, L) or 3-D (n, L, d); "
+            f"got an array of shape {shape}. Reshape your data, e.g. X.reshape(1, -1) "
+            "for one sequence of scalar tokens"
+        )
+    if ndim > 3:
+        raise ValueError(
+            "X must be 2-D (n, L) or 3-D (n, L, d); "
+            f"got an array with {ndim} dimensions"
+        )
+    return ndim
+
+
 def validate_sequences(estimator, X, Y=_NO_TARGET, reset=True, keep_float32=False):
     """Check ``X`` (and ``Y``) and return them as float arrays ``(n, L, d)``.
 
@@ -221,22 +242,7 @@ def validate_sequences(estimator, X, Y=_NO_TARGET, reset=True, keep_float32=Fals
             raise ValueError("Y must be (n,), (n, k) or (n, L, d_out): one target per "
                              f"sequence or per token; got a single number ({type(Y).__name__} "
                              "with no axis)")
-    ndim = getattr(X, "ndim", None)
-    if ndim is None:
-        ndim = np.asarray(X).ndim
-    if ndim < 2:
-        shape = getattr(X, "shape", None)
-        shape = tuple(shape) if shape is not None else np.shape(X)
-        raise ValueError(
-            "X must be 2-D (n, L) or 3-D (n, L, d); "
-            f"got an array of shape {shape}. Reshape your data, e.g. X.reshape(1, -1) "
-            "for one sequence of scalar tokens"
-        )
-    if ndim > 3:
-        raise ValueError(
-            "X must be 2-D (n, L) or 3-D (n, L, d); "
-            f"got an array with {ndim} dimensions"
-        )
+    ndim = _sequence_ndim(X)
     if ndim != 3:
         # 2-D input (and malformed 0-D/1-D input) goes through scikit-learn's own
         # validation so that feature names, sparse input and n_features_in_

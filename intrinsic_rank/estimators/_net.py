@@ -9,7 +9,7 @@ loop, and the rank-batched loss itself.
 from skorch import NeuralNet
 from skorch.callbacks import EarlyStopping
 
-from ._batching import training_autocast
+from ._compute_dtype import training_autocast
 from ._errors import TrainingFinished
 
 __all__ = ["InterruptibleNet", "RankSweepNet"]
@@ -85,21 +85,21 @@ class RankSweepNet(InterruptibleNet):
     ----------
     *args, **kwargs
         As :class:`skorch.NeuralNet`; ``criterion`` returns ``(R,)`` losses.
-    precision : {"float32", "bfloat16"}, default="float32"
-        Precision of the training forward pass
-        (:func:`~intrinsic_rank.estimators._batching.training_autocast`); the
+    compute_dtype : {"float32", "bfloat16"}, default="float32"
+        The dtype of the training forward pass
+        (:func:`~intrinsic_rank.estimators._compute_dtype.training_autocast`); the
         outputs are cast back to float32 before the loss, and evaluation
         (``training=False``) always runs in float32.
     """
 
-    def __init__(self, *args, precision="float32", **kwargs):
+    def __init__(self, *args, compute_dtype="float32", **kwargs):
         super().__init__(*args, **kwargs)
-        self.precision = precision
+        self.compute_dtype = compute_dtype
 
     def infer(self, x, **fit_params):
-        if self.precision == "float32" or not self.module_.training:
+        if self.compute_dtype == "float32" or not self.module_.training:
             return super().infer(x, **fit_params)
-        with training_autocast(self.precision, self.device):
+        with training_autocast(self.compute_dtype, self.device):
             out = super().infer(x, **fit_params)
         return out.float()
 

@@ -102,35 +102,21 @@ class ReachabilityEstimator(BaseEstimator):
     greedy decoding from its memory and first token reproduces it exactly;
     ``accessibility_`` is the fraction reached.
 
-    ``fit`` also measures the geometry behind the paper's bound: the radius
-    ``r`` (largest infinity-norm of final hidden states over random prompts),
-    the per-coordinate ranges of those states, and the precision ``eps``; from
-    them it computes the count bound ``(1 + 2r/eps)^(d m)`` (as a log) and the
-    slope bound ``C = d ln(1 + 2r/eps) / ln|V|`` on the reachable length per
-    prompt vector (:mod:`intrinsic_rank.bounds`).
+    ``fit`` also measures the geometry behind the paper's bound (``geometry_``): the
+    radius ``r`` (largest infinity-norm of final hidden states over random prompts),
+    the per-coordinate ranges of those states, and the precision ``eps``; from them
+    the count bound ``(1 + 2r/eps)^(d m)`` (as a log) and the slope bound
+    ``C = d ln(1 + 2r/eps) / ln|V|`` on the reachable length per prompt vector
+    (:mod:`intrinsic_rank.bounds`).
 
     From the same hidden states it computes the reachability paper's two refinements
-    (``docs/reachability_bounds.md``, "Cone and cell-volume refinements"):
-
-    * the cone: ``min_cosine_``, the smallest pairwise cosine of the states,
-      gives the half-angle ``theta = arccos(c)`` of a cone about one state that
-      holds them all (the ``"enclosing"`` convention), whose log share
-      ``cone_log_fraction_`` of the ball is added to the per-vector log count
-      (``cone_slope_bound_``);
-    * the decoder cells: ``n_cell_samples`` Monte Carlo points uniform in the
-      box of the states (or the ball, ``cell_region``) are sent to next tokens
-      by the model's head, ``argmax(W h + b)``
-      (:func:`~intrinsic_rank.inspection.decoder_cell_proportions`); the proportions
-      ``p_t`` give the decay ``c`` of a random sequence's cell volume
-      (``cell_decay_``, :func:`~intrinsic_rank.bounds.cell_decay`) and the bound
-      ``C_cell = C_box ln|V| / c`` (``cell_slope_bound_``, with the closed form
-      of ``c``). The authors' nearest-row rule runs on the same points:
-      ``rule_disagreement_`` is the share where the two differ.
-
-    ``bounds_table_`` lists the four slope bounds (ball, box, cone, box + cells)
-    under each of the three precision conventions of
-    :func:`~intrinsic_rank.bounds.precision_for` (``machine``, ``paper``,
-    ``relative``); the ``*_slope_bound_`` attributes use ``precision_``.
+    (``docs/reachability_bounds.md``, "Cone and cell-volume refinements"): the cone
+    about one state that holds them all, and the decoder cells of ``n_cell_samples``
+    Monte Carlo points sent to next tokens by the model's head. All of it is one
+    attribute, ``geometry_``, the result of
+    :func:`~intrinsic_rank.inspection.states_geometry`, whose ``table`` lists the four
+    slope bounds (ball, box, cone, box + cells) under each of the three precision
+    conventions of :func:`~intrinsic_rank.bounds.precision_for`.
 
     Faults: a :class:`KeyboardInterrupt` during ``fit`` (Ctrl-C) is raised again
     once skorch has closed its callbacks, and the estimator is left unfitted,
@@ -188,7 +174,7 @@ class ReachabilityEstimator(BaseEstimator):
     n_cell_samples : int, default=0
         Monte Carlo points of the decoder-cell estimate
         (:func:`~intrinsic_rank.inspection.decoder_cell_proportions`); 0, the
-        default, skips it (the cell attributes are then None or NaN), so a fit
+        default, skips it (``geometry_.cells`` is then None), so a fit
         pays only for cramming. Ask for it with a positive count (``2**17``
         takes about a second on the default model and about 80 s on
         SmolLM2-135M's 49,152 x 576 head, one idle CPU thread); its standard error
@@ -229,65 +215,21 @@ class ReachabilityEstimator(BaseEstimator):
         Optimisation steps each target used.
     loss_ : ndarray of shape (n_targets,)
         Mean token cross-entropy of the kept memory.
-    radius_ : float
-        Largest infinity-norm of final hidden states over the random prompts.
-    hidden_widths_ : ndarray of shape (width,)
-        Range (max - min) of each hidden coordinate over the same states.
-    learned_radius_ : float
-        Largest infinity-norm of final hidden states under the learned prompts
-        (for comparison with ``radius_``).
-    precision_ : float
-        ``eps`` used in the bounds.
-    log_bound_ : float
-        Natural log of the bound ``(1 + 2r/eps)^(d m)`` on the number of
-        reachable sequences.
-    box_log_bound_ : float
-        The axis-aligned box refinement of ``log_bound_``.
-    log_n_sequences_ : float
-        Natural log of the number of possible targets, ``(n - 1) ln|V|`` (the
-        first token is given).
-    slope_bound_ : float
-        ``C = d ln(1 + 2r/eps) / ln|V|``: bound on reachable tokens per prompt vector.
-    box_slope_bound_ : float
-        The box refinement of ``slope_bound_``.
-    min_cosine_ : float
-        Smallest cosine between two of the hidden states, in ``[-1, 1]``.
-    cone_half_angle_ : float
-        ``arccos(min_cosine_)``, radians: a cone of this half-angle about any
-        one state holds them all.
-    cone_log_fraction_ : float
-        Natural log (``<= 0``) of the share of the ball inside that cone.
-    cone_log_bound_ : float
-        The cone refinement of ``log_bound_``, ``m (d ln(1 + 2r/eps) + ln frac)``.
-    cone_slope_bound_ : float
-        The cone refinement of ``slope_bound_``.
-    cell_proportions_ : ndarray of shape (vocab_size,) or None
-        Monte Carlo share ``p_t`` of the region in each token's cell under the
-        real rule ``argmax(W h + b)``; None when ``n_cell_samples=0`` (the
-        default) or the
-        model has no usable head (then the cell attributes below are None/NaN,
-        with a warning in the second case).
-    nearest_cell_proportions_ : ndarray of shape (vocab_size,) or None
-        The same under the authors' nearest-unembedding-row rule.
-    rule_disagreement_ : float
-        Share of the Monte Carlo points the two rules send to different tokens.
-    cell_decay_ : dict or None
-        :func:`~intrinsic_rank.bounds.cell_decay` of ``cell_proportions_``:
-        ``closed_form`` and ``fitted`` decay ``c`` (nats per token) with their
-        standard errors ``closed_form_se`` and ``fitted_se``, ``n_empty``
-        (tokens whose estimated cell is empty), ``n_samples`` and more.
-    cell_slope_bound_ : float
-        ``C_cell = box_slope_bound_ ln|V| / c`` with the closed-form ``c``
-        (NaN without cells; inf when a single cell fills the region).
-    bounds_table_ : list of dict
-        One row per bound (``"ball"``, ``"box"``, ``"cone"``, ``"box + cells"``)
-        and precision convention (``"machine"``, ``"paper"``, ``"relative"``):
-        ``bound``, ``precision_convention``, ``precision``,
-        ``log_count_bound`` (nats, for ``n_memory`` vectors; NaN for
-        ``"box + cells"``) and ``slope_bound`` (tokens per prompt vector; NaN
-        where the convention's ``eps`` is not in ``(0, 1)`` or there are no
-        cells): the table of
-        :func:`~intrinsic_rank.inspection.states_geometry`.
+    geometry_ : Bunch
+        The geometry behind the bounds, from
+        :func:`~intrinsic_rank.inspection.states_geometry` of the random-prompt hidden
+        states: ``radius`` (largest infinity-norm), ``widths`` (each coordinate's range),
+        ``precision`` (the ``eps`` used), ``log_count_bound`` and ``slope_bound`` (the
+        ball bounds), ``box_log_count_bound`` and ``box_slope_bound``,
+        ``min_cosine``, ``cone_half_angle``, ``cone_log_fraction``,
+        ``cone_log_count_bound`` and ``cone_slope_bound``, ``cells`` (the decoder-cell
+        proportions of both rules and their ``disagreement``, or None when
+        ``n_cell_samples=0`` or the model has no usable head), ``decay``
+        (:func:`~intrinsic_rank.bounds.cell_decay`, or None), ``cell_slope_bound``
+        (NaN without cells), ``cell_error`` and ``table`` (one row per bound and
+        precision convention); and, of the fit, ``learned_radius`` (the largest
+        infinity-norm under the learned prompts) and ``log_n_sequences``
+        (``(n - 1) ln|V|``, the log of the number of possible targets).
     width_, vocab_size_, context_length_ : int
         Model width ``d``, vocabulary ``|V|`` and context (None if unbounded).
     seq_len_ : int
@@ -306,8 +248,10 @@ class ReachabilityEstimator(BaseEstimator):
     >>> from intrinsic_rank.datasets import make_random_targets
     >>> X = make_random_targets(8, 4, vocab_size=64, random_state=0)
     >>> est = ReachabilityEstimator(n_memory=2, max_epochs=300, random_state=0).fit(X)
-    >>> bool(est.accessibility_ > 0.5), est.cell_decay_ is None
+    >>> bool(est.accessibility_ > 0.5), est.geometry_.cells is None
     (True, True)
+    >>> bool(est.geometry_.box_slope_bound <= est.geometry_.slope_bound)
+    True
     >>> bool((est.predict(X)[est.reached_] == X[est.reached_]).all())
     True
     """
@@ -535,7 +479,7 @@ class ReachabilityEstimator(BaseEstimator):
         return np.concatenate(out)
 
     def _measure_geometry(self, lm, X, seed):
-        """The radius, box, cone, decoder cells and bounds table of the fitted model."""
+        """``geometry_``: the radius, box, cone, decoder cells and bounds of the fitted model."""
         states = random_prompt_hidden_states(
             lm, self.n_memory, self.seq_len_ - 1, n_prompts=self.n_radius_prompts,
             init_std=self.init_scale, batch_size=self.chunk_size,
@@ -544,26 +488,17 @@ class ReachabilityEstimator(BaseEstimator):
             device = self.net_.module_.memory.device
             learned = self.net_.module_.final_hidden(
                 torch.arange(len(X), device=device), torch.as_tensor(X, device=device))
-        self.learned_radius_ = float(learned.float().abs().max())
-        geo = states_geometry(lm, states, self.n_memory, self._precision(lm),
-                              n_cell_samples=self.n_cell_samples, cell_region=self.cell_region,
-                              random_state=seed, verbose=self.verbose >= 1)
-        self.radius_, self.hidden_widths_, self.precision_ = geo.radius, geo.widths, geo.precision
-        self.log_bound_, self.slope_bound_ = geo.log_count_bound, geo.slope_bound
-        self.box_log_bound_, self.box_slope_bound_ = geo.box_log_count_bound, geo.box_slope_bound
-        self.log_n_sequences_ = float((self.seq_len_ - 1) * np.log(self.vocab_size_))
-        self.min_cosine_, self.cone_half_angle_ = geo.min_cosine, geo.cone_half_angle
-        self.cone_log_fraction_ = geo.cone_log_fraction
-        self.cone_log_bound_, self.cone_slope_bound_ = geo.cone_log_count_bound, geo.cone_slope_bound
-        self.cell_decay_, self.cell_slope_bound_ = geo.decay, geo.cell_slope_bound
-        cells = geo.cells
-        self.cell_proportions_ = None if cells is None else cells.proportions
-        self.nearest_cell_proportions_ = None if cells is None else cells.nearest.proportions
-        self.rule_disagreement_ = float("nan") if cells is None else cells.disagreement
-        if geo.cell_error is not None:
-            warnings.warn(f"the decoder-cell refinement was skipped: {geo.cell_error}",
+        geometry = states_geometry(lm, states, self.n_memory, self._precision(lm),
+                                   n_cell_samples=self.n_cell_samples,
+                                   cell_region=self.cell_region, random_state=seed,
+                                   verbose=self.verbose >= 1)
+        if geometry.cell_error is not None:
+            warnings.warn(f"the decoder-cell refinement was skipped: {geometry.cell_error}",
                           UserWarning, stacklevel=4)
-        self.bounds_table_ = geo.table
+        del geometry["flat"]  # every state again, in float64: not kept with the estimator
+        geometry.learned_radius = float(learned.float().abs().max())
+        geometry.log_n_sequences = float((self.seq_len_ - 1) * np.log(self.vocab_size_))
+        self.geometry_ = geometry
 
     # -- prediction ---------------------------------------------------------------
     def _memories_for(self, X):

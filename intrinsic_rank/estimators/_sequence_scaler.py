@@ -2,6 +2,7 @@
 
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.utils._set_output import _get_output_config
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ._inputs import check_dtype
@@ -146,7 +147,13 @@ class SequenceScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             # scikit-learn's own checks: column names, sparse input, n_features_in_
             X = validate_data(self, X, reset=reset, dtype=floats, copy=copy)
             return X[:, :, None], ndim
+        self._check_table_output()
         X = check_array(X, allow_nd=True, dtype=floats, copy=copy, input_name="X")
+        if reset and 0 in X.shape[1:]:
+            # no token, or tokens without a feature: a mean or scale of nothing is NaN
+            raise ValueError(f"X of shape {X.shape} holds no token feature to standardise: "
+                             "SequenceScaler needs sequences of length L >= 1 and tokens of "
+                             "dimension d >= 1")
         if reset:
             self.n_features_in_ = X.shape[2]
             if hasattr(self, "feature_names_in_"):
@@ -156,6 +163,16 @@ class SequenceScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                              f"{type(self).__name__} was fitted on dimension "
                              f"{self.n_features_in_}")
         return X, ndim
+
+    def _check_table_output(self):
+        """Refuse 3-D input when ``set_output`` asked for a table (pandas or polars)."""
+        container = _get_output_config("transform", self)["dense"]
+        if container != "default":
+            raise ValueError(f"the transform output is set to {container!r} (set_output, or "
+                             "scikit-learn's transform_output), which makes 2-D tables, but X "
+                             "holds 3-D sequences (n, L, d), which have no table form: use "
+                             "set_output(transform='default') for sequences, or give 2-D "
+                             "input (n, L) of scalar tokens")
 
     def fit(self, X, y=None):
         """Compute each token feature's mean and standard deviation over all tokens.

@@ -26,7 +26,7 @@ import math
 import torch
 from torch import nn
 
-from .._validation import keyed_seed
+from .._validation import check_allocation, check_int, keyed_seed
 
 __all__ = [
     "RankBatchedStudent",
@@ -159,6 +159,28 @@ def known_values(tokens, value_map, n_slots):
     return values.expand(n_slots, -1, -1, -1)
 
 
+def _checked_restarts(restarts, n_slots):
+    """``restarts`` as a tuple of one integer ``>= 0`` per slot (zeros for None).
+
+    The length is compared before any entry is read, so a sequence of the wrong size is
+    refused without being copied; an entry that is not an integer (``1.5``, NaN,
+    infinity, ``True``) is refused, never truncated.
+    """
+    if restarts is None:
+        return (0,) * n_slots
+    try:
+        size = None if isinstance(restarts, (str, bytes)) else len(restarts)
+    except TypeError:  # an int, a 0-d array, a generator
+        size = None
+    if size is None:
+        raise ValueError(f"restarts must be a sequence of one integer >= 0 per rank slot "
+                         f"({n_slots}); got {restarts!r:.80}")
+    if size != n_slots:
+        raise ValueError(f"restarts must give one integer >= 0 per rank slot ({n_slots}); "
+                         f"got {size} entries")
+    return tuple(check_int(i, "every entry of restarts", minimum=0) for i in restarts)
+
+
 def _slot_generator(random_state, rank, restart=0):
     """Generator of the parameters of the slot of rank ``rank`` (and restart ``restart``).
 
@@ -222,10 +244,7 @@ class RankBatchedStudent(nn.Module):
         ranks = tuple(int(r) for r in ranks)
         if not ranks or min(ranks) < 1:
             raise ValueError(f"ranks must be a non-empty list of integers >= 1; got {ranks}")
-        restarts = (0,) * len(ranks) if restarts is None else tuple(int(i) for i in restarts)
-        if len(restarts) != len(ranks) or min(restarts) < 0:
-            raise ValueError(f"restarts must give one index >= 0 per slot of {ranks}; got "
-                             f"{restarts}")
+        restarts = _checked_restarts(restarts, len(ranks))
         if len(set(zip(ranks, restarts))) != len(ranks):
             raise ValueError(f"two slots draw the same parameters: ranks {ranks} with "
                              f"restarts {restarts}")
@@ -243,6 +262,7 @@ class RankBatchedStudent(nn.Module):
             raise ValueError(
                 f"rank {self.r_max} exceeds the largest rank of this student ({limit})"
             )
+        check_allocation(4 * len(ranks) * self.r_max, "ranks", f"{len(ranks)} rank slots")
         mask = torch.zeros(len(ranks), self.r_max)
         for slot, r in enumerate(ranks):
             mask[slot, :r] = 1.0
@@ -287,6 +307,9 @@ class RankBatchedStudent(nn.Module):
         ``fan_in="rank"`` takes the slot's own rank ``r`` (for a factor whose
         input is the rank axis), so a slot's draw never depends on the grid.
         """
+        # sized before it is allocated: a huge grid (or restart count) is one line
+        check_allocation(4 * len(self.ranks) * math.prod(shape), "ranks",
+                         f"parameter {name!r} of {len(self.ranks)} rank slots")
         parameter = nn.Parameter(torch.zeros(len(self.ranks), *shape))
         self.register_parameter(name, parameter)
         self._initializers.append((name, tuple(shape), init, fan_in, ranked))

@@ -112,9 +112,11 @@ def evidence(est, noise_floor=None):
         ``attention="auto"`` compared, else ``None``), ``heldout_r2`` (of the
         selected rank), ``estimate_supported`` (``False`` when the data give no
         evidence for the estimate), ``noise_floor_given`` (``None`` when none was
-        given) and ``noise_floor_estimated`` (the smallest held-out risk of the
-        grid, also when a floor is given).
+        given), ``noise_floor_estimated`` (the smallest held-out risk of the
+        grid, also when a floor is given), and how the students trained:
+        ``compute_dtype`` (``compute_dtype_``) and ``n_init`` (``n_init_``).
     """
     return dict(attention=est.attention_, class_risks=est.class_risks_,
                 heldout_r2=est.heldout_r2_, estimate_supported=est.estimate_supported_,
-                noise_floor_given=noise_floor, noise_floor_estimated=est.estimated_noise_floor_)
+                noise_floor_given=noise_floor, noise_floor_estimated=est.estimated_noise_floor_,
+                compute_dtype=est.compute_dtype_, n_init=est.n_init_)

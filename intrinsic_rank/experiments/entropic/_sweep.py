@@ -580,6 +580,7 @@ def _saved(result):
                  attention=sweep.get("attention"), class_risks=sweep.get("class_risks"),
                  heldout_r2=sweep.get("heldout_r2"),
                  estimate_supported=sweep.get("estimate_supported"),
+                 compute_dtype=sweep.get("compute_dtype"), n_init=sweep.get("n_init"),
                  warnings=sweep.get("warnings", sweep_warnings(sweep)),
                  seconds=result["seconds"])
     if "model_file" in result:

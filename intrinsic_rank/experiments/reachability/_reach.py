@@ -165,14 +165,15 @@ def accessibility_curves(
     # length only, never on the optimisation: one step recomputes the widest fit's, cells on.
     fitted = ReachabilityEstimator(n_memory=widest[0], n_cell_samples=_CELL_SAMPLES,
                                    **dict(settings, max_epochs=1)).fit(widest[1])
-    if fitted.radius_ != radius:  # pragma: no cover - the geometry is seeded
+    g = fitted.geometry_
+    if g.radius != radius:  # pragma: no cover - the geometry is seeded
         raise RuntimeError("the reachability geometry changed between two fits of one seed")
-    table = label_bound_rows(bound_rows(fitted.bounds_table_, measured))
+    table = label_bound_rows(bound_rows(g.table, measured))
     bound = _slope_bounds(fitted, table, precision, radius, measured)
-    cone_facts = dict(min_cosine=fitted.min_cosine_, half_angle=fitted.cone_half_angle_,
-                      log_fraction=fitted.cone_log_fraction_)
-    cell_numbers = cell_facts(fitted.cell_decay_, fitted.rule_disagreement_,
-                              fitted.cell_region, fitted.vocab_size_)
+    cone_facts = dict(min_cosine=g.min_cosine, half_angle=g.cone_half_angle,
+                      log_fraction=g.cone_log_fraction)
+    disagreement = float("nan") if g.cells is None else g.cells.disagreement
+    cell_numbers = cell_facts(g.decay, disagreement, fitted.cell_region, fitted.vocab_size_)
     tail = fit_tail_decays(records, fits, n_targets=n_targets)
     for row, fit in zip(tail, fits):  # both in increasing m
         # a decreasing logistic falls like exp(-(n - n50) / scale) past n50
@@ -218,8 +219,8 @@ def _cram_every_point(lm, n_memory, grid, auto, n_targets, settings, random_stat
                                         random_state=_length_seed(random_state, n))
                 rec, est = _cram_point(m, n, X, settings)
                 records.append(rec)
-                if est.radius_ >= radius:
-                    radius, widest = est.radius_, (m, X)
+                if est.geometry_.radius >= radius:
+                    radius, widest = est.geometry_.radius, (m, X)
                 bar.update(f"m = {m}, n = {n}: accessibility {rec['accessibility']:.2f}")
                 zeros = zeros + 1 if rec["accessibility"] == 0 else 0
                 if auto and zeros >= 2:
@@ -272,8 +273,9 @@ def _slope_bounds(fitted, table, precision, radius, measured):
         ball, box, cone, cells = (bound_table_row(table, name, "relative")["slope_bound"]
                                   for name in BOUND_NAMES)
     else:
-        eps, ball, box = fitted.precision_, fitted.slope_bound_, fitted.box_slope_bound_
-        cone, cells = fitted.cone_slope_bound_, fitted.cell_slope_bound_
+        g = fitted.geometry_
+        eps, ball, box = g.precision, g.slope_bound, g.box_slope_bound
+        cone, cells = g.cone_slope_bound, g.cell_slope_bound
     return dict(
         width=fitted.width_, vocab_size=fitted.vocab_size_, radius=radius, precision=eps,
         slope_bound=ball, box_slope_bound=box, cone_slope_bound=cone, cell_slope_bound=cells,

@@ -1,0 +1,392 @@
+"""The batched training runs of :class:`~intrinsic_rank.AttentionRankEstimator`.
+
+A run is one skorch :class:`~._net.RankSweepNet` that trains every rank of a list at
+once (:func:`train_run`). A fit makes one run (a rank, or an explicit grid), or several
+(``rank_grid="auto"``: :func:`adaptive_runs`; ``attention="auto"``: a full-rank run per
+class), whose trained slots :func:`merged_net` gathers into one net over all their ranks.
+:func:`run_history` joins the runs' per-epoch records in the units of the data.
+"""
+
+import numpy as np
+import torch
+
+from .._validation import check_allocation
+from ..nn import RotarySoftmaxStudent
+from . import _scaling
+from ._attention_checks import SEQUENCE_CLASSES, check_init_weights
+from ._batching import RankwiseMSELoss, TensorBatchIterator, forward_chunks, rankwise_risks
+from ._callbacks import (
+    DivergenceCheck,
+    FitProgress,
+    PlateauStopping,
+    RankwiseEpochLoss,
+    user_callbacks,
+)
+from ._net import RankSweepNet
+from ._options import resolve_optimizer
+from ._restarts import best_restarts, kept_history, restart_slots
+from ._selection import adaptive_rank_search
+
+__all__ = ["adaptive_runs", "build_net", "copy_slots", "kept_outputs", "merged_net",
+           "run_history", "slot_kernels", "slot_mixers", "train_run"]
+
+
+def _feature_map(estimator):
+    """The kernel student's feature map option (``{}`` when not given)."""
+    return {} if estimator.feature_map is None else {"feature_map": estimator.feature_map}
+
+
+def _sequence_options(estimator, data):
+    """The student arguments of ``causal``, ``positional`` and ``value_map``, in training units.
+
+    A known value map acts on ``X`` and produces ``Y``: trained on ``X * x_scale``
+    against ``Y * y_scale``, it becomes ``W_V * y_scale / x_scale`` (powers of two,
+    exact).
+    """
+    options = {}
+    if estimator.attention_ not in SEQUENCE_CLASSES:
+        return options
+    rotary = estimator._student_class(estimator.attention_) is RotarySoftmaxStudent
+    if estimator.causal or rotary:
+        options["causal"] = bool(estimator.causal)
+    if rotary:
+        options["rope_theta"] = float(estimator.rope_theta)
+    if estimator.value_map is not None:
+        value_map = np.asarray(estimator.value_map, dtype=np.float64)
+        expected = (estimator.token_dim_, estimator.d_out_)
+        if value_map.shape != expected:
+            raise ValueError(f"value_map must have shape (d, d_out) = {expected} for these "
+                             f"data; got {value_map.shape}")
+        options["value_map"] = value_map * (data.y_scale / data.x_scale)
+    return options
+
+
+def build_net(estimator, ranks, data, extra_callbacks=(), restarts=None):
+    """The net of one batched run over ``ranks``: the estimator's callbacks, then the user's.
+
+    Parameters
+    ----------
+    estimator : AttentionRankEstimator
+        During ``fit`` (``attention_``, the data's sizes and ``compute_dtype_`` set).
+    ranks : list of int
+    data : Bunch
+        :func:`~._training_data.training_data` (seed, device, sizes, divergence limit).
+    extra_callbacks : sequence of (name, callback), default=()
+        Rules of this run (the plateau rule of ``early_stopping``).
+    restarts : list of int or None, default=None
+        The restart index of each slot (``n_init``); None: every slot is restart 0.
+
+    Returns
+    -------
+    net : RankSweepNet
+        Not initialised.
+    """
+    callbacks = [("rankwise_loss", RankwiseEpochLoss()),
+                 ("divergence", DivergenceCheck(data.limit, restarts=restarts is not None)),
+                 *extra_callbacks]
+    if estimator.verbose == 1:
+        callbacks.append(("progress", FitProgress(postfix={"summed_loss": "train_loss"})))
+    callbacks.extend(user_callbacks(estimator.callbacks))
+    # student_options cannot hold the keys the estimator sets (RESERVED_STUDENT_OPTIONS)
+    options = {**(estimator.student_options or {}), **_feature_map(estimator),
+               **_sequence_options(estimator, data)}
+    if restarts is not None:
+        options["restarts"] = restarts
+    return RankSweepNet(
+        module=estimator._student_class(estimator.attention_),
+        module__d=estimator.token_dim_,
+        module__d_out=estimator.d_out_,
+        module__ranks=ranks,
+        module__seq_len=estimator.seq_len_,
+        module__init_scale=estimator.init_scale,
+        module__random_state=data.seed,
+        module__final_only=estimator.target_ == "final",
+        **{f"module__{key}": value for key, value in options.items()},
+        criterion=RankwiseMSELoss,
+        optimizer=resolve_optimizer(estimator.optimizer),
+        optimizer__weight_decay=estimator.weight_decay,
+        lr=estimator.lr,
+        max_epochs=estimator.max_epochs,
+        batch_size=estimator._batch_size(len(data.X_train)),
+        train_split=None,
+        iterator_train=TensorBatchIterator,
+        iterator_train__shuffle=True,
+        iterator_train__seed=data.seed,
+        iterator_valid=TensorBatchIterator,
+        callbacks=callbacks,
+        verbose=int(estimator.verbose >= 2),
+        device=data.device,
+        compute_dtype=getattr(estimator, "compute_dtype_", "float32"),
+    )
+
+
+def train_run(estimator, ranks, data):
+    """Train one batched net over ``ranks`` on the training part (one round of a search).
+
+    With ``n_init > 1`` every rank trains ``n_init`` restarts in the same run, and the
+    one with the lowest training risk is the rank's (:mod:`._restarts`). With
+    ``init_weights`` every slot starts from the teacher's truncation instead of a
+    random draw.
+
+    Parameters
+    ----------
+    estimator : AttentionRankEstimator
+    ranks : list of int
+    data : Bunch
+
+    Returns
+    -------
+    net : RankSweepNet
+        Trained, with ``run_ranks_`` (``ranks``), ``kept_slots_`` (the slot of each
+        rank: its own for ``n_init=1``, its best restart's otherwise) and
+        ``restart_risks_`` (``(R, n_init)`` training risks in the units of ``Y``; None
+        for ``n_init=1``).
+    """
+    n_init = estimator.n_init_
+    if n_init == 1:
+        net = _fit(estimator, ranks, data)
+        net.run_ranks_, net.kept_slots_, net.restart_risks_ = list(ranks), list(
+            range(len(ranks))), None
+        return net
+    # a lower bound of the slots' parameters, checked before the slot lists are built
+    n_slots = len(ranks) * n_init
+    check_allocation(4 * n_slots * max(ranks) * min(estimator.token_dim_, estimator.seq_len_),
+                     "n_init", f"{n_init} restarts of {len(ranks)} rank(s)")
+    slots, restarts = restart_slots(ranks, n_init)
+    net = _fit(estimator, slots, data, restarts)
+    values, _ = rankwise_risks(net, data.X_train, data.Y_train)
+    best, net.restart_risks_ = best_restarts(np.asarray(values) / data.y_scale**2, n_init)
+    net.run_ranks_ = list(ranks)
+    net.kept_slots_ = [i * n_init + int(b) for i, b in enumerate(best)]
+    return net
+
+
+def _fit(estimator, ranks, data, restarts=None):
+    """Train one net over ``ranks`` (slots), from random draws or the teacher's weights."""
+    callbacks = []
+    if data.patience is not None:
+        callbacks.append(("plateau", PlateauStopping(data.X_held, data.Y_held, data.patience,
+                                                     data.min_delta)))
+    net = build_net(estimator, ranks, data, extra_callbacks=callbacks, restarts=restarts)
+    if estimator.init_weights is None:
+        net.fit(data.X_train, data.Y_train)
+        return net
+    # a warm start: skorch's fit is initialize() then partial_fit()
+    net.initialize()
+    weights = check_init_weights(estimator, estimator.init_weights)
+    # scores of tokens scaled by x_scale: each projection divided by it
+    net.module_.start_from(weights["query"] / data.x_scale, weights["key"] / data.x_scale)
+    net.partial_fit(data.X_train, data.Y_train)
+    return net
+
+
+def heldout_risks(net, data):
+    """Held-out risk of every rank of a run (its kept slot), in the units of ``Y``.
+
+    A risk that is not finite is ``inf``.
+    """
+    values, _ = rankwise_risks(net, data.X_held, data.Y_held)
+    return [float(values[s]) / data.y_scale**2 if np.isfinite(values[s]) else np.inf
+            for s in net.kept_slots_]
+
+
+def adaptive_runs(estimator, coarse, data):
+    """``rank_grid="auto"``: a coarse batched grid, then batched bisection of the bracket.
+
+    Parameters
+    ----------
+    estimator : AttentionRankEstimator
+    coarse : list of int
+        The coarse grid (:func:`~._selection.coarse_rank_grid`).
+    data : Bunch
+
+    Returns
+    -------
+    nets : list of RankSweepNet
+        The net of every round, in order.
+    ranks : list of int
+        Every rank trained, sorted.
+    """
+    nets = []
+
+    def evaluate(ranks):
+        nets.append(train_run(estimator, ranks, data))
+        return heldout_risks(nets[-1], data)
+
+    adaptive_rank_search(coarse, evaluate, data.variance, estimator.tol, estimator.noise_floor)
+    return nets, sorted({r for net in nets for r in net.run_ranks_})
+
+
+def merged_net(estimator, nets, ranks, data):
+    """One initialised net over the union of the runs' ranks, with their kept slots.
+
+    Parameters
+    ----------
+    estimator : AttentionRankEstimator
+    nets : list of RankSweepNet
+        Trained runs; each rank of ``ranks`` is a slot of one of them.
+    ranks : list of int
+    data : Bunch
+
+    Returns
+    -------
+    net : RankSweepNet
+    """
+    net = build_net(estimator, ranks, data)
+    net.initialize()
+    slot_of = {r: i for i, r in enumerate(ranks)}
+    for part in nets:
+        copy_slots(part.module_, net.module_,
+                   [(s, slot_of[r]) for r, s in zip(part.run_ranks_, part.kept_slots_)])
+    net.run_ranks_, net.kept_slots_ = list(ranks), list(range(len(ranks)))
+    return net
+
+
+def copy_slots(source, target, pairs):
+    """Copy trained slots between batched students: ``(source slot, target slot)`` pairs.
+
+    A factor's rank axis may be shorter in ``source`` (a run of smaller ranks): the
+    target slot is zeroed first, so the columns beyond the source's width stay masked.
+    """
+    with torch.no_grad():
+        for name, _shape, _init, _fan_in, ranked in source._initializers:
+            values, into = getattr(source, name), getattr(target, name)
+            for i, j in pairs:
+                if ranked:
+                    into[j].zero_()
+                    into[j][..., :values.shape[-1]] = values[i]
+                else:
+                    into[j] = values[i]
+
+
+def run_history(nets, y_scale):
+    """The runs' per-epoch records in order, in the units of ``Y``.
+
+    Parameters
+    ----------
+    nets : list of RankSweepNet
+    y_scale : float
+        The power of two ``Y`` was trained in units of.
+
+    Returns
+    -------
+    history : list of dict
+        ``epoch``, ``train_loss``, ``train_loss_per_rank``, ``dur``, with
+        ``heldout_risk_per_rank`` under ``early_stopping``, and ``round`` and ``ranks``
+        when there are several runs; the per-rank entries are the kept slots' (and
+        ``train_loss`` their sum) when the runs trained restarts.
+    """
+    keys = ("epoch", "train_loss", "train_loss_per_rank", "dur")
+    history = []
+    for i, net in enumerate(nets):
+        rows = net.history
+        if len(net.kept_slots_) != len(net.module_.ranks):  # n_init > 1
+            rows = kept_history(rows, net.kept_slots_)
+        for row in rows:
+            entry = {key: row[key] for key in keys}
+            if "heldout_risk_per_rank" in row:
+                entry["heldout_risk_per_rank"] = [
+                    v / y_scale**2 for v in row["heldout_risk_per_rank"]]
+            if len(nets) > 1:
+                entry["round"] = i
+                entry["ranks"] = list(net.run_ranks_)
+            history.append(entry)
+    if y_scale != 1.0:
+        for row in history:
+            row["train_loss"] = row["train_loss"] / y_scale**2
+            row["train_loss_per_rank"] = [v / y_scale**2 for v in row["train_loss_per_rank"]]
+    return history
+
+
+def slot_kernels(module, attention, X_t, x_scale):
+    """The kernel (the operator for ``"fixed"``) of every slot, in the units of ``X``.
+
+    Parameters
+    ----------
+    module : RankBatchedStudent
+        The trained batched student.
+    attention : str
+        Its class.
+    X_t : torch.Tensor
+        The training sequences, in training units (the ``"kernel"`` class's tokens).
+    x_scale : float
+        The power of two ``X`` was trained in units of.
+
+    Returns
+    -------
+    kernels : ndarray of shape (R, d, d) or (R, L, L)
+        Float32, except ``"linear"``/``"softmax"`` kernels rescaled to float64 when
+        ``x_scale != 1``.
+    """
+    with torch.no_grad():
+        if attention == "fixed":
+            kernels = module.operator()
+        elif attention == "kernel":
+            # no static d x d kernel: the kernel between the data's distinct
+            # tokens (at most 512), of rank <= the feature rank
+            tokens = torch.unique(X_t.reshape(-1, X_t.shape[-1]), dim=0)
+            step = max(1, -(-len(tokens) // 512))
+            kernels = module.token_kernel(tokens[::step])
+        else:
+            kernels = module.kernel()
+    # Kept in the parameters' dtype (float32): the numerical rank's
+    # threshold then uses float32's epsilon, not float64's.
+    kernels = kernels.detach().cpu().numpy()
+    if attention in ("linear", "softmax"):
+        # scores x K x^T of standardised tokens: K in the units of X is s^2 K, taken
+        # to float64 where s != 1 (a float32 product overflows for X below 1e-19)
+        kernels = _scaling.in_user_units(kernels, x_scale**2)
+    return kernels
+
+
+def kept_outputs(net, X_t, kept):
+    """The outputs of the kept slots, ``(n, R, ...)``, as a float64 array (training units).
+
+    Filled a chunk at a time (:func:`~._batching.forward_chunks`), so no array of every
+    slot's outputs for all of ``X_t`` is built beyond one chunk.
+
+    Parameters
+    ----------
+    net : RankSweepNet
+    X_t : torch.Tensor
+    kept : callable
+        ``kept(values, axis)``: the kept slots of an array along ``axis``.
+
+    Returns
+    -------
+    outputs : ndarray
+    """
+    out = None
+    for start, chunk in forward_chunks(net, X_t):
+        chunk = kept(chunk.cpu().double().numpy(), axis=1)
+        if len(chunk) == len(X_t):
+            return chunk
+        if out is None:
+            out = np.empty((len(X_t),) + chunk.shape[1:])
+        out[start:start + len(chunk)] = chunk
+    return out
+
+
+def slot_mixers(module, X_t, slot):
+    """The ``L x L`` token mixer of one slot for each sequence, in chunks of sequences.
+
+    Parameters
+    ----------
+    module : RankBatchedStudent
+    X_t : torch.Tensor of shape (n, L, d)
+    slot : int
+
+    Returns
+    -------
+    mixers : ndarray of shape (n, L, L)
+    """
+    L = X_t.shape[1]
+    slots = len(module.ranks)
+    rows = len(X_t) if len(X_t) * slots * L * L <= _scaling.CHUNK_ELEMENTS else max(
+        1, _scaling.CHUNK_ELEMENTS // (slots * L * L))
+    mixers = np.empty((len(X_t), L, L))
+    with torch.no_grad():
+        for start in range(0, len(X_t), rows):
+            part = module.mixer(X_t[start:start + rows])[:, slot]
+            mixers[start:start + rows] = part.cpu().double().numpy()
+    return mixers
