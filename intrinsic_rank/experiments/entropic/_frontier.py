@@ -135,7 +135,7 @@ def predictability_frontier(
             student = EnergyEffectiveRank(
                 method="recovery", attention=kind, random_state=random_state + r_star,
                 student=AttentionRankEstimator(attention=kind, max_epochs=max_epochs,
-                                               device=device),
+                                               n_init=1, device=device),
             ).fit(X, Y)
             record["recovery_energy_rank"] = float(student.energy_effective_rank_)
             record["recovery_numerical_rank"] = int(student.numerical_rank_)

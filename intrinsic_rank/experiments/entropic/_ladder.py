@@ -102,7 +102,7 @@ def interpolation_ladder(
     records = []
     for attention in rungs:
         est = AttentionRankEstimator(
-            attention=attention, max_epochs=max_epochs, random_state=random_state,
+            attention=attention, max_epochs=max_epochs, n_init=1, random_state=random_state,
             device=device, verbose=verbose,
         ).fit(X_train, Y_train)
         train_risk = float(np.mean((est.predict(X_train) - Y_train) ** 2))

@@ -121,8 +121,9 @@ def rank_sweep(
     if rank_grid is None:
         rank_grid = list(range(1, min(limit, 2 * r_star) + 1))
     attention = attention or teacher
+    # the paper's protocol, and every published number: one initialisation per rank
     est = AttentionRankEstimator(
-        attention=attention, rank_grid=list(rank_grid), max_epochs=max_epochs,
+        attention=attention, rank_grid=list(rank_grid), max_epochs=max_epochs, n_init=1,
         noise_floor=noise_floor, random_state=random_state, device=device, verbose=verbose,
     ).fit(X, Y)
     config = dict(

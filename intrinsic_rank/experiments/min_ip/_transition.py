@@ -108,6 +108,7 @@ def _fit(attention, X, y, ranks, seed, budget, device="cpu"):
     est = AttentionRankEstimator(
         attention=attention,
         rank_grid=ranks,
+        n_init=1,
         validation_fraction=0.0,
         max_epochs=budget["max_epochs"],
         lr=budget["lr"],
