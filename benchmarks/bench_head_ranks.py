@@ -33,6 +33,10 @@ def parse_args(argv=None):
     parser.add_argument("--jobs", type=int, default=2,
                         help="layers measured at once, one process and one thread each "
                         "(default: 2, the CI machine's cores)")
+    parser.add_argument("--corpora", default="code",
+                        help="comma-separated corpora (default: code)")
+    parser.add_argument("--n-fit", type=int, default=None,
+                        help="training windows per corpus (default: the map's, 48)")
     parser.add_argument("--impose", action="store_true",
                         help="also impose the ranks and measure the model's loss")
     parser.add_argument("--skip-baseline", action="store_true",
@@ -45,12 +49,13 @@ def peak_mib(who):
     return resource.getrusage(who).ru_maxrss / 1024
 
 
-def timed_map(loaded, heads, jobs, device, distill, folder):
-    from intrinsic_rank.experiments.entropic import head_rank_map
+def timed_map(loaded, heads, args, distill, folder):
+    from intrinsic_rank.experiments.entropic import HEAD_RANK_WINDOWS, head_rank_map
 
     start = time.perf_counter()
-    result = head_rank_map(loaded, ["code"], heads, distill=distill, n_jobs=jobs,
-                           checkpoint=folder, device=device)
+    result = head_rank_map(loaded, args.corpora.split(","), heads, distill=distill,
+                           n_fit=args.n_fit or HEAD_RANK_WINDOWS["n_fit"], n_jobs=args.jobs,
+                           checkpoint=folder, device=args.device)
     return result, time.perf_counter() - start
 
 
@@ -79,10 +84,10 @@ def main(argv=None):
     baseline = None
     if not args.skip_baseline:
         with tempfile.TemporaryDirectory() as folder:
-            _, baseline = timed_map(loaded, heads, args.jobs, args.device, "none", folder)
+            _, baseline = timed_map(loaded, heads, args, "none", folder)
         print(f"training-free map: {baseline:.1f} s")
     with tempfile.TemporaryDirectory() as folder:
-        result, seconds = timed_map(loaded, heads, args.jobs, args.device, "auto", folder)
+        result, seconds = timed_map(loaded, heads, args, "auto", folder)
     fit = sum(r["fit_seconds"] for r in result.records)
     print(f"map: {seconds:.1f} s ({fit:.1f} s of distillation summed over the heads)")
     impose = 0.0
@@ -90,7 +95,10 @@ def main(argv=None):
         from intrinsic_rank.experiments.entropic import impose_ranks
 
         begin = time.perf_counter()
-        impose_ranks(loaded, result.records, result.projections, device=args.device)
+        corpus = result.config["corpora"][0]
+        first = [i for i, r in enumerate(result.records) if r["corpus"] == corpus]
+        impose_ranks(loaded, [result.records[i] for i in first],
+                     [result.projections[i] for i in first], device=args.device)
         impose = time.perf_counter() - begin
         print(f"impose: {impose:.1f} s")
     scale = 270 / len(heads)

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The GPU check of issue [12], in one go (a few minutes on one GPU):
+# The GPU check, in one go (a few minutes on one GPU):
 #   1. the CUDA tests (tests/test_cuda.py),
 #   2. bench_scale.py --device cuda (time to r* against GridSearchCV and the full
 #      batched grid, scaling curves, memory at n = 50,000),
 #   3. bench_sweep.py --device cuda (the batched sweep against one fit per rank at
 #      equal work; target >= 5x on a GPU).
-#   4. only with REACH_SMOLLM2=1: the reachability paper's protocol on SmolLM2-135M
+#   4. the training dtype under CUDA (tests/test_compute_dtype.py);
+#   5. only with HEAD_RANKS=1: the map of r*_attn over all 270 heads of SmolLM2-135M-Instruct
+#      on the four corpora with 768 training windows, and the ranks imposed on the model
+#      (bench_head_ranks.py; hours on one CPU thread);
+#   6. only with REACH_SMOLLM2=1: the reachability paper's protocol on SmolLM2-135M
 #      (the reach command: m = 1..5, 20 random targets per length, AdamW 3000 steps,
 #      patience 500, lengths until two zero-accessibility points), its JSON in
 #      $OUT/reach_smollm2/reach.json. About an hour on one GPU (a cramming step of
@@ -34,11 +38,14 @@ timeout 420 python benchmarks/bench_scale.py --device cuda --threads "$OMP_NUM_T
   --out "$OUT/bench_scale_cuda.json" > "$OUT/bench_scale_cuda.txt" 2>&1 || status=1
 timeout 240 python benchmarks/bench_sweep.py --device cuda > "$OUT/bench_sweep_cuda.txt" 2>&1 || status=1
 timeout 300 python benchmarks/bench_roofline.py --device cuda --threads "$OMP_NUM_THREADS" > "$OUT/bench_roofline_cuda.txt" 2>&1 || status=1
-# issue [22]: precision="auto" under CUDA -- the small precision matrix and auto/float32 times
+# the training dtype: bfloat16 where the device supports it, by capability, never by a timing
 INTRINSIC_RANK_TEST_DEVICE=cuda timeout 300 python -m pytest -q -p no:cacheprovider \
-  tests/test_precision_auto.py -k "small or float32 or fallback" > "$OUT/test_precision_cuda.txt" 2>&1 || status=1
-timeout 300 python benchmarks/bench_precision.py --device cuda --dims 16,64,128 \
-  > "$OUT/bench_precision_cuda.txt" 2>&1 || status=1
+  tests/test_compute_dtype.py > "$OUT/test_compute_dtype_cuda.txt" 2>&1 || status=1
+if [ "${HEAD_RANKS:-0}" = "1" ]; then
+  timeout 10800 python benchmarks/bench_head_ranks.py --device cuda --jobs 1 --impose \
+    --corpora random,repeated,prose,code --n-fit 768 --skip-baseline \
+    > "$OUT/bench_head_ranks_cuda.txt" 2>&1 || status=1
+fi
 if [ "${REACH_SMOLLM2:-0}" = "1" ]; then
   timeout 10800 python -c "from intrinsic_rank.cli import main; raise SystemExit(main())" \
     reach --model smollm2-135m --n-memory 1-5 --targets 20 --device cuda \
@@ -46,6 +53,6 @@ if [ "${REACH_SMOLLM2:-0}" = "1" ]; then
 fi
 grep -hE '^[A-Za-z_]+: ' "$OUT"/bench_*_cuda.txt > "$OUT/metrics.txt" || true
 tail -n 3 "$OUT/test_cuda.txt" >> "$OUT/metrics.txt" || true
-tail -n 1 "$OUT/test_precision_cuda.txt" >> "$OUT/metrics.txt" || true
+tail -n 1 "$OUT/test_compute_dtype_cuda.txt" >> "$OUT/metrics.txt" || true
 cat "$OUT/metrics.txt"
 exit $status
