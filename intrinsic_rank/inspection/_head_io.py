@@ -452,7 +452,8 @@ def head_output(X, facts, *, w_q=None):
     X = _as_inputs(X, facts.d_model)
     w_q = facts.w_q if w_q is None else _as_query(w_q, facts)
     n, L, _ = X.shape
-    t = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
+    # a float64 copy: the inputs may be read-only (memory-mapped by a parallel worker)
+    t = lambda a: torch.from_numpy(np.array(a, dtype=np.float64))  # noqa: E731
     wq, wk, wv, bq, bk, bv = map(t, (w_q, facts.w_k, facts.w_v, facts.b_q, facts.b_k,
                                      facts.b_v))
     rope = rope_tables(facts.inv_freq, L) if facts.positional == "rope" else None
