@@ -32,7 +32,10 @@ __all__ = ["distill_slots"]
 
 
 def _as_tensor(array, name, device):
-    tensor = torch.as_tensor(np.asarray(array, dtype=np.float32), device=device)
+    if isinstance(array, torch.Tensor):
+        tensor = array.detach().to(device=device, dtype=torch.float32)
+    else:  # a copy: the array may be read-only (memory-mapped by a parallel worker)
+        tensor = torch.from_numpy(np.array(array, dtype=np.float32)).to(device)
     if tensor.dim() != 3 or not torch.isfinite(tensor).all():
         raise ValueError(f"{name} must be a finite array of shape (n, L, width); got "
                          f"shape {tuple(tensor.shape)}")
