@@ -19,7 +19,8 @@ def pytest_configure(config):
 
 
 def _test_threads():
-    """Torch threads for the test run: INTRINSIC_RANK_TEST_THREADS, else OMP_NUM_THREADS, else 2.
+    """Torch threads: INTRINSIC_RANK_TEST_THREADS, else OMP_NUM_THREADS, else 1 per xdist
+    worker (the default run), else 2.
 
     CI has 2 idle cores; a fixed count keeps timings and results stable. On a machine
     shared with other work, ``OMP_NUM_THREADS=1`` (honoured here, as torch itself honours
@@ -29,7 +30,8 @@ def _test_threads():
         value = os.environ.get(name, "").strip()
         if value:
             return int(value)
-    return 2
+    # a worker of pytest-xdist (the default run has two, one per core): one thread each
+    return 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -219,7 +219,7 @@ _STOPPER = textwrap.dedent("""
             name=name, command=name, title=name, paper="none", help="h", description="d",
             quick={}, full={}, run=run, tables=lambda result: [], plot=plot,
             verdicts=lambda result: [("c", "m", "agrees", "e")],
-            add_arguments=lambda parser: None, settings=lambda args: {},
+            settings=lambda args: {},
             summary=lambda result: [], in_reproduce=False))
 
     make("toy-first", False)
