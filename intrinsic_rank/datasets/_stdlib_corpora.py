@@ -180,7 +180,7 @@ def stdlib_documents(kind, split=None, *, root=None):
     kind : {"code", "prose"}
         * ``"code"``: the file's source text (line ends ``\\n``);
         * ``"prose"``: its docstrings (module, classes, functions, as
-          :func:`ast.get_docstring` gives them) and comments (``#`` removed;
+          ``ast.get_docstring`` gives them) and comments (``#`` removed;
           runs of comments on consecutive lines form one paragraph; the
           shebang, the encoding declaration and ``noqa``, ``type:``,
           ``pragma:``, ``fmt:``, ``pylint:`` pragmas left out), in source
@@ -234,7 +234,7 @@ def stdlib_corpus_record(kind, *, root=None):
     -------
     record : dict
         ``kind``; ``source``: the folder read; ``python_version``:
-        :func:`platform.python_version`, since the text changes between
+        ``platform.python_version()``, since the text changes between
         versions; ``digest``: the sha256 hex digest of every document of that
         kind in path order, all splits (each path and text as UTF-8, each
         preceded by its length in bytes as 8 big-endian bytes);

@@ -164,7 +164,7 @@ def adaptive_rank_search(coarse, evaluate, heldout_variance, tol, noise_floor=No
     Parameters
     ----------
     coarse : list of int
-        The first round (:func:`coarse_rank_grid`).
+        The first round (``coarse_rank_grid``).
     evaluate : callable
         ``evaluate(ranks) -> held-out risks``, one per rank.
     heldout_variance, tol, noise_floor

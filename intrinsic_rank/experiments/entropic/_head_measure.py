@@ -203,7 +203,7 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
     tolerances : sequence of float, default=TOLERANCES
         Each in ``(0, 1)``.
     distill : {"auto", "all", "none"}, default="auto"
-        Where training is tried (:data:`DISTILL_MODES`); ``"auto"`` also leaves
+        Where training is tried (``DISTILL_MODES``); ``"auto"`` also leaves
         out the tolerances finer than the head's precision floor.
     margin : float, default=10.0
         The rule of ``"auto"``: ranks whose truncation is within ``margin * tol``.
@@ -211,7 +211,7 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
         Random starts per trained rank besides the data-aware one; the best per
         rank is kept.
     training : dict or None, default=None
-        Overrides of :data:`TRAINING` (``lr``, ``batch_size``, ``max_epochs``,
+        Overrides of ``TRAINING`` (``lr``, ``batch_size``, ``max_epochs``,
         ``patience``, ``min_fall``).
     precision_draws : int, default=3
         Draws of :func:`~intrinsic_rank.inspection.precision_floor`; 0 skips it.

@@ -1,6 +1,6 @@
 """The experiment ``head-ranks``: the map of ``r*_attn`` over a causal LM's heads, what it answers.
 
-The measurement is :func:`~._real_heads.head_rank_map` (every head, the training-free
+The measurement is :func:`~intrinsic_rank.experiments.head_rank_map` (every head, the training-free
 curve, distillation where it can change the answer, each head's precision floor);
 imposing the measured ranks on the model is :func:`~._impose_ranks.impose_ranks`. Here
 are the answers they give by rules fixed before the run (:func:`head_rank_findings`,
@@ -177,13 +177,13 @@ def head_rank_findings(records, tol=None):
     """What the map answers, each by a rule fixed before the run.
 
     * **Does r*_attn follow what a head does?** Per corpus, Spearman's rho of
-      ``r*_attn(tol)`` against each of :data:`SCORES` over all heads, with its
-      95 % interval (:func:`spearman_interval`); "yes" when the interval excludes
+      ``r*_attn(tol)`` against each of ``SCORES`` over all heads, with its
+      95 % interval (``spearman_interval``); "yes" when the interval excludes
       0. The rule for fits that reached no rank below the head width: they enter
       as the width (they need more than any fit that reached, which is all a rank
       statistic uses), and the same test is also given over the reached fits only.
     * **The small-sample case:** a Kruskal-Wallis test of the typed heads (three
-      induction, two previous-token, two sink heads, :func:`select_heads`) across
+      induction, two previous-token, two sink heads, ``select_heads``) across
       types, and a Friedman (Wilcoxon for two corpora) test across corpora with
       heads as blocks, of ``log2 r*_attn``; "yes" when ``p < ALPHA``. Seven heads
       cannot give a small p: with groups of 3/2/2 no arrangement reaches 0.05 by
@@ -194,9 +194,9 @@ def head_rank_findings(records, tol=None):
     Parameters
     ----------
     records : list of dict
-        The records of :func:`~._real_heads.head_rank_map`.
+        The records of :func:`~intrinsic_rank.experiments.head_rank_map`.
     tol : float or None, default=None
-        One of the records' tolerances; ``None``: :func:`findings_tol` of them
+        One of the records' tolerances; ``None``: ``findings_tol`` of them
         (``FINDINGS_TOL``, 0.05, when it was measured).
 
     Returns
@@ -415,10 +415,10 @@ def plot_head_rank_map(result, path=None, tol=None):
     Parameters
     ----------
     result : Bunch or dict
-        The experiment's result (or :func:`~._real_heads.head_rank_map`'s).
+        The experiment's result (or :func:`~intrinsic_rank.experiments.head_rank_map`'s).
     path : str or None
     tol : float or None, default=None
-        One of the measured tolerances; ``None``: :func:`findings_tol` of them.
+        One of the measured tolerances; ``None``: ``findings_tol`` of them.
 
     Returns
     -------

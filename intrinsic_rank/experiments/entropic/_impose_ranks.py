@@ -4,7 +4,7 @@ A rank a head *needs* should be enough when imposed on the model, and less shoul
 hurt: the Entropic Bound's achievability and deficiency, judged by the LM's own
 next-token loss on held-out documents (the corpus's *test* split, which no
 measurement saw). For each tolerance ``tol`` of a map of every head
-(:func:`~._real_heads.head_rank_map`):
+(:func:`~intrinsic_rank.experiments.head_rank_map`):
 
 * **r*_attn**: every head's query projection becomes its rank-``r*_attn(tol)``
   student (the trained one where that rank was distilled, else its data-aware
@@ -141,7 +141,7 @@ def impose_ranks(loaded, records, projections, *, n_test=32, length=128, batch_s
     ----------
     loaded : LoadedModel
     records : list of dict
-        The unplanted records of one corpus of :func:`~._real_heads.head_rank_map`,
+        The unplanted records of one corpus of :func:`~intrinsic_rank.experiments.head_rank_map`,
         one per head of the model.
     projections : list of dict
         The map's projections of those records, in the same order.

@@ -7,7 +7,7 @@ plant, as a quantised model would hold it). The plant must be *sharp*: its own b
 rank-``(k-1)`` truncation must be at least ``SHARPNESS`` (20) times ``tol`` away from
 it; the equal value is ``gamma`` times the root mean square of the kept singular
 values, for the first ``gamma`` of :data:`PLANT_SCALES` that makes it sharp. The map
-(:func:`~._real_heads.head_rank_map`) then measures the planted head by the same
+(:func:`~intrinsic_rank.experiments.head_rank_map`) then measures the planted head by the same
 procedure as any head, and ``r*_attn(tol) == k`` is the test.
 """
 

@@ -6,7 +6,7 @@ open problem. Here each head of a causal LM is the teacher: its input ``X`` (aft
 pre-attention norm) and output ``Y`` (its slice of the output projection's input) are
 read by hooks (:func:`~intrinsic_rank.inspection.head_activations`) on windows of a
 corpus, split by document into training and held-out windows, and
-:func:`~._head_measure.measure_head` measures its ``r*_attn(tol)``: the training-free
+:func:`~intrinsic_rank.experiments.measure_head` measures its ``r*_attn(tol)``: the training-free
 curve of data-aware truncations, then distillation where it can change the answer.
 
 **The planted-rank test** (``plant_ranks``, :mod:`._plants`): each head's query replaced
@@ -397,7 +397,7 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
 
     For each corpus, windows of its training documents (``n_fit``) and of its
     held-out documents (``n_heldout``) are read through the model by hooks; every
-    head is then measured by :func:`~._head_measure.measure_head` (the training-free
+    head is then measured by :func:`~intrinsic_rank.experiments.measure_head` (the training-free
     curve, distillation where it can change the answer, the precision floor), one
     layer per task of :func:`~intrinsic_rank.experiments.run_parallel` (so a Dask
     cluster can take them), and its static-kernel and realised-attention energy
