@@ -43,7 +43,7 @@ gradient, Adam); the step's useful work over their summed time, against the fp32
 peak, bounds what the step can reach with these kernels (``products_bound``:
 the products only; ``kernel_bound``: with the elementwise passes).
 
-**Cramming step** on SmolLM2-135M (``intrinsic_rank.nn.as_causal_lm("smollm2-135m")``;
+**Cramming step** on SmolLM2-135M-Instruct (``intrinsic_rank.nn.as_causal_lm("smollm2-135m")``;
 8 targets of 64 tokens after one trainable prefix vector each, cross-entropy,
 Adam on the prefix; the model is frozen). Per token of ``T = 65``: every linear
 layer of the decoder ``2 P_lin`` (``P_lin`` its weights: attention q, k, v, o and
@@ -452,7 +452,7 @@ def precision_study(args, seeds=(0, 1)):
 
 # -- SmolLM2 ----------------------------------------------------------------------------
 def smollm2_unavailable():
-    """None when SmolLM2-135M can be loaded, else the reason it cannot."""
+    """None when SmolLM2-135M-Instruct can be loaded, else the reason it cannot."""
     if importlib.util.find_spec("transformers") is None:
         return "transformers is not installed"
     try:
@@ -503,7 +503,7 @@ def time_cramming(args, adapter, peaks, n_targets=8, T=64, steps=3):
             step(mode)
             synchronize(args.device)
             times[mode].append(time.perf_counter() - start)
-    print(f"\n== cramming step on SmolLM2-135M: {n_targets} targets of {T} tokens "
+    print(f"\n== cramming step on SmolLM2-135M-Instruct: {n_targets} targets of {T} tokens "
           f"after one prefix vector (load {load()})")
     print("  useful work per step: " + ", ".join(
         f"{k} {v / total:.0%}" for k, v in work.items()) + f"; {total / 1e9:.1f} GFLOP")
@@ -540,7 +540,7 @@ def time_decoder_cells(args, adapter, peaks, check_points=4096):
     exact = 2 * 2 * check * V * d
     rate = (reduced + exact) / seconds / 1e9
     ref = peaks.get("bf16", peaks["fp32"])
-    print(f"\n== decoder cells on SmolLM2-135M: {n} points, head {V} x {d}, "
+    print(f"\n== decoder cells on SmolLM2-135M-Instruct: {n} points, head {V} x {d}, "
           f"{check} exact check points (load {load()})")
     print(f"  {seconds:.2f} s, {(reduced + exact) / 1e9:.1f} GFLOP "
           f"({reduced / 1e9:.1f} reduced, {exact / 1e9:.1f} exact), {rate:.2f} GFLOP/s, "
@@ -588,13 +588,13 @@ def main(argv=None):
     else:
         reason = smollm2_unavailable()
         if reason:
-            print(f"\nSmolLM2 workloads skipped: SmolLM2-135M is not available ({reason})")
+            print(f"\nSmolLM2 workloads skipped: SmolLM2-135M-Instruct is not available ({reason})")
         else:
             from intrinsic_rank.nn import as_causal_lm
 
             start = time.perf_counter()
             adapter = as_causal_lm("smollm2-135m", progress=False).to(args.device)
-            print(f"\nSmolLM2-135M loaded in {time.perf_counter() - start:.1f} s")
+            print(f"\nSmolLM2-135M-Instruct loaded in {time.perf_counter() - start:.1f} s")
             lm["cramming"] = time_cramming(args, adapter, remeasured(peaks, args))
             lm["cells"] = time_decoder_cells(args, adapter, remeasured(peaks, args))
 

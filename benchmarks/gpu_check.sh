@@ -9,7 +9,7 @@
 #   5. only with HEAD_RANKS=1: the map of r*_attn over all 270 heads of SmolLM2-135M-Instruct
 #      on the four corpora with 768 training windows, and the ranks imposed on the model
 #      (bench_head_ranks.py; hours on one CPU thread);
-#   6. only with REACH_SMOLLM2=1: the reachability paper's protocol on SmolLM2-135M
+#   6. only with REACH_SMOLLM2=1: the reachability paper's protocol on SmolLM2-135M-Instruct
 #      (the reach command: m = 1..5, 20 random targets per length, AdamW 3000 steps,
 #      patience 500, lengths until two zero-accessibility points), its JSON in
 #      $OUT/reach_smollm2/reach.json. About an hour on one GPU (a cramming step of

@@ -7,7 +7,7 @@ counts per piece) and one row per claim. Nothing is typed in: rerun ``reproduce`
 script, and the tables follow.
 
 ``--extra NAME=PATH`` adds the claims of a command's own JSON (for instance the GPU
-script's ``reach`` on SmolLM2-135M, ``reach_smollm2/reach.json``), judged by the
+script's ``reach`` on SmolLM2-135M-Instruct, ``reach_smollm2/reach.json``), judged by the
 registered experiment ``NAME``'s verdict function, as rows of their own.
 
 ``--write FILE`` replaces the block between ``<!-- verdict-tables:start -->`` and

@@ -177,7 +177,7 @@ class ReachabilityEstimator(BaseEstimator):
         default, skips it (``geometry_.cells`` is then None), so a fit
         pays only for cramming. Ask for it with a positive count (``2**17``
         takes about a second on the default model and about 80 s on
-        SmolLM2-135M's 49,152 x 576 head, one idle CPU thread); its standard error
+        SmolLM2-135M-Instruct's 49,152 x 576 head, one idle CPU thread); its standard error
         falls like ``n_cell_samples**-0.5`` and the decay ``c`` it can show is
         at most ``ln n_cell_samples``.
     cell_region : {"box", "ball"}, default="box"

@@ -33,7 +33,7 @@ _VOCAB_BLOCK = 4096  # head rows per matmul: a chunk's scores stay in the cache
 _ROWS = 256  # points per chunk
 _RECHECK = 1.0
 # The reduced matmul's tolerance is _RECHECK * u * max_t |w_t| * |h| (u the reduced
-# dtype's unit roundoff): on SmolLM2-135M the largest gap between the reduced score
+# dtype's unit roundoff): on SmolLM2-135M-Instruct the largest gap between the reduced score
 # of the exact argmax and the reduced best was 0.24 of this (0.12 for the nearest-row
 # rule) over 4096 box points, so candidates within it always hold the exact token.
 
@@ -184,7 +184,7 @@ def decoder_cell_proportions(adapter, hidden_states=None, *, low=None, high=None
     ``u max_t |w_t| |h|`` of the reduced best (``u`` the reduced dtype's unit
     roundoff, ``|.|`` Euclidean) is scored again in the head's own dtype
     (float32, or float64 for a float64 head) and the best of those is the
-    point's token. On SmolLM2-135M the reduced score of the exact winner was
+    point's token. On SmolLM2-135M-Instruct the reduced score of the exact winner was
     never more than 0.24 of that tolerance below the reduced best. The first
     ``check_points`` points are also sent through the exact head; if any of
     them gets another token, a warning says so and every point is counted

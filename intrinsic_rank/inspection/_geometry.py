@@ -386,7 +386,7 @@ def reachability_geometry(model="default", n_memory=1, n_tokens=8, precision=Non
         Monte Carlo points of the decoder-cell estimate; 0 skips it. The
         matmul runs in bfloat16 with a float32 re-check of the near-best
         tokens (:func:`~intrinsic_rank.inspection.decoder_cell_proportions`):
-        about 80 s on SmolLM2-135M's 49,152 x 576 head on one idle CPU thread
+        about 80 s on SmolLM2-135M-Instruct's 49,152 x 576 head on one idle CPU thread
         (4.4x faster than float32 in a run measured under load), under a
         second on the default model. With ``n`` points a non-empty cell
         has ``p_t >= 1/n``, so the decay ``c`` is at most ``ln n``

@@ -38,7 +38,7 @@ def rope_frequencies(head_dim, theta=10000.0):
     head_dim : int
         Even width of a head's queries and keys.
     theta : float, default=10000.0
-        The rotary base (``rope_theta``; SmolLM2-135M uses 100000).
+        The rotary base (``rope_theta``; SmolLM2-135M-Instruct uses 100000).
 
     Returns
     -------

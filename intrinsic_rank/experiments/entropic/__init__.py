@@ -276,7 +276,7 @@ CORPUS_RANKS = Experiment(
     paper=f"{_ENTROPIC} (appendix B: real language models)",
     help="per-head static and realised ranks of a causal LM on random tokens, a repeated "
     "passage, prose and code, and whether the corpora separate them",
-    description="Profiles every head of one causal LM (SmolLM2-135M by default) on four "
+    description="Profiles every head of one causal LM (SmolLM2-135M-Instruct by default) on four "
     "offline corpora of clearly different complexity: uniform random tokens, a short "
     "passage repeated, English prose and Python source, all of the same length. Reports per "
     "corpus the median and interquartile range over heads of the realised attention energy "

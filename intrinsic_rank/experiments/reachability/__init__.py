@@ -140,7 +140,7 @@ LM_GEOMETRY = Experiment(
     command="lm-geometry",
     title="Reachability geometry of a pretrained LM: radius, cone, bounds and decoder cells",
     paper=_REACH,
-    help="a real LM's hidden-state geometry, bounds and decoder cells (SmolLM2-135M)",
+    help="a real LM's hidden-state geometry, bounds and decoder cells (SmolLM2-135M-Instruct)",
     description="Measures the reachability geometry of a pretrained causal LM (default "
     "SmolLM2-135M-Instruct): the radius, box and cone of its final hidden states under "
     "random prompts, the bounds at the three precision conventions, and the decoder cells "

@@ -538,7 +538,7 @@ def _ratio_verdict(result):
             "the paper's models are pretrained LMs of 160M to 1.5B parameters: how much of "
             "its hidden-state volume a model uses is not a property the two share, so the "
             "ratio is shown, not graded; reach on a pretrained model (the GPU script's "
-            "SmolLM2-135M run) gives a comparable row")
+            "SmolLM2-135M-Instruct run) gives a comparable row")
     inside = is_finite(ours) and low <= ours <= high
     return Verdict(
         claim, measured, "agrees" if inside else "does not agree",
