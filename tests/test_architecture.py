@@ -64,7 +64,7 @@ def test_import_linter_contracts_are_kept():
 #: models (which imports only typing, so that ``--help`` can list them without torch) and
 #: the stop signals (the standard library only)
 _BASE_HOMES = ("intrinsic_rank._validation", "intrinsic_rank._packaged_models",
-               "intrinsic_rank._interrupts")
+               "intrinsic_rank._interrupts", "intrinsic_rank._lazy")
 
 
 def _private(part):

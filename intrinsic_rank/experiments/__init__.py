@@ -33,7 +33,7 @@ and every function, class and constant of the papers, the runner and
 so the command line builds its parser, and every ``--help``, without torch.
 """
 
-import importlib
+from .._lazy import lazy_names
 
 from . import entropic, min_ip, reachability, runner
 from .runner import (
@@ -94,7 +94,7 @@ _LAZY = {
 }
 """Where each name that loads on first use lives."""
 
-_HOME = {name: package for package, names in _LAZY.items() for name in names}
+_HOME, __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
     "AUTO_LENGTHS",
@@ -178,16 +178,3 @@ __all__ = [
     "write_report",
 ]
 
-
-def __getattr__(name):
-    package = _HOME.get(name)
-    if package is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{package}" if not package.startswith(".")
-                                            else package, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__) | set(_HOME))

@@ -24,7 +24,7 @@ module, loaded when it runs), and the public names of the modules, each loaded
 on first use (Scientific Python's SPEC 1).
 """
 
-import importlib
+from ..._lazy import lazy_names
 
 from ..._packaged_models import model_option_help
 from ..runner import (
@@ -438,21 +438,9 @@ _LAZY = {
 }
 """Each module and the public names it gives this package."""
 
-_HOME = {name: module for module, names in _LAZY.items() for name in names}
+_HOME, __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = sorted(["APPENDIX", "CORPORA", "CORPUS_RANKS", "DISTILL_MARGIN", "FRONTIER",
                   "HEAD_RANKS", "HEAD_RANK_TRAINING", "HEAD_RANK_WINDOWS", "LADDER",
                   "PROFILE", "REPORT", "SWEEP", "TOLERANCES", *_HOME])
 
-
-def __getattr__(name):
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))

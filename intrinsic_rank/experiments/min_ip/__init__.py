@@ -15,7 +15,7 @@ module, loaded when it runs), and the public names of the modules, each loaded
 on first use (Scientific Python's SPEC 1).
 """
 
-import importlib
+from ..._lazy import lazy_names
 
 from ..runner import MAX_EPOCHS, Experiment, Option, bounded_int, parse_ranks
 
@@ -146,19 +146,7 @@ _LAZY = {
 }
 """Each module and the public names it gives this package."""
 
-_HOME = {name: module for module, names in _LAZY.items() for name in names}
+_HOME, __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = sorted(["MIN_IP", "MIN_IP_LAW", "OOD_SETTINGS", "REPORT", *_HOME])
 
-
-def __getattr__(name):
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))

@@ -32,7 +32,7 @@ package; the others load on first use of one of their names, so that declaring
 an experiment and building ``--help`` import no numpy or torch.
 """
 
-import importlib
+from ..._lazy import lazy_names
 
 from ._arguments import (
     MAX_EPOCHS,
@@ -72,7 +72,7 @@ _LAZY = {
 }
 """The names of the modules that load on first use (numpy, matplotlib, joblib, torch)."""
 
-_HOME = {name: module for module, names in _LAZY.items() for name in names}
+_HOME, __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = sorted([
     "EXPERIMENTS",
@@ -98,15 +98,3 @@ __all__ = sorted([
     *_HOME,
 ])
 
-
-def __getattr__(name):
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
