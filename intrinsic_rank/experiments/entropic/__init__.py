@@ -431,8 +431,8 @@ _LAZY = {
     "_real_heads": ("HEAD_TYPES", "head_rank_map", "select_heads"),
     "_plants": ("plant_query",),
     "_impose_ranks": ("ALLOCATIONS", "impose_ranks"),
-    "_head_ranks": ("head_rank_findings", "plot_head_rank_curves", "plot_head_rank_map",
-                    "plot_impose"),
+    "_head_ranks": ("head_rank_findings",),
+    "_head_rank_plots": ("plot_head_rank_curves", "plot_head_rank_map", "plot_impose"),
     "_trajectory": ("TRAJECTORY_COLUMNS", "kernel_rank_trajectory",
                     "plot_kernel_rank_trajectory"),
 }

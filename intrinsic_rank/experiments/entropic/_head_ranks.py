@@ -20,24 +20,19 @@ from ..runner import (
     Verdict,
     jsonable,
     number_text,
-    pyplot,
-    save_figure,
     save_plot,
     write_csv,
 )
 from ._head_measure import check_tolerances
+from ._head_records import FINDINGS_TOL, findings_tol, model_name, unplanted
 from ._plants import SHARPNESS
 from ._real_heads import head_name
 
 __all__ = ["ALPHA", "FINDINGS_TOL", "PLANT_RECOVERY", "SCORES", "findings_tol",
-           "head_rank_findings",
-           "plot_head_rank_curves", "plot_head_rank_map", "plot_impose"]
+           "head_rank_findings", "planted_recovery", "spearman_interval"]
 
 ALPHA = 0.05
 """The level of every test of :func:`head_rank_findings` (95 % intervals)."""
-
-FINDINGS_TOL = 0.05
-"""The tolerance whose ``r*_attn`` the findings test (fixed before the run)."""
 
 PLANT_RECOVERY = 0.9
 """The share of plantable heads whose planted rank must be found, at every planted rank."""
@@ -49,30 +44,6 @@ mass, its static kernel's and realised attention's energy ranks."""
 
 
 # -- what the measurements answer ---------------------------------------------------
-
-
-def _title(config):
-    """The model's exact name (the packaged model's title, or what was given)."""
-    from ..._packaged_models import model_title
-
-    return config.get("model_title") or model_title(config["model"])
-
-
-def findings_tol(tolerances):
-    """The tolerance the findings and the map's figure read: ``FINDINGS_TOL`` when measured,
-    else the middle one of ``tolerances``.
-
-    Examples
-    --------
-    >>> findings_tol([0.01, 0.05, 0.2]), findings_tol([0.02, 0.1, 0.3])
-    (0.05, 0.1)
-    """
-    tolerances = sorted(tolerances)
-    return FINDINGS_TOL if FINDINGS_TOL in tolerances else tolerances[len(tolerances) // 2]
-
-
-def _unplanted(records):
-    return [r for r in records if r.get("planted_rank") is None and r.get("r_star")]
 
 
 def _rank_at(record, tol):
@@ -214,7 +185,7 @@ def head_rank_findings(records, tol=None):
     >>> [f["answer"] for f in head_rank_findings(recs)][:2]
     ['yes', 'yes']
     """
-    records = _unplanted(records)
+    records = unplanted(records)
     if not records:
         return []
     tol = findings_tol(records[0]["tolerances"]) if tol is None else tol
@@ -287,7 +258,7 @@ def _plant_verdict(result):
     return [Verdict(
         "deficiency and achievability inside the attention class: below a planted query "
         "rank k a student keeps an excess risk, at k it reaches the floor",
-        f"{_title(cfg)}: {measured}", verdict,
+        f"{model_name(cfg)}: {measured}", verdict,
         f"agrees when at every planted rank at least {PLANT_RECOVERY:.0%} of the plantable "
         f"heads read r*_attn({cfg['plant_tol']:g}) = k, does not agree when no rank does, "
         "partly otherwise; a plant is sharp when its own best rank-(k-1) truncation leaves "
@@ -311,7 +282,7 @@ def _verdicts(result):
 def _summary_rows(result):
     """Per corpus and tolerance: the distribution of r*_attn over the heads."""
     rows = []
-    records = _unplanted(result["records"])
+    records = unplanted(result["records"])
     for corpus in result["config"]["corpora"]:
         here = [r for r in records if r["corpus"] == corpus]
         if not here:
@@ -351,7 +322,7 @@ def _tables(result):
     summary = _summary_rows(result)
     if summary:
         heads = len({(r["layer"], r["head"]) for r in result["records"]})
-        tables.append((f"{_title(cfg)}: r*_attn over {heads} "
+        tables.append((f"{model_name(cfg)}: r*_attn over {heads} "
                        "heads (held-out MSE / pooled variance of Y <= tol; 'reached': below "
                        "the head width; 'lowered': heads where distillation beat the "
                        "training-free answer)", summary, _SUMMARY_COLUMNS))
@@ -396,162 +367,12 @@ def _extra_files(result, folder):
     return ["head_ranks.csv"]
 
 
-def _grid(result, tol):
-    cfg = result["config"]
-    grid = np.full((cfg["n_layers"], cfg["n_heads"]), np.nan)
-    missed = np.zeros_like(grid, dtype=bool)
-    for r in _unplanted(result["records"]):
-        if r["corpus"] != cfg["corpora"][0]:
-            continue
-        value = r["r_star"][r["tolerances"].index(tol)]
-        grid[r["layer"], r["head"]] = r["width"] if value is None else value
-        missed[r["layer"], r["head"]] = value is None
-    return grid, missed
-
-
-def plot_head_rank_map(result, path=None, tol=None):
-    """The map: ``r*_attn(tol)`` of every head, layer by head, on the first corpus.
-
-    Parameters
-    ----------
-    result : Bunch or dict
-        The experiment's result (or :func:`~intrinsic_rank.experiments.head_rank_map`'s).
-    path : str or None
-    tol : float or None, default=None
-        One of the measured tolerances; ``None``: ``findings_tol`` of them.
-
-    Returns
-    -------
-    figure : matplotlib.figure.Figure
-    """
-    plt = pyplot()
-    cfg = result["config"]
-    tol = findings_tol(cfg["tolerances"]) if tol is None else tol
-    grid, missed = _grid(result, tol)
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 + 0.45 * cfg["n_heads"]),
-                                    max(3.2, 1.2 + 0.22 * cfg["n_layers"])))
-    image = ax.imshow(np.log2(grid), aspect="auto", cmap="viridis", vmin=0,
-                      vmax=math.log2(cfg["width"]))
-    for layer, head in zip(*np.nonzero(missed)):
-        ax.text(head, layer, ">", ha="center", va="center", color="white", fontsize=7)
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
-    ax.set_xticks(range(cfg["n_heads"]))
-    ax.set_yticks(range(0, cfg["n_layers"], max(1, math.ceil(cfg["n_layers"] / 32))))
-    bar = fig.colorbar(image, ax=ax)
-    ticks = [t for t in range(int(math.log2(cfg["width"])) + 1)]
-    bar.set_ticks(ticks, labels=[str(2 ** t) for t in ticks])
-    bar.set_label(f"r*_attn({tol:g}); '>': above {cfg['width'] - 1}")
-    ax.set_title(f"{_title(cfg)}: r*_attn per head ({cfg['corpora'][0]})",
-                 fontsize=9)
-    fig.tight_layout()
-    return save_figure(fig, path)
-
-
-def _training_gains(records, width):
-    """Per rank trained on at least a tenth of the heads: its heads' start / trained risk."""
-    gains = {}
-    for r in records:
-        for rank, entry in r.get("trained", {}).items():
-            if entry["risk"] > 0:
-                gains.setdefault(int(rank), []).append(entry["start"] / entry["risk"])
-    return {rank: values for rank, values in sorted(gains.items())
-            if len(values) >= max(1, len(records) // 10) and rank < width}
-
-
-def plot_head_rank_curves(result, path=None):
-    """The training-free curve of every head, and what distillation gained on it.
-
-    Left: the held-out relative risk of each head's data-aware truncation against
-    the rank (median over heads, and the 10-90 % band), on the first corpus, with
-    the tolerances. Right: at each rank distilled on at least a tenth of the heads,
-    the factor by which training lowered the risk of those heads (their start's risk
-    over their best trained risk; median and 10-90 %).
-
-    Parameters
-    ----------
-    result : Bunch or dict
-    path : str or None
-
-    Returns
-    -------
-    figure : matplotlib.figure.Figure
-    """
-    plt = pyplot()
-    cfg = result["config"]
-    here = [r for r in _unplanted(result["records"]) if r["corpus"] == cfg["corpora"][0]]
-    fig, (ax, right) = plt.subplots(1, 2, figsize=(9.0, 3.8))
-    ranks = np.arange(1, cfg["width"])
-    curves = np.array([np.maximum(r["free_risks"][:-1], 1e-6) for r in here])
-    if len(curves):
-        ax.fill_between(ranks, np.quantile(curves, 0.1, axis=0),
-                        np.quantile(curves, 0.9, axis=0), color="C1", alpha=0.25, lw=0)
-        ax.plot(ranks, np.median(curves, axis=0), color="C1")
-    for tol in cfg["tolerances"]:
-        ax.axhline(tol, color="grey", lw=0.6, ls=":")
-    gains = _training_gains(here, cfg["width"])
-    if gains:
-        at = list(gains)
-        right.fill_between(at, [np.quantile(gains[r], 0.1) for r in at],
-                           [np.quantile(gains[r], 0.9) for r in at], color="C0", alpha=0.25,
-                           lw=0)
-        right.plot(at, [np.median(gains[r]) for r in at], color="C0", marker="o", ms=3)
-    right.axhline(1.0, color="grey", lw=0.6)
-    ticks = [2 ** i for i in range(int(math.log2(cfg["width"])) + 1) if 2 ** i < cfg["width"]]
-    for axis in (ax, right):
-        axis.set_xscale("log", base=2)
-        axis.set_xticks(ticks, [str(t) for t in ticks])
-        axis.minorticks_off()
-        axis.set_xlabel("query rank r")
-    ax.set_yscale("log")
-    ax.set_ylabel("held-out MSE / variance of Y")
-    ax.set_title(f"training-free: {len(here)} heads, {cfg['corpora'][0]} (median, 10-90 %; "
-                 "dotted: tolerances)", fontsize=8)
-    right.set_ylabel("start's risk / trained risk")
-    right.set_title("what distillation gained (heads trained at that rank)", fontsize=8)
-    fig.suptitle(_title(cfg), fontsize=9)
-    fig.tight_layout()
-    return save_figure(fig, path)
-
-
-def plot_impose(result, path=None):
-    """Held-out loss against the share of the total query rank kept, per allocation.
-
-    Parameters
-    ----------
-    result : Bunch or dict
-        The experiment's result (its ``impose`` entry).
-    path : str or None
-
-    Returns
-    -------
-    figure : matplotlib.figure.Figure
-    """
-    plt = pyplot()
-    impose = result["impose"]
-    fig, ax = plt.subplots(figsize=(5.6, 3.8))
-    for kind, marker in (("r*_attn", "o"), ("training-free", "s"), ("uniform", "^"),
-                         ("query energy", "v"), ("half", "x")):
-        rows = sorted((r for r in impose["rows"] if r["allocation"] == kind),
-                      key=lambda r: r["rank_share"])
-        ax.plot([100 * r["rank_share"] for r in rows], [r["loss"] for r in rows],
-                marker=marker, ms=4, lw=1, ls="" if kind == "half" else "-", label=kind)
-    ax.axhline(impose["unedited"], color="black", lw=1, label="unedited")
-    ax.axhline(impose["unedited"] * 1.01, color="black", lw=0.6, ls="--", label="+1 %")
-    ax.axvline(50, color="grey", lw=0.6, ls=":")
-    ax.set_xlabel("total query rank kept (% of all heads' widths)")
-    ax.set_ylabel("held-out next-token loss (nats)")
-    ax.legend(fontsize=7, frameon=False)
-    ax.set_title(f"{_title(result['config'])}: ranks imposed on every head, "
-                 f"{impose['corpus']} test documents", fontsize=8)
-    fig.tight_layout()
-    return save_figure(fig, path)
-
-
 def _plot(result, folder):
-    if "missing" in result or not _unplanted(result["records"]):
+    if "missing" in result or not unplanted(result["records"]):
         return []
     from sklearn.utils import Bunch
+
+    from ._head_rank_plots import plot_head_rank_curves, plot_head_rank_map, plot_impose
 
     result = Bunch(**result)
     files = [save_plot(plot_head_rank_map(result), folder, "head_ranks.png"),
@@ -599,10 +420,10 @@ def _run(settings, *, random_state, progress, device):
 
 def _summary(result):
     if "missing" in result:
-        return [f"head ranks of {_title(result['config'])}: missing ({result['missing']})"]
+        return [f"head ranks of {model_name(result['config'])}: missing ({result['missing']})"]
     cfg = result["config"]
     heads = len({(r["layer"], r["head"]) for r in result["records"]})
-    lines = [f"r*_attn of {heads} heads of {_title(cfg)} on {', '.join(cfg['corpora'])} "
+    lines = [f"r*_attn of {heads} heads of {model_name(cfg)} on {', '.join(cfg['corpora'])} "
              f"({cfg['n_fit']} training and {cfg['n_heldout']} held-out windows of "
              f"{cfg['length']} tokens, split by document)"]
     for f in result["findings"]:
