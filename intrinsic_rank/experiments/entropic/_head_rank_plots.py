@@ -60,7 +60,7 @@ def plot_head_rank_map(result, path=None, tol=None):
     ticks = [t for t in range(int(math.log2(cfg["width"])) + 1)]
     bar.set_ticks(ticks, labels=[str(2 ** t) for t in ticks])
     bar.set_label(f"r*_attn({tol:g}); '>': above {cfg['width'] - 1}")
-    ax.setmodel_name(f"{model_name(cfg)}: r*_attn per head ({cfg['corpora'][0]})",
+    ax.set_title(f"{model_name(cfg)}: r*_attn per head ({cfg['corpora'][0]})",
                  fontsize=9)
     fig.tight_layout()
     return save_figure(fig, path)
@@ -123,10 +123,10 @@ def plot_head_rank_curves(result, path=None):
         axis.set_xlabel("query rank r")
     ax.set_yscale("log")
     ax.set_ylabel("held-out MSE / variance of Y")
-    ax.setmodel_name(f"training-free: {len(here)} heads, {cfg['corpora'][0]} (median, 10-90 %; "
+    ax.set_title(f"training-free: {len(here)} heads, {cfg['corpora'][0]} (median, 10-90 %; "
                  "dotted: tolerances)", fontsize=8)
     right.set_ylabel("start's risk / trained risk")
-    right.setmodel_name("what distillation gained (heads trained at that rank)", fontsize=8)
+    right.set_title("what distillation gained (heads trained at that rank)", fontsize=8)
     fig.suptitle(model_name(cfg), fontsize=9)
     fig.tight_layout()
     return save_figure(fig, path)
@@ -160,7 +160,7 @@ def plot_impose(result, path=None):
     ax.set_xlabel("total query rank kept (% of all heads' widths)")
     ax.set_ylabel("held-out next-token loss (nats)")
     ax.legend(fontsize=7, frameon=False)
-    ax.setmodel_name(f"{model_name(result['config'])}: ranks imposed on every head, "
+    ax.set_title(f"{model_name(result['config'])}: ranks imposed on every head, "
                  f"{impose['corpus']} test documents", fontsize=8)
     fig.tight_layout()
     return save_figure(fig, path)
