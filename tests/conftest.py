@@ -6,7 +6,7 @@ import torch
 
 
 def pytest_configure(config):
-    """Let Ctrl-C reach the run as in a terminal, whoever started it.
+    """Let Ctrl-C and SIGHUP reach the run as in a terminal, whoever started it.
 
     A process started in the background by a non-interactive shell (``cmd &`` in
     a script, ``nohup``) inherits SIGINT as ignored, and Python then installs no
@@ -16,6 +16,10 @@ def pytest_configure(config):
     """
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # ``nohup`` ignores SIGHUP for the run and every process it starts: the tests that send
+    # SIGHUP to a command in a subprocess expect its default action, as in a terminal
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _test_threads():
@@ -37,3 +41,19 @@ def _test_threads():
 @pytest.fixture(autouse=True, scope="session")
 def _torch_threads():
     torch.set_num_threads(_test_threads())
+
+
+_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def _default_stop_handlers():
+    """Each test starts from Python's own stop handlers, whatever an earlier test left
+    behind (a command run as the program keeps dropping stop signals after its run)."""
+    previous = {s: signal.getsignal(s) for s in _STOPS}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)

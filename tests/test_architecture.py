@@ -4,7 +4,8 @@
   private modules only inside their package, no cycles between siblings) are kept;
 * no private *name* is imported from another package (import-linter checks
   private modules, not ``from package import _name``);
-* the numpy rooms import and compute with torch blocked.
+* the numpy rooms import and compute with torch blocked: the one place the suite checks that
+  they are torch-free (CI also runs their doctests in an environment without torch).
 """
 
 import ast
@@ -95,19 +96,28 @@ def test_numpy_rooms_work_without_torch():
                     raise ImportError(f"{name} is blocked in this test")
 
         sys.meta_path.insert(0, Block())
+        import math
         import numpy as np
         import intrinsic_rank
-        from intrinsic_rank import bounds, datasets, metrics, operator_fit, spectral
+        from intrinsic_rank import bounds, codes, datasets, metrics, operator_fit, spectral
         X, Y, truth = datasets.make_fixed_operator_task(
             n_samples=64, seq_len=6, d=4, rank=2, noise=0.0, random_state=0,
             return_info=True)
         fit = operator_fit.fit_fixed_operator(X, Y, value_map=truth.value_map)
         print(spectral.numerical_rank(np.diag([3.0, 1.0, 0.0])),
               round(bounds.tail_energy([3.0, 1.0], 1), 6), fit.noise_aware_rank)
+        # one call into each numpy room the bounds refinements and metrics hold
+        print(bounds.precision_from_dtype("torch.float16") == 2 ** -10,
+              bounds.precision_for("paper") == 2 ** -10,
+              round(math.exp(bounds.cone_log_fraction(math.pi / 2, 3)), 6),
+              bounds.cell_proportions(np.array([0, 0, 1]), 3)["n_empty"],
+              codes.__name__, metrics.__name__)
+        bounds.hidden_state_geometry([[1.0, 2.0]])
         assert not BLOCKED & set(sys.modules), BLOCKED & set(sys.modules)
         """
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, env=dict(os.environ, PYTHONPATH=ROOT))
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split() == ["2", "1.0", "2"]
+    assert run.stdout.split() == ["2", "1.0", "2", "True", "True", "0.5", "1",
+                                  "intrinsic_rank.codes", "intrinsic_rank.metrics"]

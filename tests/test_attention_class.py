@@ -185,3 +185,32 @@ def test_the_warnings_of_a_given_floor_do_not_ask_for_it():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert sweep_warnings(_record(floor_reached=True, estimate_supported=True)) == []
+
+
+X_SHORT, Y_SHORT = make_attention_task("linear", n_samples=96, seq_len=3, d=4, rank=2, random_state=0)
+
+
+def test_a_grid_cut_to_the_chosen_class_limit_says_so():
+    with pytest.warns(UserWarning, match=r"rank_grid was cut to the rank limit \d of the "
+                                         r"chosen class \w+: ranks \d-8 left out") as caught:
+        est = AttentionRankEstimator(attention="auto", rank_grid=list(range(1, 9)),
+                                     max_epochs=3, random_state=0).fit(X_SHORT, Y_SHORT)
+    limit = {"fixed": 3}.get(est.attention_, 4)  # L = 3, d = 4
+    assert est.ranks_.tolist() == list(range(1, limit + 1))
+    cut = [str(w.message) for w in caught if "cut to the rank limit" in str(w.message)]
+    assert cut == [f"rank_grid was cut to the rank limit {limit} of the chosen class "
+                   f"{est.attention_}: ranks {limit + 1}-8 left out, ranks "
+                   f"{list(range(1, limit + 1))} trained (no rank above the limit can be "
+                   "trained; r* is at most the limit)"]
+    assert cut[0] in est.warnings_
+    record = dict(records=[{"rank": r} for r in (1, 2, 3, 4)], rank_=4, noise_floor_=1.0,
+                  excess_tol=0.01, reference_risk=0.5, floor_reached=False,
+                  attention="linear", config=dict(rank_grid=list(range(1, 21)),
+                                                  attention="auto"))
+    lines = sweep_warnings(record)
+    assert lines[0].startswith("--rank-grid was cut to the rank limit of the linear class: "
+                               "ranks 5-20 left out")
+    assert not any("widen --rank-grid" in line for line in lines)
+    record["records"].pop()  # a grid that stops below the limit: widening is advised
+    record["config"]["rank_grid"] = [1, 2, 3]
+    assert any("widen --rank-grid" in line for line in sweep_warnings(record))

@@ -13,11 +13,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
 from intrinsic_rank import AttentionRankEstimator, bounds
-from intrinsic_rank.datasets import (
-    attention_mixer,
-    make_attention_task,
-    make_fixed_operator_task,
-)
+from intrinsic_rank.datasets import attention_mixer, make_attention_task, make_fixed_operator_task
 
 
 def _teacher(kind, rank, d=8, seq_len=6, n=1200, seed=0, **kwargs):
@@ -109,7 +105,7 @@ def test_sweep_slot_equals_single_rank_student():
 # A few epochs on a small task: the estimator rightly warns that the fit has not reached
 # the floor the data allow, or that the students explain little of Y; the tests below
 # that train this briefly check other things, so they ignore those warnings (tests of
-# the warnings themselves are in test_faults_estimators.py).
+# the warnings themselves are in test_evidence.py and test_callbacks.py).
 _short_fit = pytest.mark.filterwarnings(
     "ignore:the estimated noise floor .* is not the floor:sklearn.exceptions.ConvergenceWarning",
     "ignore:the .* students do no better than a least-squares:UserWarning",

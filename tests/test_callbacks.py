@@ -6,10 +6,20 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from sklearn.exceptions import ConvergenceWarning
 from skorch.callbacks import Checkpoint, EarlyStopping, LRScheduler
 
-from intrinsic_rank import AttentionRankEstimator, EnergyEffectiveRank, ReachabilityEstimator
-from intrinsic_rank.datasets import make_attention_task, make_random_targets
+from intrinsic_rank import (
+    AttentionRankEstimator,
+    EnergyEffectiveRank,
+    ReachabilityEstimator,
+    TrainingDivergedError,
+)
+from intrinsic_rank.datasets import (
+    make_attention_task,
+    make_fixed_operator_task,
+    make_random_targets,
+)
 
 X, Y = make_attention_task("linear", n_samples=128, seq_len=4, d=5, rank=2, random_state=0)
 TARGETS = make_random_targets(3, 4, vocab_size=64, random_state=0)
@@ -120,3 +130,143 @@ def test_bad_callbacks_are_refused_by_name(callbacks):
     with pytest.raises(ValueError, match="AttentionRankEstimator: callbacks must be a list of "
                                          "skorch callbacks"):
         AttentionRankEstimator(**SWEEP, callbacks=callbacks).fit(X, Y)
+
+
+X_SHORT, Y_SHORT = make_attention_task("linear", n_samples=96, seq_len=3, d=4, rank=2, random_state=0)
+
+
+SHORT_FIT = dict(attention="linear", max_epochs=3, random_state=0)
+
+
+def _quiet(est, X, Y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return est.fit(X, Y)
+
+
+X_TASK, Y_TASK, TASK_INFO = make_attention_task("linear", n_samples=256, seq_len=4, d=5, rank=2,
+                                                random_state=0, return_info=True)
+
+
+QUICK_FIT = dict(attention="linear", max_epochs=4, random_state=0)
+
+
+class _FakeNet:
+    """The two things ``warn_if_loss_never_fell`` reads: the history and the initial loss."""
+
+    def __init__(self, initial, final):
+        from skorch.history import History
+
+        from intrinsic_rank.estimators._callbacks import DivergenceCheck
+
+        check = DivergenceCheck()
+        check.initial_loss_ = list(initial)
+        self.callbacks_ = [("divergence", check)]
+        self.history = History()
+        for _ in range(2):
+            self.history.new_epoch()
+            self.history.record("train_loss_per_rank", list(final))
+        self.module_ = type("M", (), {"ranks": tuple(range(1, len(final) + 1))})()
+
+
+X_FEW, Y_FEW = make_attention_task("linear", n_samples=60, seq_len=4, d=5, rank=2, random_state=0)
+
+
+FEW_EPOCHS = dict(max_epochs=2, random_state=0)
+
+
+def _fit_few(X_, Y_, **params):
+    return AttentionRankEstimator(**{**FEW_EPOCHS, **params}).fit(X_, Y_)
+
+
+def test_early_stopping_with_its_defaults_works_on_all_three_estimators():
+    from skorch.callbacks import EarlyStopping
+
+    # a learning rate so small that the training loss stops improving by skorch's 1e-4
+    stop = EarlyStopping()
+    est = _quiet(AttentionRankEstimator(**{**SHORT_FIT, "max_epochs": 200}, rank=2, lr=1e-8,
+                                        callbacks=[stop]), X_SHORT, Y_SHORT)
+    assert len(est.history_) < 200 and stop.monitor == "valid_loss"  # the user's untouched
+    sweep = _quiet(AttentionRankEstimator(**{**SHORT_FIT, "max_epochs": 200}, rank_grid=[1, 2],
+                                          lr=1e-8, callbacks=[("stop", EarlyStopping())]), X_SHORT, Y_SHORT)
+    assert len(sweep.history_) < 200
+    energy = _quiet(EnergyEffectiveRank(attention="linear", callbacks=[EarlyStopping()],
+                                        student=AttentionRankEstimator(attention="linear",
+                                                                       max_epochs=200, lr=1e-8)),
+                    X_SHORT, Y_SHORT)
+    assert len(energy.student_.history_) < 200
+    ids = np.random.default_rng(0).integers(0, 64, size=(2, 4))
+    reach = _quiet(ReachabilityEstimator(model="default", max_epochs=200, lr=1e-8,
+                                         callbacks=[EarlyStopping()]), ids, None)
+    assert len(reach.history_) < 200
+
+
+def test_a_monitor_nothing_records_names_the_recorded_keys():
+    from skorch.callbacks import EarlyStopping
+
+    with pytest.raises(ValueError, match=r"monitors 'heldout', which this estimator's history "
+                                         r"does not record .*train_loss"):
+        AttentionRankEstimator(**SHORT_FIT, rank=2, callbacks=[EarlyStopping(monitor="heldout")]
+                               ).fit(X_SHORT, Y_SHORT)
+
+
+def test_finite_blow_up_raises_training_diverged_error():
+    Xf, Yf = make_fixed_operator_task(n_samples=128, seq_len=6, d=4, rank=2, random_state=0)
+    with pytest.raises(TrainingDivergedError, match=r"more than 1e\+06 times the mean square"):
+        AttentionRankEstimator(attention="fixed", lr=1e4, max_epochs=20,
+                               random_state=0).fit(Xf, Yf)
+
+
+def test_a_huge_initialisation_is_divergence_from_the_start():
+    with pytest.raises(TrainingDivergedError, match="at initialisation.*lower lr or init_scale"):
+        AttentionRankEstimator(**QUICK_FIT, init_scale=1e6).fit(X_TASK, Y_TASK)
+    with pytest.raises(TrainingDivergedError, match="at initialisation"):
+        AttentionRankEstimator(attention="fixed", init_scale=1e5, max_epochs=3,
+                               random_state=0).fit(X_TASK, Y_TASK)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_loss_that_never_falls_warns(threads):
+    # at lr=1e-12 the last epoch's mean batch loss equals the initial full-data loss
+    # up to float rounding, which differs with the thread count and the batch order:
+    # the rule must warn whichever way the rounding goes
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        est = AttentionRankEstimator(**{**QUICK_FIT, "lr": 1e-12})
+        with pytest.warns(ConvergenceWarning, match="loss never fell below its initial value"):
+            est.fit(X_TASK, Y_TASK)
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("relative_fall, warned", [
+    (-1e-6, True),   # rounding pushed the end above the start
+    (0.0, True),
+    (1e-6, True),    # rounding pushed it below: still nothing learned
+    (0.5e-5, True),  # below the tolerance of 1e-5
+    (2e-5, False),   # above it
+    (0.5, False),
+])
+def test_loss_fall_rule_uses_a_relative_tolerance(relative_fall, warned):
+    from intrinsic_rank.estimators._callbacks import LOSS_FALL_RTOL, warn_if_loss_never_fell
+
+    assert LOSS_FALL_RTOL == 1e-5
+    net = _FakeNet([2.0], [2.0 * (1 - relative_fall)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ranks = warn_if_loss_never_fell(net)
+    assert ranks == ([1] if warned else [])
+    assert any(issubclass(w.category, ConvergenceWarning) for w in caught) == warned
+
+
+def test_default_training_does_not_warn_about_the_loss():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        AttentionRankEstimator(**QUICK_FIT).fit(X_TASK, Y_TASK)
+
+
+def test_divergent_training_stops_with_a_clear_error():
+    with pytest.raises(TrainingDivergedError, match=r"training diverged at epoch \d+: the loss of rank\(s\) \[2\] is not finite"):
+        _fit_few(X_FEW, Y_FEW, attention="linear", rank=2, lr=1e8, max_epochs=5)
+    assert issubclass(TrainingDivergedError, FloatingPointError)

@@ -18,9 +18,8 @@ import os
 
 import numpy as np
 import pytest
-from sklearn.utils.estimator_checks import parametrize_with_checks
-
 from sklearn.base import BaseEstimator
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import intrinsic_rank.estimators as estimators_module
 from intrinsic_rank import AttentionRankEstimator
@@ -103,7 +102,7 @@ def test_every_estimator_has_cheap_settings():
 # sequences): the estimator then rightly warns that its estimated noise floor is not the
 # floor and that the selected student explains almost none of Y. Those warnings are not
 # what these tests check (the API is), so these tests alone ignore them; the tests of the
-# warnings themselves are in test_faults_estimators.py.
+# warnings themselves are in test_evidence.py and test_callbacks.py.
 _CHEAP_FIT_WARNINGS = [
     pytest.mark.filterwarnings("ignore:the estimated noise floor .* is not the floor"
                                ":sklearn.exceptions.ConvergenceWarning"),

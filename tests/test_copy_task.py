@@ -1,11 +1,15 @@
 """The copy task's length cliff (the reachability paper: copying fails abruptly past a length)."""
 
+
 import numpy as np
 import pytest
 import torch
 
+from intrinsic_rank import cli
+from intrinsic_rank.cli import main
 from intrinsic_rank.datasets import make_copy_task
 from intrinsic_rank.experiments import (
+    EXPERIMENTS,
     copy_length_cliff,
     default_copy_lengths,
     greedy_copy,
@@ -162,3 +166,18 @@ def test_full_setting_fails_abruptly_past_length_50():
         if rec["length"] >= 100:
             assert rec["exact_match"] <= 0.1, rec
     assert 50 <= result.cliff["midpoint"] <= 55 and result.cliff["scale"] < 1.0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--eval-max", "5000"], "argument --eval-max: must be an integer in [1, 1023]; got 5000"),
+    (["--train-max", "400"], "--train-max: a string of 1200 tokens needs a context of "
+                             "2 x 1200 + 2 = 2402 positions, more than the copy model's 2048"),
+    (["--train-max", "100", "--eval-max", "1023"], None),
+])
+def test_copy_lengths_are_bounded_by_the_context(tmp_path, capsys, argv, message):
+    if message is None:  # 2 x 1023 + 2 = 2048 fits: the check passes
+        copy = EXPERIMENTS["copy"]
+        copy.validate(copy.settings(cli._build_parser().parse_args(["copy", *argv])))
+        return
+    assert main(["copy", *argv, "--out", str(tmp_path), "--quiet"]) == 2
+    assert message in capsys.readouterr().err

@@ -1,9 +1,11 @@
 import json
 
+import numpy as np
 import pytest
 
+from intrinsic_rank import AttentionRankEstimator
 from intrinsic_rank.cli import main
-from intrinsic_rank.experiments import interpolation_ladder
+from intrinsic_rank.experiments import EXPERIMENTS, fit_seeds, interpolation_ladder
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +134,28 @@ def test_frontier_plot_has_one_legend_off_the_panels():
     # estimators that agree are drawn side by side, not on top of each other
     xs = {line.get_label(): tuple(line.get_xdata()) for line in panels[0].get_lines()}
     assert xs["numerical rank (noise-aware)"] != xs["energy effective rank"]
+
+
+def test_fit_seeds_checks_n_jobs():
+    with pytest.raises(ValueError, match="n_jobs must be None or a non-zero integer"):
+        fit_seeds(AttentionRankEstimator(), np.zeros((4, 2, 2)), np.zeros(4), n_jobs="x")
+
+
+def test_warnings_of_worker_processes_reach_the_caller():
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 3)), np.arange(40) % 2
+    with pytest.warns(ConvergenceWarning):
+        fit_seeds(LogisticRegression(max_iter=1, solver="saga"), X, y, seeds=[0, 1],
+                  n_jobs=2, threads_per_job=1)
+
+
+def test_frontier_says_the_dash_it_prints():
+    experiment = EXPERIMENTS["frontier"]
+    cfg = dict(d=16, seq_len=8, n_samples=64, noise=0.1, kernel_scale=2.0, teachers=[])
+    (header, *_) = experiment.summary(dict(config=cfg, records=[], seconds=1.0))
+    assert "– = not applicable" in header and "nan" not in header
+    (caption, *_), = experiment.tables(dict(records=[]))
+    assert "–: not applicable" in caption

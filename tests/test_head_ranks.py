@@ -16,6 +16,8 @@ import torch
 
 from intrinsic_rank.experiments import EXPERIMENTS, Verdict
 from intrinsic_rank.experiments.entropic import (
+    _head_measure,
+    _real_heads,
     head_rank_findings,
     head_rank_map,
     impose_ranks,
@@ -23,7 +25,6 @@ from intrinsic_rank.experiments.entropic import (
     plant_query,
     select_heads,
 )
-from intrinsic_rank.experiments.entropic import _head_measure, _real_heads
 from intrinsic_rank.experiments.entropic._head_ranks import (
     planted_recovery,
     spearman_interval,
@@ -509,7 +510,7 @@ def test_bad_options_are_one_line(tmp_path, capsys, argv, message):
 def test_the_declared_defaults_are_the_functions_defaults():
     import inspect
 
-    from intrinsic_rank.experiments.entropic import HEAD_RANKS, HEAD_RANK_TRAINING, TOLERANCES
+    from intrinsic_rank.experiments.entropic import HEAD_RANK_TRAINING, HEAD_RANKS, TOLERANCES
 
     full = HEAD_RANKS.full
     map_defaults = inspect.signature(head_rank_map).parameters

@@ -14,10 +14,10 @@ from intrinsic_rank.cli import main
 from intrinsic_rank.experiments import EXPERIMENTS, REPORT_ORDER
 from intrinsic_rank.experiments.reachability import (
     LM_GEOMETRY,
+    _lm_geometry,
     cell_share_facts,
     lm_reachability_geometry,
 )
-from intrinsic_rank.experiments.reachability import _lm_geometry
 
 
 @pytest.fixture(scope="module")

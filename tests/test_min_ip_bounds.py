@@ -1,6 +1,7 @@
 """Theory bounds of the Min-IP paper: transcript, approximate identity, witness rank."""
 
 import itertools
+import math
 from collections import deque
 
 import numpy as np
@@ -134,10 +135,21 @@ def test_witness_certificate_checked_independently(gap):
 
 def test_witness_bound_default_suite_and_sampled_triples():
     _, _, info = make_min_ip_witness_suite(random_state=0, return_info=True)
-    full = bounds.witness_feature_rank_bound(info.codewords)
+    full, cert = bounds.witness_feature_rank_bound(info.codewords, return_info=True)
     sampled = bounds.witness_feature_rank_bound(info.codewords, triples=info.triples)
-    # Full family of the 400-word code, ratio 2 (value recorded for the report).
-    assert full == pytest.approx(27.94132346629881)
+    # The full family of the 400-word code at ratio 2, from the definition: the chosen
+    # pairs (q_i, z_i) dominate each other through chains of k_ij = (<q_i, z_j> -
+    # <q_i, z_i>) / gap >= 1 witnesses, and r >= n^2 / (n + sum_{i != j} 2^(-2 k_ij)).
+    code = np.asarray(info.codewords, dtype=np.int64)
+    q, z = code[cert.queries], code[cert.candidates]
+    overlaps = q @ z.T
+    steps = (overlaps - np.diag(overlaps)[:, None]) // cert.gap
+    n = len(q)
+    assert n == cert.n_pairs and np.array_equal(steps, cert.steps)
+    assert (steps[~np.eye(n, dtype=bool)] >= 1).all()
+    off = 2.0 ** (-2.0 * steps[~np.eye(n, dtype=bool)])
+    assert full == pytest.approx(n**2 / (n + off.sum()), rel=1e-12)
+    assert math.ceil(full) == 28  # the docstring's "r >= 28"
     assert 1.0 <= sampled < full
     assert bounds.witness_feature_rank_bound(info.codewords, ratio=1.5) < full
 

@@ -26,7 +26,6 @@ from intrinsic_rank.experiments.min_ip import _transition as min_ip_module
 from intrinsic_rank.metrics import exact_sequence_error
 from intrinsic_rank.nn import KernelAttentionStudent, NormalizedKernelHead
 
-
 # ------------------------------------------------------------ the witness family
 
 
@@ -272,3 +271,13 @@ def test_full_phase_transition_as_measured():
     assert by[(3, "kernel", 1)]["error_mean"] > by[(3, "kernel", 2)]["error_mean"] > (
         by[(3, "kernel", 16)]["error_mean"])
     assert result.transition[3] is not None and 2 < result.transition[3] <= 16
+
+
+def test_min_ip_reports_its_fits_through_steps_not_prints(capsys):
+    from intrinsic_rank.experiments import min_ip_phase_transition
+
+    min_ip_phase_transition(rank_grid=[1, 2], n_seeds=1, n_bits=12, n_codewords=8, min_gap=3,
+                            max_epochs=2, hidden=8, progress=True)
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no line per fit on stdout; the bar is off a terminal
+    assert "seed 0 length" not in captured.err

@@ -1,5 +1,6 @@
 """The exhaustive Min-IP rank law: triples, feature maps, constructions, the experiment."""
 
+import argparse
 import math
 from collections import Counter
 
@@ -9,6 +10,7 @@ import torch
 
 from intrinsic_rank.datasets import (
     exhaustive_triples_bytes,
+    make_attention_task,
     make_min_ip,
     min_ip_exhaustive_triples,
 )
@@ -200,3 +202,90 @@ def test_kernel_student_feature_maps():
         assert torch.linalg.matrix_rank(kernel[0].double(), rtol=1e-4) <= 1
     with pytest.raises(ValueError, match="unknown feature_map 'cosine'"):
         KernelAttentionStudent(d=4, d_out=1, ranks=[1], feature_map="cosine")
+
+
+class _Refusing(argparse.ArgumentParser):
+    def error(self, message):
+        raise ValueError(message)
+
+
+def _min_ip_law(*argv):
+    experiment = EXPERIMENTS["min-ip-law"]
+    parser = _Refusing()
+    experiment.add_arguments(parser)
+    settings = experiment.settings(parser.parse_args(list(argv)))
+    experiment.validate(settings)
+    return settings
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("data")
+    X, Y = make_attention_task("linear", n_samples=600, seq_len=4, d=6, rank=2,
+                               random_state=0)
+    np.savez(folder / "task.npz", X=X, Y=Y)
+    np.save(folder / "X.npy", X)
+    np.save(folder / "Y.npy", Y)
+    return folder
+
+
+def _law_result(dense_errors):
+    def row(task, fmap, m, r, full):
+        return dict(task=task, feature_map=fmap, n_heads=1, m=m, r_needed=r, r_needed_01=r,
+                    total_rank=r, construction_rank=2 ** m, lower_bound=float("nan"),
+                    best_error=min(full), errors_at_needed=[0.0], errors_below_needed=[0.5] * 4,
+                    errors_at_full=full, flagged=sum(e > 0 for e in full),
+                    unconverged=sum(e > 0 for e in full))
+
+    law = [row("length3", "exp", m, 2 ** (m - 2), [0.0] * 4) for m in (2, 3, 4)]
+    law += [row("dense", "dense", m, m, dense_errors if m == 2 else [0.0] * 4)
+            for m in (2, 3, 4)]
+    fits = [dict(task=t, feature_map=f, n_heads=1, slope=0.5, slope_se=0.1, intercept=-1.0,
+                 n_points=3, n_dropped=0) for t, f in (("dense", "dense"), ("length3", "exp"))]
+    return dict(law=law, fits=fits, records=[], config=dict(n_seeds=4), seconds=1.0)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--epochs", "0"], "--epochs"),
+    (["--n-seeds", "0"], "--n-seeds"),
+    (["--bits", "2", "2", "3"], "--bits: 2 is given twice"),
+    (["--heads", "1", "1"], "--heads: 1 is given twice"),
+    (["--feature-maps", "exp", "relu", "--map-bits", "9"], "--map-bits"),
+    (["--bits", "2", "3", "--feature-maps", "exp", "relu", "--map-bits", "4"],
+     "--map-bits: 4 is not among --bits"),
+    (["--bits", "2", "--heads", "100"], "--heads: 100 heads need at least 100 features"),
+    (["--bits", "9"], "--bits"),
+])
+def test_min_ip_law_options_are_checked_before_work(argv, message):
+    with pytest.raises(ValueError, match=message):
+        _min_ip_law(*argv)
+
+
+def test_min_ip_law_epochs_are_honoured():
+    assert _min_ip_law("--epochs", "7")["max_steps"] == 7
+
+
+def test_min_ip_law_tables_fit_100_columns_without_list_cells():
+    from intrinsic_rank.experiments import format_table
+
+    experiment = EXPERIMENTS["min-ip-law"]
+    result = _law_result([0.0, 0.406, 0.0, 0.0])
+    for _caption, records, columns, *_ in experiment.tables(result):
+        assert all(not isinstance(rec[c], list) for rec in records for c in columns)
+        text = format_table(records, columns)
+        assert max(len(line) for line in text.splitlines()) <= 100, text
+
+
+@pytest.mark.parametrize("dense_errors, says", [
+    ([0.0] * 4, "exact on every seed"),
+    ([0.0, 0.406, 0.0, 0.0], "not exact on every seed"),
+])
+def test_min_ip_law_legend_follows_the_dense_numbers(dense_errors, says):
+    from intrinsic_rank.experiments import plot_min_ip_law
+
+    fig = plot_min_ip_law(_law_result(dense_errors))
+    (ax,) = fig.axes  # no blank axes for the legend
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    (dense,) = [t for t in texts if t.startswith("dense softmax")]
+    assert says in dense and ("0.406" in dense) == (says != "exact on every seed")
+    assert any("least-squares line: slope 0.50" in t for t in texts)  # the fit is labelled

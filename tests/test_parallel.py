@@ -14,9 +14,10 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 
 from intrinsic_rank import AttentionRankEstimator
 from intrinsic_rank.datasets import make_attention_task
+from intrinsic_rank.experiments import sweep_grid
 from intrinsic_rank.experiments.entropic import _grid
 from intrinsic_rank.experiments.runner import _parallel, run_parallel
-from intrinsic_rank.experiments import sweep_grid
+from intrinsic_rank.experiments.runner._parallel import _ThreadRule
 
 # 2 settings x 2 seeds of the smallest task whose rank the sweep gets right
 GRID = {"teacher": ["linear"], "r_star": [1, 2], "d": [6], "seq_len": [4],
@@ -237,3 +238,9 @@ def test_fit_seeds_bad_input():
         fit_seeds(est, X, Y, seeds=[0, -1])
     with pytest.raises(ValueError, match="LinearRegression has no random_state parameter"):
         fit_seeds(LinearRegression(), X.reshape(len(X), -1), Y.reshape(len(Y), -1))
+
+
+def test_parallel_tasks_are_capped_by_omp_num_threads():
+    rule = _ThreadRule(threads_per_job=None, slots=1, caller_pid=-1, omp_threads=1)
+    assert rule.threads() == 1  # cpu_count // 1 would be every core
+    assert _ThreadRule(threads_per_job=3, slots=1, caller_pid=-1, omp_threads=1).threads() == 3

@@ -16,7 +16,6 @@ import torch
 from intrinsic_rank import ReachabilityEstimator, bounds, spectral
 from intrinsic_rank.cli import main
 from intrinsic_rank.datasets import load_sample_texts
-from intrinsic_rank.experiments.runner import geometry_record
 from intrinsic_rank.experiments import (
     PROFILE_COLUMNS,
     plot_head_profile,
@@ -24,9 +23,11 @@ from intrinsic_rank.experiments import (
     reachability_geometry,
     save_profile_csv,
 )
+from intrinsic_rank.experiments.runner import geometry_record
 from intrinsic_rank.nn import (
     PACKAGED_MODELS,
     HFEncoderAdapter,
+    PackagedModel,
     TinyCausalLM,
     TinyLMAdapter,
     as_causal_lm,
@@ -34,7 +35,6 @@ from intrinsic_rank.nn import (
     packaged_model_path,
     random_prompt_hidden_states,
 )
-from intrinsic_rank.nn import PackagedModel
 
 transformers = pytest.importorskip("transformers")
 
@@ -811,3 +811,18 @@ def test_a_small_model_still_prints_its_table_after_the_summary(tmp_path, capsys
     assert len(table) == 1 and sink and sink[0] < table[0]  # the summary, then the 8 rows
     assert lines[table[0] + 8].lstrip().startswith("1     3")
     assert not any("the per-head table" in line for line in lines)
+
+
+def _one_line_stderr(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+@pytest.mark.parametrize("option", ["--slope", "--precision"])
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1", "banana"])
+def test_profile_options_are_checked_even_without_geometry(tmp_path, capsys, option, value):
+    assert main(["profile", "--no-geometry", option, value, "--quiet",
+                 "--out", str(tmp_path)]) == 2
+    assert f"argument {option}:" in _one_line_stderr(capsys)
+    assert os.listdir(tmp_path) == []

@@ -1,12 +1,11 @@
 """Reachable-sequence bounds of the reachability paper in intrinsic_rank.bounds."""
 
 import math
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from intrinsic_rank import bounds
 
@@ -164,21 +163,6 @@ def test_bad_input(call, match):
         call()
 
 
-def test_bounds_module_does_not_import_torch():
-    # Import bounds under a bare parent package: the package __init__ does not count.
-    code = (
-        "import importlib, sys, types\n"
-        "package = types.ModuleType('intrinsic_rank')\n"
-        "package.__path__ = [%r]\n"
-        "sys.modules['intrinsic_rank'] = package\n"
-        "module = importlib.import_module('intrinsic_rank.bounds')\n"
-        "assert module.precision_from_dtype('torch.float16') == 2**-10\n"
-        "module.hidden_state_geometry([[1.0, 2.0]])\n"
-        "assert 'torch' not in sys.modules, 'torch was imported'\n"
-    ) % str(pathlib.Path(bounds.__file__).parents[1])
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
 def test_reach_bounds_at_the_float_limits():
     # 2r/eps overflows, the bound itself does not: ln(2r/eps) computed in logs
     expected = 4 * 2 * (math.log(2.0) + math.log(1e308) - math.log(1e-10))
@@ -196,3 +180,91 @@ def test_reach_bounds_at_the_float_limits():
     assert g.center.tolist() == [1e308, 2.0] and g.widths.tolist() == [0.0, 2.0]
     with pytest.raises(ValueError, match="max - min overflows, first at index 0"):
         bounds.hidden_state_geometry(np.array([[1e308], [-1e308]]))
+
+
+PROFILE = settings(
+    derandomize=True,
+    max_examples=60,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+radii = st.floats(0.0, 1e308)
+
+
+precisions = st.floats(5e-324, 1.0, exclude_max=True)
+
+
+@PROFILE
+@given(d=st.integers(1, 10**6), dd=st.integers(0, 10**6), m=st.integers(1, 1000),
+       r1=radii, r2=radii, eps=precisions, v=st.integers(2, 10**6))
+def test_count_and_slope_bounds_grow_with_radius_and_width(d, dd, m, r1, r2, eps, v):
+    r1, r2 = min(r1, r2), max(r1, r2)
+    for f, args in ((bounds.reachable_log_count_bound, (m,)),
+                    (bounds.reachable_slope_bound, (v,))):
+        low, high = f(d, *args, r1, eps), f(d, *args, r2, eps)
+        assert 0.0 <= low <= high < math.inf
+        assert f(d, *args, r1, eps) <= f(d + dd, *args, r1, eps)
+    widths = np.full(d % 64 + 1, r1)
+    assert (bounds.box_slope_bound(widths, v, eps)
+            <= bounds.box_slope_bound(np.full(widths.size, r2), v, eps) < math.inf)
+    assert bounds.box_log_count_bound(widths, m, eps) <= bounds.box_log_count_bound(
+        np.append(widths, r2), m, eps)
+
+
+def test_precision_conventions():
+    assert set(bounds.PRECISION_CONVENTIONS) == {"machine", "paper", "relative"}
+    for dtype in ("float16", "bfloat16", "torch.float32", np.float64):
+        assert bounds.precision_for("machine", dtype=dtype) == bounds.precision_from_dtype(dtype)
+    assert bounds.precision_for("paper") == 2.0**-10
+    assert bounds.precision_for("paper", dtype="float32", radius_inf=50.0) == 2.0**-10
+    # the authors' notebook: epsilon = 2 ** (log2(r_inf) - 11)
+    for r in (0.3, 8.0, 59.90625):
+        assert bounds.precision_for("relative", radius_inf=r) == pytest.approx(
+            2 ** (math.log(r) / math.log(2) - 11), rel=1e-14)
+    assert bounds.precision_for("relative", radius_inf=59.90625) == pytest.approx(0.029251,
+                                                                                  rel=1e-4)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, match",
+    [
+        (("ulp",), {}, r"convention must be one of 'machine', 'paper', 'relative'; got 'ulp'"),
+        ((None,), {}, r"convention must be one of 'machine', 'paper', 'relative'"),
+        (("machine",), {}, r"dtype is required for convention='machine'"),
+        (("machine",), {"dtype": "int8"}, r"dtype must be a floating dtype"),
+        (("relative",), {}, r"radius_inf is required for convention='relative'"),
+        (("relative",), {"radius_inf": 0.0}, r"radius_inf must be a finite real number in \(0"),
+        (("relative",), {"radius_inf": float("inf")}, r"radius_inf must be a finite real"),
+    ],
+)
+def test_precision_for_rejects_bad_input(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        bounds.precision_for(*args, **kwargs)
+
+
+def test_refinements_at_the_float_limits():
+    # sin(theta)**2 underflows below theta ~ 1.5e-154: d = 2 is theta / pi exactly
+    assert bounds.cone_log_fraction(1e-300, 2) == pytest.approx(math.log(1e-300 / math.pi),
+                                                                rel=1e-14)
+    assert bounds.cone_log_fraction(5e-324, 5) > -math.inf
+    ball = bounds.reachable_log_count_bound(4, 2, 1e308, 1e-10)
+    assert 0.0 < bounds.cone_log_count_bound(4, 2, 1e308, 1e-10, 1e-300) < ball  # nan before
+    # logits that overflow (or underflow) float64 keep their argmax
+    w = np.array([[1.0, 0.0], [0.0, 1.0]])
+    for s in (1e200, 1e-200):
+        assert bounds.argmax_cells(np.array([[1.0, 2.0]]) * s, w * s).tolist() == [1]
+        assert bounds.nearest_row_cells(np.array([[1.0, 2.0]]) * s,
+                                        np.array([[1.0, 0.0], [0.0, 3.0]]) * s).tolist() == [1]
+    pts = bounds.sample_box([-1e308], [1e308], 100, random_state=0)
+    assert np.all(np.isfinite(pts)) and pts.min() < 0 < pts.max()
+    with pytest.raises(ValueError, match="beyond float64's range"):
+        bounds.sample_ball([1e308], 1e308, 1, 100, random_state=0)
+    with pytest.raises(ValueError, match="cell slope bound .* overflows float64"):
+        bounds.cell_slope_bound(1e308, 10, 1e-10)
+    with pytest.raises(ValueError, match="radius_inf must be at least 2\\*\\*-1011"):
+        bounds.precision_for("relative", radius_inf=1e-320)
+    with pytest.raises(ValueError, match="random_state must be an integer"):
+        bounds.sample_box([0.0], [1.0], 3, random_state=-1)

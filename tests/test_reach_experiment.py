@@ -1,8 +1,10 @@
 """Accessibility curves on the embedded default model: n50 grows linearly with m."""
 
+
 import numpy as np
 import pytest
 
+from intrinsic_rank.cli import main
 from intrinsic_rank.experiments import accessibility_curves, plot_accessibility
 
 
@@ -56,3 +58,9 @@ def test_explicit_lengths_and_errors():
         accessibility_curves(lengths=[1, 2])
     with pytest.raises(ValueError, match="context"):
         accessibility_curves(n_memory=[200], lengths=[2])
+
+
+def test_reach_lengths_use_the_shared_parser(tmp_path, capsys):
+    assert main(["reach", "--lengths", "0-3", "--out", str(tmp_path), "--quiet"]) == 2
+    assert "argument --lengths: the grid '0-3' holds 0; its entries must be integers >= 1" \
+        in capsys.readouterr().err

@@ -9,9 +9,16 @@ import torch
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
-from intrinsic_rank import ReachabilityEstimator
+from intrinsic_rank import ReachabilityEstimator, bounds
 from intrinsic_rank.datasets import make_random_targets
-from intrinsic_rank.nn import TinyCausalLM, as_causal_lm, load_default_model
+from intrinsic_rank.inspection import BOUND_NAMES
+from intrinsic_rank.nn import (
+    TinyCausalLM,
+    TinyLMAdapter,
+    as_causal_lm,
+    load_default_model,
+    random_prompt_hidden_states,
+)
 
 SHORT = dict(max_epochs=300, patience=100, n_radius_prompts=32)
 
@@ -338,3 +345,130 @@ def test_token_ids_beyond_every_integer_dtype_are_one_line():
     with pytest.raises(ValueError, match="token id 1180591620717411303424, outside the model's "
                                          "vocabulary 0..63"):
         est.fit([[1, 2, 3], [1, 2**70, 3]])
+
+
+TARGETS = make_random_targets(4, 4, vocab_size=64, random_state=0)
+
+
+CRAM = dict(max_epochs=20, n_radius_prompts=2, random_state=0)
+
+
+CELL_FIT = dict(max_epochs=200, patience=100, n_radius_prompts=32)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return as_causal_lm("default")
+
+
+@pytest.fixture(scope="module")
+def states(lm):
+    return random_prompt_hidden_states(lm, 2, 6, n_prompts=32, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def fitted_cells():
+    X = make_random_targets(6, 5, 64, random_state=3)
+    est = ReachabilityEstimator(n_memory=2, random_state=0, n_cell_samples=2**14,
+                                **CELL_FIT).fit(X)
+    return est, X
+
+
+def test_cramming_still_stops_early_when_every_target_is_done():
+    # the net's own early stop is not an interrupt: fit returns normally
+    est = ReachabilityEstimator(n_memory=2, max_epochs=300, random_state=0).fit(TARGETS)
+    assert est.accessibility_ == 1.0
+    assert len(est.history_) < 300
+
+
+def test_non_contiguous_targets_work_for_reachability():
+    est = ReachabilityEstimator(**CRAM).fit(TARGETS[:, ::-1])
+    ref = ReachabilityEstimator(**CRAM).fit(np.ascontiguousarray(TARGETS[:, ::-1]))
+    np.testing.assert_array_equal(est.memory_, ref.memory_)
+    est = ReachabilityEstimator(**CRAM).fit(np.asfortranarray(TARGETS))
+    assert est.predict(TARGETS[:, ::-1]).shape == TARGETS.shape
+
+
+def test_estimator_cone(fitted_cells, lm):
+    est, X = fitted_cells
+    g = est.geometry_
+    seed = est._seed
+    states = random_prompt_hidden_states(lm, 2, X.shape[1] - 1, n_prompts=32,
+                                         batch_size=256, random_state=seed)
+    assert g.min_cosine == bounds.min_pairwise_cosine(states.reshape(-1, 64))
+    assert g.cone_half_angle == pytest.approx(math.acos(g.min_cosine))
+    assert g.cone_log_fraction == bounds.cone_log_fraction(g.cone_half_angle, 64)
+    assert g.cone_log_fraction <= 0
+    log_term = 64 * math.log1p(2 * g.radius / g.precision)
+    assert g.cone_slope_bound == pytest.approx((log_term + g.cone_log_fraction) / math.log(64))
+    assert g.cone_log_count_bound == pytest.approx(2 * (log_term + g.cone_log_fraction))
+    assert g.cone_slope_bound <= g.slope_bound
+
+
+def test_estimator_cells_and_table(fitted_cells):
+    est, _ = fitted_cells
+    g = est.geometry_
+    assert g.cells.proportions.shape == (64,) and g.cells.proportions.sum() == pytest.approx(1)
+    assert g.cells.nearest.proportions.shape == (64,)
+    assert 0 < g.cells.disagreement < 1
+    decay = g.decay
+    assert decay.n_samples == 2**14 and decay.closed_form_se > 0 and decay.fitted_se > 0
+    assert g.cell_slope_bound == pytest.approx(g.box_slope_bound * math.log(64) / decay.closed_form)
+    table = g.table
+    assert len(table) == 12
+    assert [r["bound"] for r in table[:4]] == list(BOUND_NAMES)
+    assert [r["precision_convention"] for r in table[::4]] == ["machine", "paper", "relative"]
+    machine = {r["bound"]: r["slope_bound"] for r in table[:4]}
+    assert machine == {"ball": g.slope_bound, "box": g.box_slope_bound,
+                       "cone": g.cone_slope_bound, "box + cells": g.cell_slope_bound}
+    paper = [r for r in table if r["precision_convention"] == "paper"]
+    assert all(r["precision"] == 2.0**-10 for r in paper)
+    relative = [r for r in table if r["precision_convention"] == "relative"]
+    assert relative[0]["precision"] == g.radius / 2048
+    assert relative[0]["slope_bound"] == pytest.approx(
+        64 * math.log1p(2 * 2048) / math.log(64))
+    for rows in (table[:4], paper, relative):
+        s = {r["bound"]: r["slope_bound"] for r in rows}
+        assert s["box + cells"] < s["box"] < s["ball"] and s["cone"] <= s["ball"]
+
+
+def test_cells_change_no_existing_number(fitted_cells):
+    est, X = fitted_cells
+    off = ReachabilityEstimator(n_memory=2, random_state=0, n_cell_samples=0, **CELL_FIT).fit(X)
+    for name in ("memory_", "reached_", "loss_"):
+        np.testing.assert_array_equal(getattr(off, name), getattr(est, name))
+    for name in ("radius", "widths", "slope_bound", "box_slope_bound", "log_count_bound",
+                 "learned_radius", "min_cosine"):
+        np.testing.assert_array_equal(off.geometry_[name], est.geometry_[name])
+    assert off.geometry_.cells is None and off.geometry_.decay is None
+    assert math.isnan(off.geometry_.cell_slope_bound)
+    assert math.isnan(off.geometry_.table[3]["slope_bound"])
+
+
+def test_a_model_without_a_head_skips_the_cells_with_a_warning(lm):
+    class Headless(TinyLMAdapter):
+        has_head = False
+
+    X = make_random_targets(2, 3, 64, random_state=0)
+    with pytest.warns(UserWarning, match="decoder-cell refinement was skipped"):
+        est = ReachabilityEstimator(model=Headless(lm.model), max_epochs=2,
+                                    n_radius_prompts=4, n_cell_samples=2**10,
+                                    random_state=0).fit(X)
+    assert est.geometry_.decay is None and np.isfinite(est.geometry_.cone_slope_bound)
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(n_cell_samples=-1), "n_cell_samples"),
+    (dict(n_cell_samples=1.5), "n_cell_samples"),
+    (dict(cell_region="cube"), "cell_region must be 'box' or 'ball'"),
+])
+def test_bad_cell_parameters(params, match):
+    with pytest.raises(ValueError, match=match):
+        ReachabilityEstimator(**params).fit(np.array([[1, 2]]))
+
+
+def test_ball_cell_region(lm):
+    X = make_random_targets(2, 3, 64, random_state=0)
+    est = ReachabilityEstimator(max_epochs=2, n_radius_prompts=8, random_state=0,
+                                n_cell_samples=2**12, cell_region="ball").fit(X)
+    assert est.geometry_.decay.n_samples == 2**12 and np.isfinite(est.geometry_.cell_slope_bound)

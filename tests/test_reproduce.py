@@ -3,8 +3,10 @@
 import copy
 import dataclasses
 import json
+import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -12,7 +14,19 @@ import textwrap
 import pytest
 
 from intrinsic_rank.cli import main
-from intrinsic_rank.experiments import EXPERIMENTS, VERDICTS, Verdict, reproduce, write_report
+from intrinsic_rank.experiments import (
+    EXPERIMENTS,
+    VERDICTS,
+    Experiment,
+    Option,
+    Verdict,
+    register,
+    reproduce,
+    write_report,
+)
+from intrinsic_rank.experiments.runner import lock_folder
+from intrinsic_rank.experiments.runner._output import write_csv, write_text
+from intrinsic_rank.experiments.runner._reproduce import _resolve_pieces
 
 # Tiny settings: a couple of seconds per piece on one thread.
 TINY = {
@@ -310,3 +324,405 @@ def test_reproduce_all_quick_end_to_end(tmp_path):
     again = reproduce("all", quick=True, out=tmp_path, progress=False)
     assert all(p.cached for p in again.pieces.values())
     assert copy.deepcopy(again.verdicts) == run.verdicts
+
+
+def _one_line(err):
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err.strip()
+
+
+def _swallowed_interrupt():
+    """Ctrl-C that a library catches and carries on after (as skorch's partial_fit does)."""
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+    except KeyboardInterrupt:
+        pass
+
+
+def _toy(name, calls, *, interrupt=False, plot=None, check=None, rows=None):
+    def run(settings, *, random_state, progress, device):
+        calls.append(settings)
+        if interrupt:
+            _swallowed_interrupt()
+        n = rows or settings["size"]
+        return dict(records=[dict(size=i, value=0.5 * i) for i in range(1, n + 1)])
+
+    def default_plot(result, folder):
+        with open(os.path.join(folder, f"{name}.png"), "wb") as handle:
+            handle.write(b"png")
+        return [f"{name}.png"]
+
+    return Experiment(
+        name=name, command=f"{name}-run", title=name, paper="none", help="a toy",
+        description="Counts to --size.", quick=dict(size=2), full=dict(size=3), run=run,
+        tables=lambda result: [("rows", result["records"], ["size", "value"])],
+        plot=plot or default_plot,
+        verdicts=lambda result: [("it counts", "rows", "agrees", "it does")],
+        options=[Option("--size", type=int, default=2, help="how far to count")],
+        settings=lambda args: dict(size=args.size), summary=lambda result: [f"{name}:"],
+        in_reproduce=False, check=check,
+    )
+
+
+@pytest.fixture
+def registered():
+    """``add(name, **options)`` registers a toy; all are unregistered afterwards."""
+    names = []
+
+    def add(name, **options):
+        calls = []
+        register(_toy(name, calls, **options))
+        names.append(name)
+        return calls
+
+    yield add
+    for name in names:
+        EXPERIMENTS.pop(name)
+
+
+ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+
+
+def _start_reproduce_ladder(out):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "intrinsic_rank.cli", "reproduce", "ladder", "--quick",
+         "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=ENV)
+    first = process.stdout.readline()  # printed when the piece starts computing
+    return process, first
+
+
+def _interrupt(process, after=1.0):
+    import time
+
+    time.sleep(after)  # inside the training loop by now
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    return process.returncode, out, err
+
+
+def _toy_experiment(name, calls, value=0.5, extra=None):
+    def run(settings, *, random_state, progress, device):
+        calls.append(name)
+        records = [dict(size=i, value=value * i) for i in range(1, settings["size"] + 1)]
+        return dict(records=records, **(extra or {}))
+
+    def plot(result, folder):
+        with open(os.path.join(folder, f"{name}.png"), "wb") as handle:
+            handle.write(b"png of " + str(len(result["records"])).encode())
+        return [f"{name}.png"]
+
+    return Experiment(
+        name=name, command=f"{name}-cmd", title=f"The {name}", paper="none", help="a toy",
+        description="Counts to --size.", quick=dict(size=2), full=dict(size=3), run=run,
+        tables=lambda result: [("rows", result["records"], ["size", "value"])],
+        plot=plot,
+        verdicts=lambda result: [("it counts", f"{len(result['records'])} rows",
+                                  "agrees" if result["records"][-1]["value"] > 0
+                                  else "does not agree", "rows > 0")],
+        options=[Option("--size", type=int, default=2, help="how far to count")],
+        settings=lambda args: dict(size=args.size),
+        summary=lambda result: [f"{name}: counting"],
+        in_reproduce=False,
+    )
+
+
+@pytest.fixture
+def toy():
+    calls = []
+    experiment = register(_toy_experiment("faulty", calls, extra={"cliff": math.nan}))
+    yield experiment, calls
+    EXPERIMENTS.pop(experiment.name)
+
+
+def _command_toy(calls):
+    """A command writing NAME.json, NAME.csv, NAME.png and NAME_detail.png (NAME: toy_out)."""
+    def run(settings, *, random_state, progress, device):
+        calls.append(random_state)
+        return dict(records=[dict(seed=random_state)])
+
+    def csv(result, folder):
+        write_csv(os.path.join(folder, "toy_out.csv"), result["records"])
+        return ["toy_out.csv"]
+
+    def plot(result, folder):
+        for name in ("toy_out.png", "toy_out_detail.png"):
+            write_text(os.path.join(folder, name), "png")
+        return ["toy_out.png", "toy_out_detail.png"]
+
+    return Experiment(
+        name="toy-out", command="toy-out", title="t", paper="none", help="h",
+        description="d", quick={}, full={}, run=run, tables=lambda result: [], plot=plot,
+        verdicts=lambda result: [("c", "m", "agrees", "e")], settings=lambda args: {},
+        summary=lambda result: [], extra_files=csv, in_reproduce=False)
+
+
+@pytest.fixture
+def command_toy():
+    calls = []
+    experiment = register(_command_toy(calls))
+    yield experiment, calls
+    EXPERIMENTS.pop(experiment.name)
+
+
+def _strict(text):
+    """``json.loads`` that refuses NaN and Infinity: standard JSON only."""
+    def refuse(constant):
+        raise ValueError(f"non-standard JSON constant {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _damage(path, how):
+    stored = json.loads(path.read_text())
+    if how == "a list":
+        path.write_text("[1, 2, 3]")
+    elif how == "a string":
+        path.write_text('"result seconds finished key"')
+    elif how == "no seconds":
+        del stored["seconds"]
+        path.write_text(json.dumps(stored))
+    elif how == "seconds as text":
+        stored["seconds"] = "fast"
+        path.write_text(json.dumps(stored))
+    elif how == "result as a number":
+        stored["result"] = 5
+        path.write_text(json.dumps(stored))
+    elif how == "result without records":
+        del stored["result"]["records"]
+        path.write_text(json.dumps(stored))
+    elif how == "empty records":
+        stored["result"]["records"] = []
+        path.write_text(json.dumps(stored))
+    elif how == "files not a list":
+        stored["files"] = {"a": 1}
+        path.write_text(json.dumps(stored))
+    elif how == "a folder":
+        path.unlink()
+        (path / "inside").mkdir(parents=True)
+    elif how == "binary":
+        path.write_bytes(b"\x00\xff" * 10)
+    else:  # pragma: no cover
+        raise AssertionError(how)
+
+
+DAMAGES = ["a list", "a string", "no seconds", "seconds as text", "result as a number",
+           "result without records", "empty records", "files not a list", "a folder",
+           "binary"]
+
+
+@pytest.fixture
+def other_toy():
+    calls = []
+    experiment = register(_toy_experiment("other", calls))
+    yield experiment, calls
+    EXPERIMENTS.pop(experiment.name)
+
+
+_TWO_RUNS = """
+import os, sys, time
+import torch  # what reproduce loads before the lock, loaded before "ready" is signalled
+from intrinsic_rank.experiments import Experiment, register, reproduce
+
+out, ready = sys.argv[1], sys.argv[1] + ".second-ready"
+
+def run(settings, *, random_state, progress, device):
+    print("RAN", flush=True)
+    for _ in range(600):  # hold the lock until the second run is about to ask for it
+        if os.path.exists(ready):
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)
+    return dict(records=[dict(size=1, value=0.5)])
+
+def plot(result, folder):
+    open(folder + "/slow.png", "wb").write(b"png")
+    return ["slow.png"]
+
+register(Experiment(
+    name="slow", command="slow-cmd", title="slow", paper="none", help="h", description="d",
+    quick=dict(size=1), full=dict(size=1), run=run,
+    tables=lambda r: [("rows", r["records"], ["size", "value"])], plot=plot,
+    verdicts=lambda r: [("c", "m", "agrees", "e")],
+    settings=lambda a: {}, summary=lambda r: [], in_reproduce=False))
+if len(sys.argv) > 2:
+    open(ready, "w").close()
+reproduce("slow", out=out, progress=True)
+"""
+
+
+def _help(capsys, *argv):
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--help"])
+    assert stop.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_reproduce_never_caches_an_interrupted_piece(tmp_path, registered, capsys):
+    registered("early")
+    registered("stopped", interrupt=True)
+    assert main(["reproduce", "early", "stopped", "--out", str(tmp_path), "--quiet"]) == 130
+    assert _one_line(capsys.readouterr().err) == "intrinsic-rank reproduce: interrupted"
+    assert (tmp_path / "early" / "result.json").is_file()  # finished before: kept
+    assert not (tmp_path / "stopped" / "result.json").exists()
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert list(manifest["pieces"]) == ["early"] and manifest["last_run"]["interrupted"]
+    # the Python API raises the interrupt the same way
+    with pytest.raises(KeyboardInterrupt):
+        reproduce(["early", "stopped"], out=tmp_path, progress=False)
+    assert not (tmp_path / "stopped" / "result.json").exists()
+
+
+def test_a_real_sigint_during_reproduce_exits_130_and_caches_nothing(tmp_path):
+    out = tmp_path / "run"
+    process, first = _start_reproduce_ladder(out)
+    assert first == "[1/1] ladder (quick): computing (no cache) ...\n"
+    status, rest, err = _interrupt(process)
+    assert status == 130, err
+    assert _one_line(err) == "intrinsic-rank reproduce: interrupted"
+    assert "done in" not in rest
+    assert not (out / "ladder" / "result.json").exists()
+    manifest = json.loads((out / "manifest.json").read_text())  # valid, says what happened
+    assert manifest["pieces"] == {} and manifest["last_run"]["interrupted"] is True
+    # the next run recomputes the piece instead of reading an interrupted result
+    process, first = _start_reproduce_ladder(out)
+    assert first == "[1/1] ladder (quick): computing (no cache) ...\n"
+    status, _, err = _interrupt(process, after=0.5)
+    assert status == 130 and not (out / "ladder" / "result.json").exists(), err
+
+
+def test_reproduce_refuses_a_bad_out_before_any_work(tmp_path, toy):
+    _, calls = toy
+    file = tmp_path / "file.txt"
+    file.write_text("x")
+    with pytest.raises(ValueError, match="out .* is not a folder"):
+        reproduce("faulty", out=file, progress=False)
+    with pytest.raises(ValueError, match="random_state must be an integer in"):
+        reproduce("faulty", out=tmp_path, progress=False, random_state=2**32)
+    assert calls == [] and file.read_text() == "x"
+
+
+def test_reproduce_refuses_a_folder_where_a_piece_file_goes_before_any_work(tmp_path,
+                                                                          command_toy):
+    _, calls = command_toy
+    (tmp_path / "toy-out" / "toy_out.png").mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"out .*toy-out': 'toy_out.png' is a folder where "):
+        reproduce("toy-out", out=tmp_path, progress=False)
+    assert calls == [] and sorted(os.listdir(tmp_path)) == ["toy-out"]
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_a_damaged_cache_is_recomputed_never_a_traceback(tmp_path, toy, how, capsys):
+    _, calls = toy
+    first = reproduce("faulty", out=tmp_path, progress=False)
+    path = tmp_path / "faulty" / "result.json"
+    _damage(path, how)
+    run = reproduce("faulty", out=tmp_path, progress=True)
+    assert calls == ["faulty", "faulty"] and not run.pieces["faulty"].cached
+    assert "damaged cache" in capsys.readouterr().out
+    assert run.verdicts == first.verdicts
+    stored = _strict(path.read_text())  # rewritten whole, standard JSON
+    assert [r["size"] for r in stored["result"]["records"]] == [1, 2]
+    again = reproduce("faulty", out=tmp_path, progress=False)
+    assert again.pieces["faulty"].cached and calls == ["faulty", "faulty"]
+    if how == "a folder":
+        assert (tmp_path / "faulty" / "result.json.damaged" / "inside").is_dir()
+
+
+def test_a_cached_nan_gives_the_same_result_and_verdicts(tmp_path, toy):
+    _, calls = toy
+    fresh = reproduce("faulty", out=tmp_path, progress=False)
+    stored = _strict((tmp_path / "faulty" / "result.json").read_text())
+    assert stored["result"]["cliff"] is None and stored["nonfinite"] == [
+        [["result", "cliff"], "NaN"]]
+    cached = reproduce("faulty", out=tmp_path, progress=False)
+    assert cached.pieces["faulty"].cached and calls == ["faulty"]
+    assert math.isnan(cached.pieces["faulty"].result["cliff"])
+    assert json.dumps(cached.pieces["faulty"].result) == json.dumps(fresh.pieces["faulty"].result)
+    assert cached.verdicts == fresh.verdicts
+
+
+def test_a_piece_folder_that_is_a_file_is_moved_aside(tmp_path, toy):
+    _, calls = toy
+    (tmp_path / "faulty").write_text("in the way")
+    run = reproduce("faulty", out=tmp_path, progress=False)
+    assert not run.pieces["faulty"].cached and (tmp_path / "faulty" / "result.json").is_file()
+    assert (tmp_path / "faulty.damaged").read_text() == "in the way"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "a list", "pieces as a list", "a folder",
+                                    "deleted"])
+def test_a_damaged_manifest_is_rebuilt_from_the_pieces(tmp_path, toy, other_toy, damage):
+    reproduce("faulty", out=tmp_path, progress=False)
+    manifest = tmp_path / "manifest.json"
+    if damage == "garbage":
+        manifest.write_text("{ no")
+    elif damage == "a list":
+        manifest.write_text("[]")
+    elif damage == "pieces as a list":
+        manifest.write_text('{"pieces": [1, 2], "last_run": 3}')
+    elif damage == "a folder":
+        manifest.unlink()
+        manifest.mkdir()
+    else:
+        manifest.unlink()
+    run = reproduce("other", out=tmp_path, progress=False)
+    saved = _strict(manifest.read_text())
+    assert set(saved["pieces"]) == {"faulty", "other"}  # nothing dropped
+    assert saved["pieces"]["faulty"]["settings"] == {"size": 2}
+    assert saved["pieces"]["faulty"]["verdicts"] == {"agrees": 1, "partly": 0,
+                                                     "does not agree": 0, "not comparable": 0}
+    assert saved["pieces"]["other"]["files"] == ["other/result.json", "other/other.png"]
+    assert saved["last_run"]["pieces"] == ["other"]
+    assert run.manifest == str(manifest)
+
+
+def test_the_lock_is_exclusive_between_processes(tmp_path):
+    script = textwrap.dedent(f"""
+        import fcntl, sys
+        handle = open({str(tmp_path / '.lock')!r}, "a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            sys.exit(7)
+        sys.exit(0)
+    """)
+    pytest.importorskip("fcntl")
+    with lock_folder(tmp_path):
+        assert subprocess.run([sys.executable, "-c", script]).returncode == 7
+    assert subprocess.run([sys.executable, "-c", script]).returncode == 0
+
+
+def test_two_runs_on_the_same_out_take_turns_and_share_the_cache(tmp_path):
+    pytest.importorskip("fcntl")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    out = str(tmp_path / "run")
+    first = subprocess.Popen([sys.executable, "-c", _TWO_RUNS, out], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+    lines = []
+    for line in first.stdout:  # wait until the first run computes (it holds the lock)
+        lines.append(line)
+        if "RAN" in line:
+            break
+    second = subprocess.run([sys.executable, "-c", _TWO_RUNS, out, "second"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    rest, first_err = first.communicate(timeout=120)
+    first_out = "".join(lines) + rest
+    assert first.returncode == 0, first_err
+    assert second.returncode == 0, second.stderr
+    assert first_out.count("RAN") == 1 and "RAN" not in second.stdout  # computed once
+    assert "another run is using" in second.stderr and "waiting" in second.stderr
+    assert "[1/1] slow (quick): cached" in second.stdout
+    stored = _strict((tmp_path / "run" / "slow" / "result.json").read_text())
+    assert stored["result"]["records"] == [{"size": 1, "value": 0.5}]
+    manifest = _strict((tmp_path / "run" / "manifest.json").read_text())
+    assert list(manifest["pieces"]) == ["slow"]
+    assert sorted(os.listdir(tmp_path / "run" / "slow")) == ["result.json", "slow.png"]
+
+
+def test_reproduce_pieces_are_named_like_the_commands(capsys):
+    assert _resolve_pieces(["sweep", "min-ip"]) == ["sweep", "min-ip"]
+    assert _resolve_pieces(["min-ip", "sweep", "sweep"]) == ["sweep", "min-ip"]
+    text = " ".join(_help(capsys, "reproduce").split())
+    assert "(sweep, ladder, frontier," in text and "entropic" not in text

@@ -16,15 +16,16 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from intrinsic_rank.nn import (  # noqa: E402
+from intrinsic_rank.nn import (  # noqa: E402  # noqa: E402
     HFCausalLMAdapter,
     PromptedLM,
+    _hf,
+    _loading,
     greedy_decode,
     load_model,
     packaged_model_path,
     save_model_folder,
 )
-from intrinsic_rank.nn import _hf, _loading  # noqa: E402
 
 NAME = "smollm2-135m"
 PROMPT = "The capital of France is"

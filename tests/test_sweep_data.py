@@ -4,14 +4,18 @@ Hand-made ``.npy`` headers (inside an ``.npz`` archive too) and data that carry 
 estimate ``r*`` from are refused before any training, naming the option and the file.
 """
 
+import csv
+import json
 import zipfile
 
 import numpy as np
 import pytest
 
 from intrinsic_rank.cli import main
-from intrinsic_rank.experiments import load_xy
+from intrinsic_rank.datasets import make_attention_task
+from intrinsic_rank.experiments import EXPERIMENTS, load_xy
 from intrinsic_rank.experiments.entropic import _sweep
+from intrinsic_rank.experiments.entropic._files import load_model_file
 
 
 def _npy(path, shape_text, payload=b"\0" * 64):
@@ -132,3 +136,86 @@ def test_the_sameness_check_reads_every_block_of_samples():
         differs = same.copy()
         differs[row, 1, 2] = 1e-300
         assert not _sweep._all_like_the_first(differs, block=1024), row
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("data")
+    X, Y = make_attention_task("linear", n_samples=600, seq_len=4, d=6, rank=2,
+                               random_state=0)
+    np.savez(folder / "task.npz", X=X, Y=Y)
+    np.save(folder / "X.npy", X)
+    np.save(folder / "Y.npy", Y)
+    return folder
+
+
+def test_sweep_on_your_own_data_saves_table_plot_json_csv_and_model(task, tmp_path, capsys):
+    out, model = tmp_path / "run", tmp_path / "models" / "sweep.joblib"
+    status = main(["sweep", "--data", str(task / "task.npz"), "--attention", "linear",
+                   "--rank-grid", "1-3", "--epochs", "60", "--out", str(out), "--quiet",
+                   "--save-model", str(model)])
+    assert status == 0
+    text = capsys.readouterr().out
+    assert "Rank sweep: linear students on" in text and "(d = 6, L = 4, n = 600)" in text
+    assert "estimated r* = 2; estimated noise floor" in text
+    saved = json.loads((out / "sweep.json").read_text())
+    assert saved["rank_"] == 2 and saved["config"]["r_star"] is None
+    assert saved["model_file"] == str(model)
+    with open(out / "sweep.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [int(row["rank"]) for row in rows] == [1, 2, 3]
+    assert float(rows[0]["heldout_risk"]) == pytest.approx(saved["records"][0]["heldout_risk"])
+    assert float(rows[0]["excess_risk"]) > 10 * float(rows[1]["excess_risk"])
+    assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    est = load_model_file(model)
+    assert est.rank_ == 2
+    X, _ = load_xy(task / "task.npz")
+    assert est.predict(X[:5]).shape == (5, 4, 6)
+
+
+def test_two_npy_files_and_a_given_noise_floor(task, tmp_path, capsys):
+    status = main(["sweep", "--data", str(task / "X.npy"), "--targets", str(task / "Y.npy"),
+                   "--attention", "linear", "--rank-grid", "1-3", "--epochs", "60",
+                   "--noise-floor", "0.01", "--out", str(tmp_path), "--quiet"])
+    assert status == 0
+    assert "noise floor = 0.01 (given)" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "sweep.json").read_text())
+    assert saved["noise_floor_"] == pytest.approx(0.01) and saved["rank_"] == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--data", "{task}/X.npy"], "--data: '{task}/X.npy' is an .npy file of X; give Y with "
+                                 "--targets"),
+    (["--data", "{task}/missing.npz"], "--data: no such file"),
+    (["--data", "{task}/task.npz", "--targets", "{task}/Y.npy"], "--targets: "),
+    (["--targets", "{task}/Y.npy"], "--targets: give it with --data"),
+    (["--noise-floor", "-1"], "argument --noise-floor: must be a finite number >= 0"),
+    (["--data", "{task}/task.npz", "--save-model", "{task}"], "--save-model '{task}' is a folder"),
+])
+def test_bad_data_options_are_one_line(task, tmp_path, capsys, argv, message):
+    argv = [a.format(task=task) for a in argv]
+    assert main(["sweep", *argv, "--out", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert message.format(task=task) in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_estimator_checks_the_data(tmp_path, capsys):
+    np.savez(tmp_path / "bad.npz", X=np.zeros((8, 3, 2)), Y=np.zeros((5, 3, 2)))
+    assert main(["sweep", "--data", str(tmp_path / "bad.npz"), "--rank-grid", "1-2",
+                 "--out", str(tmp_path), "--quiet"]) == 2
+    assert "intrinsic-rank sweep: error:" in capsys.readouterr().err
+
+
+def test_the_sweep_summary_warns_when_the_floor_is_not_reached():
+    sweep = dict(config=dict(attention="linear", teacher="linear", r_star=4, d=16, seq_len=8,
+                             n_samples=100, max_epochs=10, random_state=0),
+                 r_star=4, rank_=2, noise_floor=0.01, noise_floor_=0.5, excess_tol=0.01,
+                 floor_reached=False, reference_risk=0.02, records=[])
+    lines = EXPERIMENTS["sweep"].summary({"sweeps": {"linear": sweep}, "seconds": 1.0})
+    warning = [line for line in lines if line.startswith("warning:")]
+    assert len(warning) == 1
+    assert "the estimated floor 0.5 is probably not the floor" in warning[0]
+    assert "held-out risk of 0.02" in warning[0] and "--noise-floor" in warning[0]
+    sweep["floor_reached"] = True
+    lines = EXPERIMENTS["sweep"].summary({"sweeps": {"linear": sweep}, "seconds": 1.0})
+    assert not any(line.startswith("warning:") for line in lines)

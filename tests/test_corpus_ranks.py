@@ -1,7 +1,5 @@
-"""The Entropic Bound's appendix on a real causal LM: per-head ranks on four corpora.
-
-The function and the command run on the embedded model (byte-level texts); the verdict
-is checked on synthetic results; the real SmolLM2-135M run is ``slow``.
+"""``corpus-ranks``: per-head ranks of a causal LM on four corpora (the Entropic Bound's
+appendix), on the embedded model; the SmolLM2-135M-Instruct run is ``slow``.
 """
 
 import json
@@ -90,12 +88,8 @@ def test_corpus_rank_profiles_on_the_embedded_model():
         corpus_rank_profiles("default", n_inputs=2, length=8, period=7)
 
 
-# the verdict's rule, on synthetic heads: tests/test_verdicts.py
-
-
 def test_a_missing_model_records_missing(monkeypatch):
     from intrinsic_rank.experiments.entropic import _corpus_ranks
-
     from intrinsic_rank.nn import ModelNotInstalledError
 
     def not_installed(model, progress=True):
