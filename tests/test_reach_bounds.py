@@ -57,7 +57,6 @@ def test_count_and_slope_closed_forms():
     assert bounds.reachable_slope_bound(64, 64, 4.0, 2**-10) == pytest.approx(
         64 * log_cells / (6 * math.log(2))
     )
-    assert bounds.reachable_slope_bound(64, 64, 4.0, 2**-10) == pytest.approx(138.6685, abs=1e-4)
     # Radius 0: a single cell, a single reachable sequence, slope 0.
     assert bounds.reachable_log_count_bound(8, 2, 0.0, 0.1) == 0.0
     assert bounds.reachable_slope_bound(8, 100, 0, 0.1) == 0.0
@@ -224,8 +223,9 @@ def test_precision_conventions():
     for r in (0.3, 8.0, 59.90625):
         assert bounds.precision_for("relative", radius_inf=r) == pytest.approx(
             2 ** (math.log(r) / math.log(2) - 11), rel=1e-14)
-    assert bounds.precision_for("relative", radius_inf=59.90625) == pytest.approx(0.029251,
-                                                                                  rel=1e-4)
+    # 2 ** (log2(r) - 11) is r / 2048
+    assert bounds.precision_for("relative", radius_inf=59.90625) == pytest.approx(
+        59.90625 / 2048, rel=1e-14)
 
 
 @pytest.mark.parametrize(
