@@ -4,6 +4,10 @@ import signal
 import pytest
 import torch
 
+from intrinsic_rank.experiments import EXPERIMENTS, Experiment, Option, register
+from intrinsic_rank.experiments.runner import write_csv
+from intrinsic_rank.experiments.runner._output import write_text
+
 
 def pytest_configure(config):
     """Let Ctrl-C and SIGHUP reach the run as in a terminal, whoever started it.
@@ -57,3 +61,95 @@ def _default_stop_handlers():
     yield
     for signum, handler in previous.items():
         signal.signal(signum, handler)
+
+
+# -- toy experiments: commands that train nothing, registered for one test --------------
+
+
+def _swallowed_interrupt():
+    """Ctrl-C that a library catches and carries on after (as skorch's partial_fit does)."""
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+    except KeyboardInterrupt:
+        pass
+
+
+def _toy(name, calls, *, interrupt=False, plot=None, check=None, rows=None):
+    def run(settings, *, random_state, progress, device):
+        calls.append(settings)
+        if interrupt:
+            _swallowed_interrupt()
+        n = rows or settings["size"]
+        return dict(records=[dict(size=i, value=0.5 * i) for i in range(1, n + 1)])
+
+    def default_plot(result, folder):
+        with open(os.path.join(folder, f"{name}.png"), "wb") as handle:
+            handle.write(b"png")
+        return [f"{name}.png"]
+
+    return Experiment(
+        name=name, command=f"{name}-run", title=name, paper="none", help="a toy",
+        description="Counts to --size.", quick=dict(size=2), full=dict(size=3), run=run,
+        tables=lambda result: [("rows", result["records"], ["size", "value"])],
+        plot=plot or default_plot,
+        verdicts=lambda result: [("it counts", "rows", "agrees", "it does")],
+        options=[Option("--size", type=int, default=2, help="how far to count")],
+        settings=lambda args: dict(size=args.size), summary=lambda result: [f"{name}:"],
+        in_reproduce=False, check=check,
+    )
+
+
+
+@pytest.fixture
+def registered():
+    """``add(name, **options)`` registers a toy; all are unregistered afterwards."""
+    names = []
+
+    def add(name, **options):
+        calls = []
+        register(_toy(name, calls, **options))
+        names.append(name)
+        return calls
+
+    yield add
+    for name in names:
+        EXPERIMENTS.pop(name)
+
+
+
+def _command_toy(calls):
+    """A command writing NAME.json, NAME.csv, NAME.png and NAME_detail.png (NAME: toy_out)."""
+    def run(settings, *, random_state, progress, device):
+        calls.append(random_state)
+        return dict(records=[dict(seed=random_state)])
+
+    def csv(result, folder):
+        write_csv(os.path.join(folder, "toy_out.csv"), result["records"])
+        return ["toy_out.csv"]
+
+    def plot(result, folder):
+        for name in ("toy_out.png", "toy_out_detail.png"):
+            write_text(os.path.join(folder, name), "png")
+        return ["toy_out.png", "toy_out_detail.png"]
+
+    return Experiment(
+        name="toy-out", command="toy-out", title="t", paper="none", help="h",
+        description="d", quick={}, full={}, run=run, tables=lambda result: [], plot=plot,
+        verdicts=lambda result: [("c", "m", "agrees", "e")], settings=lambda args: {},
+        summary=lambda result: [], extra_files=csv, in_reproduce=False)
+
+
+
+@pytest.fixture
+def command_toy():
+    calls = []
+    experiment = register(_command_toy(calls))
+    yield experiment, calls
+    EXPERIMENTS.pop(experiment.name)
+
+
+
+@pytest.fixture
+def swallowed_interrupt():
+    """The function that sends this process a Ctrl-C and swallows it."""
+    return _swallowed_interrupt

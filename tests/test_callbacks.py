@@ -144,8 +144,8 @@ def _quiet(est, X, Y):
         return est.fit(X, Y)
 
 
-X_TASK, Y_TASK, TASK_INFO = make_attention_task("linear", n_samples=256, seq_len=4, d=5, rank=2,
-                                                random_state=0, return_info=True)
+X_TASK, Y_TASK = make_attention_task("linear", n_samples=256, seq_len=4, d=5, rank=2,
+                                random_state=0)
 
 
 QUICK_FIT = dict(attention="linear", max_epochs=4, random_state=0)

@@ -2,7 +2,6 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import textwrap
@@ -13,7 +12,7 @@ import pytest
 import intrinsic_rank
 from intrinsic_rank import cli
 from intrinsic_rank.cli import main
-from intrinsic_rank.experiments import EXPERIMENTS, Experiment, Option, register
+from intrinsic_rank.experiments import EXPERIMENTS
 from intrinsic_rank.experiments.runner import parse_ranks
 
 
@@ -146,55 +145,6 @@ def _one_line(err):
     assert err.endswith("\n") and err.count("\n") == 1, err
     assert "Traceback" not in err
     return err.strip()
-
-
-def _swallowed_interrupt():
-    """Ctrl-C that a library catches and carries on after (as skorch's partial_fit does)."""
-    try:
-        os.kill(os.getpid(), signal.SIGINT)
-    except KeyboardInterrupt:
-        pass
-
-
-def _toy(name, calls, *, interrupt=False, plot=None, check=None, rows=None):
-    def run(settings, *, random_state, progress, device):
-        calls.append(settings)
-        if interrupt:
-            _swallowed_interrupt()
-        n = rows or settings["size"]
-        return dict(records=[dict(size=i, value=0.5 * i) for i in range(1, n + 1)])
-
-    def default_plot(result, folder):
-        with open(os.path.join(folder, f"{name}.png"), "wb") as handle:
-            handle.write(b"png")
-        return [f"{name}.png"]
-
-    return Experiment(
-        name=name, command=f"{name}-run", title=name, paper="none", help="a toy",
-        description="Counts to --size.", quick=dict(size=2), full=dict(size=3), run=run,
-        tables=lambda result: [("rows", result["records"], ["size", "value"])],
-        plot=plot or default_plot,
-        verdicts=lambda result: [("it counts", "rows", "agrees", "it does")],
-        options=[Option("--size", type=int, default=2, help="how far to count")],
-        settings=lambda args: dict(size=args.size), summary=lambda result: [f"{name}:"],
-        in_reproduce=False, check=check,
-    )
-
-
-@pytest.fixture
-def registered():
-    """``add(name, **options)`` registers a toy; all are unregistered afterwards."""
-    names = []
-
-    def add(name, **options):
-        calls = []
-        register(_toy(name, calls, **options))
-        names.append(name)
-        return calls
-
-    yield add
-    for name in names:
-        EXPERIMENTS.pop(name)
 
 
 def _at_most_ten(settings):

@@ -14,8 +14,8 @@ from intrinsic_rank._validation import draw_seed
 from intrinsic_rank.datasets import make_attention_task
 from intrinsic_rank.estimators._training_data import split_rows
 
-X_TASK, Y_TASK, TASK_INFO = make_attention_task("linear", n_samples=256, seq_len=4, d=5, rank=2,
-                                                random_state=0, return_info=True)
+X_TASK, Y_TASK = make_attention_task("linear", n_samples=256, seq_len=4, d=5, rank=2,
+                                random_state=0)
 
 
 QUICK_FIT = dict(attention="linear", max_epochs=4, random_state=0)

@@ -38,8 +38,8 @@ def _one_line_stderr(capsys):
     return err[0]
 
 
-X_TASK, Y_TASK, TASK_INFO = make_attention_task("linear", n_samples=256, seq_len=4, d=5, rank=2,
-                                                random_state=0, return_info=True)
+X_TASK, Y_TASK = make_attention_task("linear", n_samples=256, seq_len=4, d=5, rank=2,
+                                random_state=0)
 
 
 QUICK_FIT = dict(attention="linear", max_epochs=4, random_state=0)

@@ -19,7 +19,6 @@ from intrinsic_rank.cli import main
 from intrinsic_rank.datasets import make_attention_task, make_random_targets
 from intrinsic_rank.estimators._cramming import CrammingNet
 from intrinsic_rank.estimators._net import RankSweepNet
-from intrinsic_rank.experiments import EXPERIMENTS, Experiment, Option, register
 
 _INTERRUPTED_IMPORT = textwrap.dedent("""
     import os, signal, sys, tomllib
@@ -39,59 +38,10 @@ _INTERRUPTED_IMPORT = textwrap.dedent("""
 """)
 
 
-def _swallowed_interrupt():
-    """Ctrl-C that a library catches and carries on after (as skorch's partial_fit does)."""
-    try:
-        os.kill(os.getpid(), signal.SIGINT)
-    except KeyboardInterrupt:
-        pass
-
-
 def _one_line(err):
     assert err.endswith("\n") and err.count("\n") == 1, err
     assert "Traceback" not in err
     return err.strip()
-
-
-def _toy(name, calls, *, interrupt=False, plot=None, check=None, rows=None):
-    def run(settings, *, random_state, progress, device):
-        calls.append(settings)
-        if interrupt:
-            _swallowed_interrupt()
-        n = rows or settings["size"]
-        return dict(records=[dict(size=i, value=0.5 * i) for i in range(1, n + 1)])
-
-    def default_plot(result, folder):
-        with open(os.path.join(folder, f"{name}.png"), "wb") as handle:
-            handle.write(b"png")
-        return [f"{name}.png"]
-
-    return Experiment(
-        name=name, command=f"{name}-run", title=name, paper="none", help="a toy",
-        description="Counts to --size.", quick=dict(size=2), full=dict(size=3), run=run,
-        tables=lambda result: [("rows", result["records"], ["size", "value"])],
-        plot=plot or default_plot,
-        verdicts=lambda result: [("it counts", "rows", "agrees", "it does")],
-        options=[Option("--size", type=int, default=2, help="how far to count")],
-        settings=lambda args: dict(size=args.size), summary=lambda result: [f"{name}:"],
-        in_reproduce=False, check=check,
-    )
-
-
-@pytest.fixture
-def registered():
-    """``add(name, **options)`` registers a toy; all are unregistered afterwards."""
-    names = []
-
-    def add(name, **options):
-        calls = []
-        register(_toy(name, calls, **options))
-        names.append(name)
-        return calls
-
-    yield add
-    for name in names:
-        EXPERIMENTS.pop(name)
 
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -129,8 +79,8 @@ _SIGNALLED = textwrap.dedent("""
 """)
 
 
-X_TASK, Y_TASK, TASK_INFO = make_attention_task("linear", n_samples=256, seq_len=4, d=5, rank=2,
-                                                random_state=0, return_info=True)
+X_TASK, Y_TASK = make_attention_task("linear", n_samples=256, seq_len=4, d=5, rank=2,
+                                random_state=0)
 
 
 QUICK_FIT = dict(attention="linear", max_epochs=4, random_state=0)
@@ -212,11 +162,11 @@ def test_sigint_while_the_console_script_imports_exits_130_quietly():
     assert signal.SIGINT == 2
 
 
-def test_the_guard_turns_a_swallowed_interrupt_into_keyboard_interrupt():
+def test_the_guard_turns_a_swallowed_interrupt_into_keyboard_interrupt(swallowed_interrupt):
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
         with StopGuard() as guard:
-            _swallowed_interrupt()
+            swallowed_interrupt()
     assert guard.received == [signal.SIGINT] and signal.getsignal(signal.SIGINT) is before
     with StopGuard() as guard:  # no interrupt: nothing happens
         pass
@@ -224,7 +174,7 @@ def test_the_guard_turns_a_swallowed_interrupt_into_keyboard_interrupt():
     # an error after a swallowed interrupt is the interrupt (skorch's KeyError: 'train_loss')
     with pytest.raises(KeyboardInterrupt) as info:
         with StopGuard():
-            _swallowed_interrupt()
+            swallowed_interrupt()
             raise KeyError("train_loss")
     assert isinstance(info.value.__cause__, KeyError)
 

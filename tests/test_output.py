@@ -70,36 +70,6 @@ def _strict(text):
     return json.loads(text, parse_constant=refuse)
 
 
-def _command_toy(calls):
-    """A command writing NAME.json, NAME.csv, NAME.png and NAME_detail.png (NAME: toy_out)."""
-    def run(settings, *, random_state, progress, device):
-        calls.append(random_state)
-        return dict(records=[dict(seed=random_state)])
-
-    def csv(result, folder):
-        write_csv(os.path.join(folder, "toy_out.csv"), result["records"])
-        return ["toy_out.csv"]
-
-    def plot(result, folder):
-        for name in ("toy_out.png", "toy_out_detail.png"):
-            write_text(os.path.join(folder, name), "png")
-        return ["toy_out.png", "toy_out_detail.png"]
-
-    return Experiment(
-        name="toy-out", command="toy-out", title="t", paper="none", help="h",
-        description="d", quick={}, full={}, run=run, tables=lambda result: [], plot=plot,
-        verdicts=lambda result: [("c", "m", "agrees", "e")], settings=lambda args: {},
-        summary=lambda result: [], extra_files=csv, in_reproduce=False)
-
-
-@pytest.fixture
-def command_toy():
-    calls = []
-    experiment = register(_command_toy(calls))
-    yield experiment, calls
-    EXPERIMENTS.pop(experiment.name)
-
-
 STOPS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 
 
