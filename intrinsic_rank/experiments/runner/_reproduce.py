@@ -631,9 +631,17 @@ def write_report(out, pieces, command, seconds, machine=None, mode="quick", rand
             f"{p.seconds:.1f} s{_context_note(p)}, finished {p.finished}"
             f"{' (read from the cache)' if p.cached else ''}.",
             "",
-            "| the paper's claim | our measurement | verdict | why |",
-            "|---|---|---|---|",
         ]
+        if p.verdicts:
+            lines += ["| the paper's claim | our measurement | verdict | why |",
+                      "|---|---|---|---|"]
+        else:
+            missing = p.result.get("missing") if isinstance(p.result, dict) else None
+            lines.append("No claim is judged at these settings"
+                         + (f": {markdown_text(missing)}" if missing else
+                            ": they measure without a rule to grade (the table of "
+                            "claims in the docs' reproduce page names the settings each "
+                            "claim needs)") + ".")
         for v in p.verdicts:
             lines.append(f"| {markdown_text(v.claim)} | {markdown_text(v.measured)} | "
                          f"{_VERDICT_MARK[v.verdict]} | {markdown_text(v.explanation)} |")
