@@ -1,7 +1,6 @@
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import textwrap
@@ -160,38 +159,6 @@ def checked(registered):
 def _bad(argv, capsys):
     status = main(argv)
     return status, _one_line(capsys.readouterr().err)
-
-
-_SIGNALLED = textwrap.dedent("""
-    import os, signal, sys, time
-    from intrinsic_rank.cli import main
-    from intrinsic_rank.experiments import Experiment, Option, register
-    from intrinsic_rank.experiments.runner import atomic_file
-
-    def run(settings, *, random_state, progress, device):
-        sys.stdout.flush()  # as skorch's progress table does
-        if settings["slow_write"]:
-            with atomic_file(settings["slow_write"]) as tmp:
-                open(tmp, "w").write("half")
-                print("writing", flush=True)
-                time.sleep(60)
-        return dict(records=[dict(size=1, value=0.5)])
-
-    def plot(result, folder):
-        return []
-
-    register(Experiment(
-        name="toy", command="toy-run", title="t", paper="p", help="h", description="d",
-        quick={}, full={}, run=run, plot=plot,
-        tables=lambda r: [("rows", r["records"], ["size", "value"])],
-        verdicts=lambda r: [], settings=lambda a: dict(slow_write=a.slow_write),
-        options=[Option("--slow-write", help="a file written slowly")],
-        summary=lambda r: ["toy"], in_reproduce=False))
-    status = main()
-    if os.environ.get("SIGINT_AT_EXIT"):
-        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as the interpreter leaves
-    sys.exit(status)
-""")
 
 
 def _help(capsys, *argv):
@@ -379,17 +346,6 @@ def test_an_experiments_own_check_runs_before_any_work(tmp_path, checked, capsys
     assert checked == [] and not os.listdir(tmp_path)
     assert main(["counted-run", "--size", "3", "--out", str(tmp_path), "--quiet"]) == 0
     assert checked == [{"size": 3}]
-
-
-def test_a_run_without_stdout_saves_its_files_and_exits_0(tmp_path):
-    out = tmp_path / "o"
-    command = " ".join([sys.executable, "-c", shlex.quote(_SIGNALLED), "toy-run", "--out",
-                        shlex.quote(str(out)), "--quiet", ">&-"])  # stdout closed
-    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=ENV,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert done.stderr == ""
-    assert json.loads((out / "toy_run.json").read_text())["records"]
 
 
 @pytest.mark.parametrize("device", ["hpu", "xla"])

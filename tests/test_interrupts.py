@@ -2,7 +2,9 @@
 and in the estimators' training: nothing finished is lost, nothing half-written stays.
 """
 
+import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -346,3 +348,14 @@ def test_an_unwinding_guard_leaves_other_handlers_alone():
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_run_without_stdout_saves_its_files_and_exits_0(tmp_path):
+    out = tmp_path / "o"
+    command = " ".join([sys.executable, "-c", shlex.quote(_SIGNALLED), "toy-run", "--out",
+                        shlex.quote(str(out)), "--quiet", ">&-"])  # stdout closed
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=ENV,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert json.loads((out / "toy_run.json").read_text())["records"]
