@@ -99,7 +99,6 @@ def _toy(name, calls, *, interrupt=False, plot=None, check=None, rows=None):
     )
 
 
-
 @pytest.fixture
 def registered():
     """``add(name, **options)`` registers a toy; all are unregistered afterwards."""
@@ -114,7 +113,6 @@ def registered():
     yield add
     for name in names:
         EXPERIMENTS.pop(name)
-
 
 
 def _command_toy(calls):
@@ -139,14 +137,13 @@ def _command_toy(calls):
         summary=lambda result: [], extra_files=csv, in_reproduce=False)
 
 
-
 @pytest.fixture
 def command_toy():
+    """The registered ``toy-out`` command and the seeds its runs were given."""
     calls = []
     experiment = register(_command_toy(calls))
     yield experiment, calls
     EXPERIMENTS.pop(experiment.name)
-
 
 
 @pytest.fixture

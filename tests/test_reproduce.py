@@ -335,7 +335,7 @@ def test_reproduce_all_quick_end_to_end(tmp_path):
         assert bool(piece.verdicts) == (name != "head-ranks"), name
         assert all((tmp_path / name / f).is_file() for f in piece.files)
         assert f"## {name}:" in text
-    assert text.count("No claim is judged at these settings: they measure") == 1
+    assert text.count("No claim is judged at these settings") == 1  # or: its model missing
     # the claims the quick settings reproduce (see docs/reproduce.md)
     assert set(by(run.verdicts["sweep"])) == {"agrees"}
     assert set(by(run.verdicts["ladder"])) == {"agrees"}
