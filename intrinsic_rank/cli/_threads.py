@@ -22,7 +22,7 @@ independent of the machine's core count.
 
 THREADS_RULE = (
     "torch CPU threads: --threads N if given; else $OMP_NUM_THREADS if set; "
-    f"else {DEFAULT_THREADS} (fastest on a shared 2-core machine; give --threads 2 "
+    f"else {DEFAULT_THREADS} (fastest when other work shares the cores; give --threads 2 "
     "or more on an idle multi-core one); at most the CPUs this process may use "
     "(more is capped, with a note)"
 )
@@ -30,8 +30,8 @@ THREADS_RULE = (
 
 THREADS_HELP = (
     f"torch CPU threads (default: $OMP_NUM_THREADS when set, else {DEFAULT_THREADS}: "
-    "fastest on a shared 2-core machine; give 2 or more on an idle multi-core one); at most "
-    "the CPUs this process may use (more is capped, with a note)"
+    "fastest when other work shares the cores; give 2 or more on an idle multi-core one); "
+    "at most the CPUs this process may use (more is capped, with a note)"
 )
 
 
