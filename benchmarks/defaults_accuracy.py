@@ -4,7 +4,7 @@ Not a timing benchmark: for each teacher it runs ``AttentionRankEstimator`` with
 only ``attention``, ``ranks`` and ``random_state`` set, and prints the estimated
 ``r*`` next to the true one, the estimated noise floor, the reach threshold and the
 excess risk of every rank. The same cases run as a slow test
-(``tests/test_slow.py``).
+(``tests/project/test_slow.py``).
 
 Run::
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The GPU check, in one go (a few minutes on one GPU):
-#   1. the CUDA tests (tests/test_cuda.py),
+#   1. the CUDA tests (tests/estimators/test_cuda.py),
 #   2. bench_scale.py --device cuda (time to r* against GridSearchCV and the full
 #      batched grid, scaling curves, memory at n = 50,000),
 #   3. bench_sweep.py --device cuda (the batched sweep against one fit per rank at
 #      equal work; target >= 5x on a GPU).
-#   4. the training dtype under CUDA (tests/test_compute_dtype.py);
+#   4. the training dtype under CUDA (tests/estimators/test_compute_dtype.py);
 #   5. only with HEAD_RANKS=1: the map of r*_attn over all 270 heads of SmolLM2-135M-Instruct
 #      on the four corpora with 768 training windows, and the ranks imposed on the model
 #      (bench_head_ranks.py; hours on one CPU thread);
@@ -32,7 +32,7 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}"
   python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
 } > "$OUT/device.txt" 2>&1
 status=0
-timeout 180 python -m pytest -q -p no:cacheprovider tests/test_cuda.py > "$OUT/test_cuda.txt" 2>&1 || status=1
+timeout 180 python -m pytest -q -p no:cacheprovider tests/estimators/test_cuda.py > "$OUT/test_cuda.txt" 2>&1 || status=1
 # the scale benchmark, every section at its default size
 timeout 420 python benchmarks/bench_scale.py --device cuda --threads "$OMP_NUM_THREADS" \
   --out "$OUT/bench_scale_cuda.json" > "$OUT/bench_scale_cuda.txt" 2>&1 || status=1
@@ -40,7 +40,7 @@ timeout 240 python benchmarks/bench_sweep.py --device cuda > "$OUT/bench_sweep_c
 timeout 300 python benchmarks/bench_roofline.py --device cuda --threads "$OMP_NUM_THREADS" > "$OUT/bench_roofline_cuda.txt" 2>&1 || status=1
 # the training dtype: bfloat16 where the device supports it, by capability, never by a timing
 INTRINSIC_RANK_TEST_DEVICE=cuda timeout 300 python -m pytest -q -p no:cacheprovider \
-  tests/test_compute_dtype.py > "$OUT/test_compute_dtype_cuda.txt" 2>&1 || status=1
+  tests/estimators/test_compute_dtype.py > "$OUT/test_compute_dtype_cuda.txt" 2>&1 || status=1
 if [ "${HEAD_RANKS:-0}" = "1" ]; then
   timeout 10800 python benchmarks/bench_head_ranks.py --device cuda --jobs 1 --impose \
     --corpora random,repeated,prose,code --n-fit 768 --skip-baseline \

@@ -34,7 +34,7 @@ correct. The same argument shows that the greedy decoder's first error is at
 the first position where the teacher-forced argmax is wrong, so
 ``correct_prefix`` (the number of tokens copied before the first error) is
 exact too. :func:`greedy_copy` is the honest autoregressive decoder;
-``tests/test_copy_task.py`` checks that both agree on a trained model.
+``tests/experiments/reachability/test_copy.py`` checks that both agree on a trained model.
 ``token_accuracy`` is the teacher-forced one: the fraction of copy positions
 whose next token is predicted correctly *given a correct prefix*.
 

@@ -10,7 +10,7 @@ import pytest
 from intrinsic_rank.experiments import EXPERIMENTS, Experiment, reproduce
 from intrinsic_rank.experiments.runner import register
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script():

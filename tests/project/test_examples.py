@@ -17,7 +17,7 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-EXAMPLES = sorted((pathlib.Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+EXAMPLES = sorted((pathlib.Path(__file__).resolve().parents[2] / "examples").glob("*.py"))
 CELL = re.compile(r"^# %%", flags=re.M)
 THUMBNAIL = re.compile(r"^# sphinx_gallery_thumbnail_number = (-?\d+)$", flags=re.M)
 

@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-PATH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "run_all.py"
+PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "run_all.py"
 spec = importlib.util.spec_from_file_location("run_all", PATH)
 run_all = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(run_all)

@@ -1,7 +1,7 @@
 """SequenceScaler: per-feature standardisation of sequences, and r* unchanged by scaling.
 
 The statistics are checked against scikit-learn's StandardScaler on the tokens laid out
-as rows ``(n * L, d)``; scikit-learn's common checks are in test_common.py.
+as rows ``(n * L, d)``; scikit-learn's common checks are in test_sklearn_common_checks.py.
 """
 
 import numpy as np

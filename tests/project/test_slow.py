@@ -5,7 +5,7 @@ import runpy
 
 import pytest
 
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 CASES = runpy.run_path(str(BENCH / "defaults_accuracy.py"))
 
 

@@ -525,7 +525,7 @@ def test_the_same_seed_gives_the_same_numbers_beside_a_busy_loop(tmp_path):
     import sys
     from pathlib import Path
 
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
 

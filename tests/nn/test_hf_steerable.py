@@ -4,7 +4,7 @@
 n_embd = 64, 2 layers, 4 heads, context 128) trained on the induction corpus by
 ``python scripts/train_default_model.py --arch gpt2 --steps 1500`` (seed 0, 155 s
 on one thread; the folder's ``training.json`` records the run). Unlike the random GPT-2s of
-``test_hf_adapter.py`` it reads its prompt vectors, so cramming reaches targets
+``test_hf.py`` it reads its prompt vectors, so cramming reaches targets
 and ``n50`` grows with the number of prompt vectors.
 """
 
@@ -28,7 +28,7 @@ from intrinsic_rank.nn import (  # noqa: E402
     random_prompt_hidden_states,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FOLDER = os.path.join(ROOT, "tests", "data", "tiny_gpt2_steerable")
 
 # measured (1 thread, seed 0): n50 = 3.00, 6.22, 7.51 for m = 1, 2, 3, slope 2.25 (R² 0.94),

@@ -20,7 +20,7 @@ import pytest
 
 import intrinsic_rank
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 # The landing page and one page per sub-module (docs/api/datasets.rst, ...).
 API_PAGES = sorted(DOCS.glob("api*.rst")) + sorted(DOCS.glob("api/*.rst"))

@@ -80,7 +80,7 @@ def test_tokens_are_shown_with_repr():
     assert _lm_geometry._token_text(None, 5) == "<5>"
 
 
-# the verdict against equal cells at the same size, on synthetic counts: tests/test_verdicts.py
+# the verdict against equal cells at the same size, on synthetic counts: tests/experiments/test_verdicts.py
 
 
 def test_a_missing_model_is_recorded_in_the_piece_and_one_line_in_the_command(

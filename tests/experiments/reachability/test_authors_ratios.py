@@ -19,7 +19,7 @@ from intrinsic_rank import bounds
 from intrinsic_rank.experiments import EXPERIMENTS
 from intrinsic_rank.experiments.reachability import _reach
 
-CSV_PATH = Path(__file__).parent / "data" / "authors_models.csv"
+CSV_PATH = Path(__file__).resolve().parents[2] / "data" / "authors_models.csv"
 
 
 def _read_models():

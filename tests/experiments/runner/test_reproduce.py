@@ -304,7 +304,7 @@ def test_a_failed_piece_leaves_its_run_recorded_as_interrupted(tmp_path, tiny_pi
     assert last["command"] == "second" and last["interrupted"] is True
 
 
-# -- verdict functions: each one on synthetic results is in tests/test_verdicts.py -----
+# -- verdict functions: each one on synthetic results is in tests/experiments/test_verdicts.py -----
 
 
 def test_every_verdict_is_a_verdict_of_strings():

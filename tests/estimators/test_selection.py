@@ -18,7 +18,7 @@ from intrinsic_rank.estimators._selection import (
     refinement_ranks,
 )
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 # -- the search plan, without training ------------------------------------------

@@ -63,7 +63,8 @@ SEQUENCE_ONLY_SETTINGS = {
 # not whether cramming succeeds, and the ids in their data stay below 32. It is
 # passed as a file path: a module instance would fail check_estimators_overwrite_params
 # only because two pickles of equal torch modules differ byte for byte.
-TINY_LM = os.path.join(os.path.dirname(__file__), "data", "tiny_lm.pt")
+TINY_LM = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                       "data", "tiny_lm.pt"))
 CHEAP_SETTINGS["ReachabilityEstimator"] = [
     dict(model=TINY_LM, n_memory=1, max_epochs=4, patience=4, n_radius_prompts=8,
          random_state=0),
