@@ -273,8 +273,8 @@ _INPUT_OPTIONS = (("data", "--data"), ("targets", "--targets"), ("model", "the m
                   ("texts", "--texts"))
 """Options (argparse destinations) whose value, a path that exists, is read by the run."""
 
-_FILE_OPTIONS = (("save_model", "--save-model"),)
-"""Options naming a file the run writes beside its ``--out`` folder."""
+_FILE_OPTIONS = (("save_model", "--save-model"), ("save", "--save"))
+"""Options naming a file or folder the run writes beside its ``--out`` folder."""
 
 
 def _paths_of(args, options):

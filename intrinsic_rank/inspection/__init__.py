@@ -23,6 +23,12 @@ loading it measures) and the estimators and experiments that use its numbers:
   :func:`imposed_queries` replaces them inside the LM and restores them when
   the block ends, and :func:`lm_loss` is the LM's next-token loss, to judge an
   imposed rank by what the model does;
+* where a head's query error enters the model (``_query_metric``):
+  :func:`query_output_metric`, the metric that turns a query change into the
+  change of the head's output through the output projection, the realised
+  queries cut to a rank in it (:func:`metric_query_basis`,
+  :func:`metric_truncated_query`) and the first-order output error of every
+  rank as a share of the layer's output (:func:`output_error_curve`);
 * hidden-state geometry (``_geometry``): :func:`reachability_geometry`, the
   radius, box and cone of a model's final hidden states and the reachability
   bounds they give at each precision convention, from :func:`states_geometry`,
@@ -65,6 +71,23 @@ from ._head_truncation import (
     truncation_risks,
 )
 from ._impose import imposed_queries, lm_loss
+from ._calibration import (
+    HeadBasis,
+    model_query_bases,
+    output_rows,
+    query_edits,
+    query_loss_gradients,
+    sequential_query_bases,
+)
+from ._healing import HealResult, heal_queries
+from ._low_rank_model import FACTORS_FILE, RANKS_FILE, load_query_factors, save_low_rank_model
+from ._query_metric import (
+    MetricBasis,
+    metric_query_basis,
+    metric_truncated_query,
+    output_error_curve,
+    query_output_metric,
+)
 from ._head_profiles import PROFILE_COLUMNS, profile_heads, save_profile_csv
 from ._head_scores import HEAD_PATTERNS, SCORE_MEASURES, head_pattern_masks, head_pattern_scores
 from ._repeated_tokens import ordinary_token_ids
@@ -72,12 +95,17 @@ from ._repeated_tokens import ordinary_token_ids
 __all__ = [
     "BOUND_NAMES",
     "CONVENTION_NAMES",
+    "FACTORS_FILE",
     "HEAD_PATTERNS",
+    "HeadBasis",
     "HeadData",
+    "HealResult",
     "HeadFacts",
+    "MetricBasis",
     "PROFILE_COLUMNS",
     "QUANTISATION_BLOCK",
     "QUANTISATION_LEVELS",
+    "RANKS_FILE",
     "READ_FAMILIES",
     "SCORE_MEASURES",
     "TOKEN_CORPORA",
@@ -91,13 +119,23 @@ __all__ = [
     "decoder_cell_proportions",
     "head_activations",
     "head_facts",
+    "heal_queries",
     "head_output",
     "imposed_queries",
     "lm_loss",
+    "load_query_factors",
+    "metric_query_basis",
+    "metric_truncated_query",
+    "model_query_bases",
+    "output_error_curve",
+    "output_rows",
     "parse_head",
     "precision_floor",
     "quantisation_noise",
     "query_basis",
+    "query_edits",
+    "query_loss_gradients",
+    "query_output_metric",
     "relative_error",
     "truncated_head",
     "truncation_risks",
@@ -106,7 +144,9 @@ __all__ = [
     "ordinary_token_ids",
     "profile_heads",
     "reachability_geometry",
+    "save_low_rank_model",
     "save_profile_csv",
+    "sequential_query_bases",
     "slope_ratio",
     "states_geometry",
 ]

@@ -17,7 +17,8 @@ from ._loading import LoadedModel, load_model
 __all__ = ["save_model_folder"]
 
 
-def save_model_folder(model, path, tokenizer=None, overwrite=False, progress=True):
+def save_model_folder(model, path, tokenizer=None, overwrite=False, progress=True,
+                      extra=None):
     """Save a loaded ``transformers`` model, and its tokenizer, as a Hugging Face folder.
 
     A model read from a GGUF file is saved too (rebuilt without its
@@ -44,6 +45,10 @@ def save_model_folder(model, path, tokenizer=None, overwrite=False, progress=Tru
         Replace an existing folder at ``path`` (only once the new one is complete).
     progress : bool, default=True
         As for :func:`load_model`.
+    extra : callable or None, default=None
+        Called with the path of the hidden temporary folder once the model and
+        tokenizer are in it, to write more files that must be part of the
+        folder when it appears (it appears whole or not at all).
 
     Returns
     -------
@@ -93,6 +98,8 @@ def save_model_folder(model, path, tokenizer=None, overwrite=False, progress=Tru
                 module.save_pretrained(staging)
                 if tokenizer is not None:
                     tokenizer.save_pretrained(staging)
+            if extra is not None:
+                extra(staging)
             _move_into_place(staging, path)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)

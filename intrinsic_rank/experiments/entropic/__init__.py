@@ -406,10 +406,103 @@ HEAD_RANKS = Experiment(
 )
 """``r*_attn`` of real heads as a registered experiment (``head-ranks``)."""
 
+# -- model-rank ---------------------------------------------------------------------------
+
+MODEL_RANK_WINDOWS = dict(n_fit=48, n_validation=32, n_test=32, length=128)
+"""Windows per corpus for calibration, for the budget search and for the reported loss."""
+
+_MODEL_RANK = dict(model="smollm2-135m", corpora=["code", "prose"],
+                   epsilons=[0.005, 0.01, 0.02, 0.05], budgets=[0.3, 0.4, 0.5, 0.6, 0.7],
+                   **MODEL_RANK_WINDOWS, metric_windows=16,
+                   calibrations=["none", "output", "sequential"], map_distill="none",
+                   n_pairs=60, heal=True, heal_steps=400, heal_lr=1e-5, heal_batch=8,
+                   heal_every=20, heal_seconds=1200.0, save=None, save_epsilon=0.01, jobs=-1)
+
+MODEL_RANK = Experiment(
+    name="model-rank",
+    command="model-rank",
+    title="From heads to the model: r*_model(eps), the query rank the whole model needs",
+    paper=f"{_ENTROPIC} (open problem: the ranks of trained models' realised operators)",
+    help="r*_model(eps) of a causal LM: the smallest total query rank within eps of its "
+    "loss, every head calibrated, healed and saved",
+    description="Reads every head of a causal LM (SmolLM2-135M-Instruct, Q4_1 GGUF "
+    "dequantised to float32, by default) on training windows, cuts each head's query in its "
+    "output metric (the error a rank leaves in the head's output through the output "
+    "projection, as a share of the layer's attention output) and allocates one budget over "
+    "all heads by that currency. It measures the model's loss on test documents at a grid "
+    "of budgets against uniform, query-energy and r*_attn allocations, with and without "
+    "the calibration, searches r*_model(eps) on validation documents, checks the currency "
+    "against single-head losses, heals the low-rank queries end to end (KL to the unedited "
+    "model), judges the factors of one corpus on the other, and saves the model. Finished "
+    "measurements are kept in model_rank.parts/ beside the outputs: a rerun resumes.",
+    writes="model_rank.json (every loss, r*_model, the maps, the currency, healing, "
+    "transfer), model_rank.csv, model_rank.png (loss against the query rank kept), "
+    "model_rank_maps.png, model_rank_healing.png and model_rank_currency.png",
+    full=_MODEL_RANK,
+    quick=dict(_MODEL_RANK, corpora=["code"], epsilons=[0.01, 0.05], budgets=[0.4, 0.6],
+               n_fit=16, n_validation=8, n_test=8, length=64, metric_windows=4, n_pairs=8,
+               heal_steps=10, heal_every=5),
+    options=(
+        _QUICK,
+        Option("model", scale="model", help=lambda: model_option_help(causal=True)),
+        Option("--corpora", type="_corpus_list", scale="corpora",
+               help="comma-separated corpora, one or more of " + ", ".join(CORPORA)
+               + "; the first is the one saved, healed and whose currency is checked"),
+        Option("--epsilons", type="_share_list", scale="epsilons",
+               help="comma-separated loss rises of r*_model(eps), each in (0, 1)"),
+        Option("--budgets", type="_share_list", scale="budgets",
+               help="comma-separated shares of the total query rank every allocation is "
+               "measured at, each in (0, 1)"),
+        Option("--n-fit", type=bounded_int(2, 65536), scale="n_fit",
+               help="training windows per corpus (calibration, healing), 2..65536"),
+        Option("--n-validation", type=bounded_int(2, 65536), scale="n_validation",
+               help="validation windows per corpus (the search, healing's stop), 2..65536"),
+        Option("--n-test", type=bounded_int(2, 65536), scale="n_test",
+               help="test windows per corpus (every loss reported), 2..65536"),
+        Option("--length", type=bounded_int(4, 4096), scale="length",
+               help="tokens per window, BOS included, 4..4096"),
+        Option("--metric-windows", type=bounded_int(1, 65536), scale="metric_windows",
+               help="training windows each head's output metric is averaged over, 1..65536"),
+        Option("--calibrations", type="_calibration_list", scale="calibrations",
+               help="comma-separated calibrations measured at the grid: none, output (the "
+               "one searched and saved), sequential"),
+        Option("--map-distill", type="_map_distill", scale="map_distill",
+               help="the r*_attn map beside it: none (training-free), auto or all (as "
+               "head-ranks --distill), off (no map, no r*_attn allocation)"),
+        Option("--n-pairs", type=bounded_int(0, 4096), scale="n_pairs",
+               help="(head, rank) pairs measured alone to check the currency, 0 or 4..4096"),
+        Option("--no-heal", dest="heal", action="store_false", scale="heal",
+               help="skip healing the low-rank queries"),
+        Option("--heal-steps", type=bounded_int(0, 10**6), scale="heal_steps",
+               help="the most healing steps (Adam, a batch of training windows each), "
+               "0..1000000"),
+        Option("--heal-lr", type=bounded_float(0.0, 1.0, low_open=True), scale="heal_lr",
+               help="healing's Adam learning rate, in (0, 1]"),
+        Option("--heal-batch", type=bounded_int(1, 65536), scale="heal_batch",
+               help="training windows per healing step, 1..65536"),
+        Option("--heal-every", type=bounded_int(1, 10**6), scale="heal_every",
+               help="healing steps between validation losses, 1..1000000"),
+        Option("--heal-seconds", type=bounded_float(0.0, 1e7, low_open=True),
+               scale="heal_seconds", help="stop healing at the first validation loss after "
+               "this many seconds"),
+        Option("--save", metavar="DIR", scale="save", shown="not saved",
+               help="a new folder: the model at r*_model(--save-epsilon) of the first corpus "
+               "(healed), loadable by transformers' from_pretrained, with its factors"),
+        Option("--save-epsilon", type=bounded_float(0.0, 1.0, low_open=True),
+               scale="save_epsilon", help="the eps whose r*_model is saved and healed; one of "
+               "--epsilons"),
+        Option("--jobs", type=bounded_int(-1, 512), scale="jobs",
+               help="layers of the r*_attn map measured at once: -1 all cores, 1..512"),
+    ),
+    module=_MODULE.format("_model_rank"),
+    floatfmt="{:.4g}",
+)
+"""``r*_model(eps)`` of a causal LM as a registered experiment (``model-rank``)."""
+
 REPORT = (SWEEP, LADDER, FRONTIER)
 """The paper's experiments on teacher tasks, in the order of the report and of ``--help``."""
 
-APPENDIX = (PROFILE, CORPUS_RANKS, HEAD_RANKS)
+APPENDIX = (PROFILE, CORPUS_RANKS, HEAD_RANKS, MODEL_RANK)
 """The experiments on real language models, last in the report (after every paper's
 :data:`REPORT`)."""
 
@@ -433,6 +526,10 @@ _LAZY = {
     "_impose_ranks": ("ALLOCATIONS", "impose_ranks"),
     "_head_ranks": ("head_rank_findings",),
     "_head_rank_plots": ("plot_head_rank_curves", "plot_head_rank_map", "plot_impose"),
+    "_allocations": ("MODEL_ALLOCATIONS", "budget_allocation"),
+    "_model_rank": ("model_rank",),
+    "_model_rank_plots": ("plot_model_rank", "plot_model_rank_currency",
+                          "plot_model_rank_healing", "plot_model_rank_maps"),
     "_trajectory": ("TRAJECTORY_COLUMNS", "kernel_rank_trajectory",
                     "plot_kernel_rank_trajectory"),
 }
@@ -442,5 +539,6 @@ _HOME, __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = sorted(["APPENDIX", "CORPORA", "CORPUS_RANKS", "DISTILL_MARGIN", "FRONTIER",
                   "HEAD_RANKS", "HEAD_RANK_TRAINING", "HEAD_RANK_WINDOWS", "LADDER",
+                  "MODEL_RANK", "MODEL_RANK_WINDOWS",
                   "PROFILE", "REPORT", "SWEEP", "TOLERANCES", *_HOME])
 

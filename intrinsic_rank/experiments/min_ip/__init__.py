@@ -33,8 +33,8 @@ train pool's family (the test set samples ``n_test_sequences`` from the test
 pool's)."""
 
 _FEATURE_MAPS = ("elu+1", "exp", "favor+", "hedgehog", "relu", "signed", "taylor")
-# The names of nn.FEATURE_MAPS (torch), for --help without torch; tests/experiments/runner/test_registry.py
-# checks that they are the same.
+# The names of nn.FEATURE_MAPS (torch), for --help without torch;
+# tests/experiments/runner/test_registry.py checks that they are the same.
 
 MIN_IP = Experiment(
     name="min-ip",
