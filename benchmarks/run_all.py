@@ -44,6 +44,8 @@ BENCHMARKS = {
                       "import torch", ["--repeat", "3"]),
     "bench_head_ranks": ("the map of r*_attn over SmolLM2's 270 heads against the "
                          "training-free map of the same run", ["--layers", "0,15,29"]),
+    "bench_model_rank": ("r*_model of SmolLM2 (map, allocation, calibration, search; "
+                         "healing) against one evaluation of its loss", ["--quick"]),
 }
 
 _LINE = re.compile(

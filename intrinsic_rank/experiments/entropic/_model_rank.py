@@ -20,12 +20,13 @@ import time
 import numpy as np
 
 from ..._validation import check_device, check_int, check_real, check_seed
-from ...inspection import heal_queries, save_low_rank_model
+from ...inspection import save_low_rank_model
 from ._allocations import MODEL_ALLOCATIONS
 from ._head_ranks import _corpus_list  # noqa: F401 - the type of --corpora, looked up here
 from ._head_ranks import spearman_interval
 from ._head_records import findings_tol
 from ._model_currency import currency_check
+from ._model_healing import heal_at
 from ._model_search import (
     CALIBRATIONS,
     ModelEvaluator,
@@ -144,32 +145,6 @@ def _maps(evaluator, found, records, save_epsilon, n_layers, n_heads):
     return out
 
 
-def _heal(evaluator, found, settings, progress):
-    """Heal the factors at ``r*_model(save_epsilon)``; the healed factors and the record."""
-    chosen = next(f for f in found if f["epsilon"] == settings["save_epsilon"])
-    ranks = _ranks_of(chosen)
-    _, factors = evaluator.edits(ranks, DEFAULT_CALIBRATION)
-    result = heal_queries(
-        evaluator.loaded, factors, evaluator.windows["train"], evaluator.windows["validation"],
-        test_ids=evaluator.windows["test"], max_steps=settings["heal_steps"],
-        lr=settings["heal_lr"], batch_size=settings["heal_batch"],
-        eval_every=settings["heal_every"], max_seconds=settings["heal_seconds"],
-        random_state=settings["random_state"], device=evaluator.device, progress=progress)
-    base = evaluator.unedited("test")
-    record = dict(corpus=evaluator.corpus, epsilon=settings["save_epsilon"],
-                  total_rank=chosen["total_rank"], rank_share=chosen["rank_share"],
-                  history=result.history, best_step=result.best_step,
-                  stopped=result.stopped, seconds=result.seconds,
-                  before=result.history[0]["test"],
-                  after=next(h["test"] for h in result.history
-                             if h["step"] == result.best_step))
-    record["rise_before"] = record["before"] / base - 1
-    record["rise_after"] = record["after"] / base - 1
-    row = _row(evaluator, "test", chosen["rank_share"], "output share", DEFAULT_CALIBRATION,
-               ranks, record["after"], stage="healed")
-    return result.factors, record, row
-
-
 def _transfer_rows(evaluators, found):
     """The factors chosen on one corpus, judged on every other corpus's test documents."""
     rows = []
@@ -265,7 +240,8 @@ def model_rank(model="smollm2-135m", *, save=None, checkpoint=None, n_jobs=1, pr
         ``frame`` (a pandas DataFrame: one row per corpus, split, budget,
         allocation, calibration and healing, with the loss and its rise), ``rows``
         (the same as dicts), ``r_star_model``, ``maps``, ``currency``, ``healing``,
-        ``transfer``, ``unedited``, ``config``, ``saved`` and ``seconds``.
+        ``transfer``, ``unedited``, ``config``, ``saved``, ``seconds`` and
+        ``stage_seconds`` (the time of each stage).
     """
     from ...nn import LoadedModel, load_model
 
@@ -285,16 +261,22 @@ def model_rank(model="smollm2-135m", *, save=None, checkpoint=None, n_jobs=1, pr
     for corpus, own in windows.items():
         own.update({f"test:{other}": windows[other]["test"] for other in windows
                     if other != corpus})
+    begin = time.perf_counter()
     records = (None if s["map_distill"] is None else
                _map_records(loaded, s["corpora"], s, checkpoint, n_jobs, progress, device))
+    map_seconds = time.perf_counter() - begin
     from ..runner import progress_steps
 
     with progress_steps(None, "model-rank", enabled=progress) as steps:
         result = _measure_all(loaded, windows, records, s, checkpoint, device, steps)
     result.config["model"] = loaded.label
+    result.stage_seconds = dict(load_and_windows=begin - start, map=map_seconds,
+                                **result.stage_seconds)
     if save is not None:
+        begin = time.perf_counter()
         result.saved = _save(result.evaluators[s["corpora"][0]], result.r_star_model,
                              result.pop("factors"), s, result, save)
+        result.stage_seconds["save"] = time.perf_counter() - begin
     result.pop("evaluators")
     result.pop("factors", None)
     result.seconds = time.perf_counter() - start
@@ -316,41 +298,60 @@ def _settings_key(loaded, settings):
 
 
 def _measure_all(loaded, windows, records, s, checkpoint, device, steps):
-    """Every corpus's grid and search, the currency, transfer and healing."""
+    """Every corpus's grid and search, the currency, transfer and healing, each timed."""
     from sklearn.utils import Bunch
 
-    rows, found, maps, evaluators = [], [], [], {}
+    rows, found, maps, evaluators, seconds = [], [], [], {}, {}
+
+    def timed(stage, start):
+        seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - start
+
     for corpus in s["corpora"]:
         risks = None if records is None else {
             (r["layer"], r["head"]): r["risks"] for r in records if r["corpus"] == corpus}
+        start = time.perf_counter()
         evaluators[corpus] = evaluator = ModelEvaluator(
             loaded, corpus, windows[corpus], metric_windows=s["metric_windows"],
             map_risks=risks, cache_path=None if checkpoint is None else
             os.path.join(checkpoint, f"{corpus}.losses.json"), settings_key=_settings_key(
                 loaded, s), device=device, steps=steps)
-        known = {}
+        timed("bases", start)
+        known, start = {}, time.perf_counter()
         rows += _grid_rows(evaluator, s["budgets"], s["calibrations"], known)
+        timed("grid", start)
+        start = time.perf_counter()
         here, searched = _search_rows(evaluator, s["epsilons"], known)
         found += here
         rows += searched
+        timed("search", start)
         shape = max(k[0] for k in evaluator.keys) + 1, max(k[1] for k in evaluator.keys) + 1
         maps.append(_maps(evaluator, here, records, s["save_epsilon"], *shape))
     first = evaluators[s["corpora"][0]]
+    start = time.perf_counter()
     currency = (currency_check(first, n_pairs=s["n_pairs"], n_windows=s["metric_windows"],
                                random_state=s["random_state"]) if s["n_pairs"] else None)
+    timed("currency", start)
+    start = time.perf_counter()
     transfer = _transfer_rows(evaluators, found)
+    timed("transfer", start)
     healing, factors = None, None
     if s["heal"]:
-        factors, healing, row = _heal(first, [f for f in found if f["corpus"] == first.corpus],
-                                      s, steps.update)
-        rows.append(row)
+        start = time.perf_counter()
+        factors, healing, chosen = heal_at(first, [f for f in found
+                                                   if f["corpus"] == first.corpus],
+                                           s, steps.update, checkpoint)
+        rows.append(_row(first, "test", chosen["rank_share"], "output share",
+                         DEFAULT_CALIBRATION, _ranks_of(chosen), healing["after"],
+                         stage="healed"))
+        timed("healing", start)
     unedited = {c: {split: e.unedited(split) for split in ("validation", "test")}
                 for c, e in evaluators.items()}
     config = dict(s, n_heads_total=len(first.keys), total_rank=first.total,
                   calibration=DEFAULT_CALIBRATION, dtype="float32")
     return Bunch(rows=rows, frame=_frame(rows), r_star_model=found, maps=maps,
                  currency=currency, healing=healing, transfer=transfer, unedited=unedited,
-                 config=config, saved=None, evaluators=evaluators, factors=factors)
+                 config=config, saved=None, evaluators=evaluators, factors=factors,
+                 stage_seconds=seconds)
 
 
 def _checked_save(path):
@@ -482,7 +483,8 @@ def _run(settings, *, random_state, progress, device):
     result = model_rank(loaded, save=save, checkpoint=checkpoint, n_jobs=jobs,
                         progress=progress, device=device, random_state=random_state, **s)
     out = {key: result[key] for key in ("rows", "r_star_model", "maps", "currency", "healing",
-                                        "transfer", "unedited", "config", "saved", "seconds")}
+                                        "transfer", "unedited", "config", "saved", "seconds",
+                                        "stage_seconds")}
     return jsonable(out)
 
 

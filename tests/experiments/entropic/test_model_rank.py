@@ -178,3 +178,43 @@ def test_a_llama_folder_is_saved_and_loaded_by_stock_transformers(tmp_path):
     assert lm_loss(again, windows["test"]) == pytest.approx(record["test_loss"], abs=1e-4)
     reread = tf.AutoModelForCausalLM.from_pretrained(source).state_dict()
     assert all(torch.equal(reread[k], v) for k, v in before.items())  # the source untouched
+
+
+def test_a_rerun_reuses_the_healing_and_other_settings_measure_again(result, monkeypatch):
+    _, folder = result
+    import intrinsic_rank.experiments.entropic._model_healing as healing
+
+    healed = []
+    real = healing.heal_queries
+    monkeypatch.setattr(healing, "heal_queries", lambda *a, **k: healed.append(1) or real(
+        *a, **k))
+    again = model_rank("default", checkpoint=str(folder / "parts"), **dict(SMALL, n_pairs=0))
+    assert healed == [] and again.healing["history"]
+    calls = []
+    real_loss = _model_search.lm_loss
+    monkeypatch.setattr(_model_search, "lm_loss", lambda *a, **k: calls.append(1) or real_loss(
+        *a, **k))
+    model_rank("default", checkpoint=str(folder / "parts"),
+               **dict(SMALL, n_pairs=0, heal=False, n_test=5))  # other test windows
+    assert len(calls) > 10
+
+
+def test_an_interrupted_run_leaves_the_model_as_it_was(monkeypatch):
+    from intrinsic_rank.nn import load_model
+
+    loaded = load_model("default")
+    before = {k: v.clone() for k, v in loaded.module.state_dict().items()}
+    count = []
+    real = _model_search.lm_loss
+
+    def stop_on_the_fifth(*args, **kwargs):
+        count.append(1)
+        if len(count) == 5:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_model_search, "lm_loss", stop_on_the_fifth)
+    with pytest.raises(KeyboardInterrupt):
+        model_rank(loaded, **dict(SMALL, n_pairs=0, heal=False))
+    after = loaded.module.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())
