@@ -142,6 +142,20 @@ def _parametrize(bare, kind, facts, factors):
     return installed, biases
 
 
+def _balanced(A, a, C):
+    """The same product with each rank's column of ``A`` and row of ``C`` of one norm.
+
+    ``A @ C`` has a gauge (``A S``, ``S^{-1} C``); the metric's cut leaves the two
+    factors at very different scales, and Adam's steps, about ``lr`` per entry, would
+    then move one of them by far more than the other. Balanced, both move alike.
+    """
+    left = np.linalg.norm(A, axis=0)
+    right = np.linalg.norm(C, axis=1)
+    scale = np.sqrt(np.where(left > 0, right / np.where(left > 0, left, 1.0), 1.0))
+    scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+    return A * scale, a * scale, C / scale[:, None]
+
+
 def _kl(teacher_logits, student_logits):
     teacher = torch.log_softmax(teacher_logits.float(), dim=-1)
     student = torch.log_softmax(student_logits.float(), dim=-1)
@@ -246,7 +260,7 @@ def heal_queries(model, factors, train_ids, validation_ids, *, test_ids=None, ma
                 or C.shape[1] != f.head_dim or a.shape != (C.shape[0],)):
             raise ValueError(f"factors[L{key[0]}H{key[1]}] must be A ({f.d_model}, r), a (r,), "
                              f"C (r, {f.head_dim}); got {A.shape}, {a.shape}, {C.shape}")
-        checked[key] = A, a, C
+        checked[key] = _balanced(A, a, C)
     train = _checked_ids(train_ids, bare, kind, "train_ids")
     val = _checked_ids(validation_ids, bare, kind, "validation_ids")
     test = None if test_ids is None else _checked_ids(test_ids, bare, kind, "test_ids")

@@ -102,3 +102,14 @@ def test_bad_factors_are_named(cut):
         heal_queries(lm, {}, TRAIN, VAL)
     with pytest.raises(ValueError, match="validation_ids"):
         heal_queries(lm, factors, TRAIN, VAL[:, :1])
+
+
+def test_the_factors_start_balanced_with_the_same_product(cut):
+    lm, factors = cut
+    key = next(iter(factors))
+    A, a, C = factors[key]
+    skewed = {key: (A * 1e3, a * 1e3, C / 1e3)}
+    healed = heal_queries(lm, skewed, TRAIN, VAL, max_steps=0)
+    A2, a2, C2 = healed.factors[key]
+    assert healed.best_step == 0 and np.allclose(A2 @ C2, A @ C) and np.allclose(a2 @ C2, a @ C)
+    assert np.allclose(np.linalg.norm(A2, axis=0), np.linalg.norm(C2, axis=1))

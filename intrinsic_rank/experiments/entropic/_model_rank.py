@@ -29,6 +29,7 @@ from ._model_currency import currency_check
 from ._model_healing import heal_at
 from ._model_search import (
     CALIBRATIONS,
+    DEFAULT_ALLOCATION,
     ModelEvaluator,
     check_shares,
     corpus_windows,
@@ -99,14 +100,14 @@ def _grid_rows(evaluator, budgets, calibrations, known):
         budget = evaluator.budget(share)
         for kind in kinds:
             ranks = evaluator.allocation(kind, budget)
-            cuts = calibrations if kind == "output share" else [
+            cuts = calibrations if kind == DEFAULT_ALLOCATION else [
                 c for c in calibrations if c != "sequential"]
             for calibration in cuts:
                 loss = evaluator.loss(ranks, calibration, "test", label=kind)
                 rows.append(_row(evaluator, "test", share, kind, calibration, ranks, loss))
-        ranks = evaluator.allocation("output share", budget)
+        ranks = evaluator.allocation(DEFAULT_ALLOCATION, budget)
         known[budget] = evaluator.loss(ranks, DEFAULT_CALIBRATION, "validation",
-                                       label="output share")
+                                       label=DEFAULT_ALLOCATION)
     return rows
 
 
@@ -115,14 +116,14 @@ def _search_rows(evaluator, epsilons, known):
     found, rows = [], []
     for eps in epsilons:
         budget = search_budget(evaluator, eps, known=known, calibration=DEFAULT_CALIBRATION)
-        ranks = evaluator.allocation("output share", budget)
-        test = evaluator.loss(ranks, DEFAULT_CALIBRATION, "test", label="output share")
+        ranks = evaluator.allocation(DEFAULT_ALLOCATION, budget)
+        test = evaluator.loss(ranks, DEFAULT_CALIBRATION, "test", label=DEFAULT_ALLOCATION)
         found.append(dict(corpus=evaluator.corpus, epsilon=eps, total_rank=int(budget),
                           rank_share=budget / evaluator.total,
                           validation_rise=known[budget] / evaluator.unedited("validation") - 1,
                           test_loss=test, test_rise=test / evaluator.unedited("test") - 1,
                           ranks={f"L{l}H{h}": r for (l, h), r in ranks.items()}))
-        rows.append(_row(evaluator, "test", budget / evaluator.total, "output share",
+        rows.append(_row(evaluator, "test", budget / evaluator.total, DEFAULT_ALLOCATION,
                          DEFAULT_CALIBRATION, ranks, test, stage=f"r*_model({eps:g})"))
     return found, rows
 
@@ -155,7 +156,8 @@ def _transfer_rows(evaluators, found):
             split = f"test:{other}"
             for f in (f for f in found if f["corpus"] == source):
                 ranks = _ranks_of(f)
-                loss = evaluator.loss(ranks, DEFAULT_CALIBRATION, split, label="output share")
+                loss = evaluator.loss(ranks, DEFAULT_CALIBRATION, split,
+                                      label=DEFAULT_ALLOCATION)
                 base = evaluator.unedited(split)
                 rows.append(dict(calibrated_on=source, judged_on=other, epsilon=f["epsilon"],
                                  rank_share=f["rank_share"], loss=loss,
@@ -340,7 +342,7 @@ def _measure_all(loaded, windows, records, s, checkpoint, device, steps):
         factors, healing, chosen = heal_at(first, [f for f in found
                                                    if f["corpus"] == first.corpus],
                                            s, steps.update, checkpoint)
-        rows.append(_row(first, "test", chosen["rank_share"], "output share",
+        rows.append(_row(first, "test", chosen["rank_share"], DEFAULT_ALLOCATION,
                          DEFAULT_CALIBRATION, _ranks_of(chosen), healing["after"],
                          stage="healed"))
         timed("healing", start)
@@ -427,8 +429,9 @@ def model_rank_verdicts(result):
         for share in sorted({r["budget"] for r in test if r["corpus"] == corpus}):
             here = {(r["allocation"], r["calibration"]): r["loss"] for r in test
                     if r["corpus"] == corpus and r["budget"] == share}
-            ours = here.get(("output share", DEFAULT_CALIBRATION))
-            others = [v for (k, c), v in here.items() if k != "output share" and c == "none"]
+            ours = here.get((DEFAULT_ALLOCATION, DEFAULT_CALIBRATION))
+            others = [v for (k, c), v in here.items()
+                      if k in ("uniform", "query energy", "r*_attn") and c == "none"]
             if ours is None or not others:
                 continue
             total += 1
