@@ -571,13 +571,31 @@ def _csv_rows(result):
                                "rise")} for r in result["rows"]]
 
 
+def _head_rows(result):
+    """One row per corpus and head: its rank at every ``r*_model(eps)`` and its ``r*_attn``."""
+    rows = []
+    for m in result["maps"]:
+        found = [f for f in result["r_star_model"] if f["corpus"] == m["corpus"]]
+        for layer, heads in enumerate(m["model"]):
+            for head in range(len(heads)):
+                name = f"L{layer}H{head}"
+                row = dict(corpus=m["corpus"], layer=layer, head=head)
+                for f in found:
+                    row[f"rank@{f['epsilon']:g}"] = f["ranks"].get(name)
+                if m["attn"] is not None:
+                    row[f"r_attn@{m['tol']:g}"] = m["attn"][layer][head]
+                rows.append(row)
+    return rows
+
+
 def _extra_files(result, folder):
     if "missing" in result:
         return []
     from ..runner import write_csv
 
     write_csv(os.path.join(folder, "model_rank.csv"), _csv_rows(result))
-    return ["model_rank.csv"]
+    write_csv(os.path.join(folder, "model_rank_heads.csv"), _head_rows(result))
+    return ["model_rank.csv", "model_rank_heads.csv"]
 
 
 def _plot(result, folder):
