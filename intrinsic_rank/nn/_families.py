@@ -141,7 +141,8 @@ class AttentionLayer:
 
     Attributes
     ----------
-    layer : int
+    layer, n_layers : int
+        The layer (0-based) and the model's number of attention layers.
     family : str
         The key of :data:`HEAD_FAMILIES`.
     model_type : str
@@ -189,6 +190,7 @@ class AttentionLayer:
     """
 
     layer: int
+    n_layers: int
     family: str
     model_type: str
     n_heads: int
@@ -553,11 +555,11 @@ def _steps(model, family, index, attention, parts):
     return fields, d_model
 
 
-def _read(model, kind, index, layout, attention, output):
+def _read(model, kind, index, n_layers, layout, attention, output):
     if kind == "tiny":
         parts = read_projections("tiny", attention, output, model.config, "TinyCausalLM")
         return AttentionLayer(
-            layer=index, family="tiny", model_type="tiny", n_heads=parts.n_heads,
+            layer=index, n_layers=n_layers, family="tiny", model_type="tiny", n_heads=parts.n_heads,
             n_kv_heads=parts.n_kv_heads, head_dim=parts.head_dim, d_model=parts.w_q.shape[1],
             w_q=parts.w_q, b_q=parts.b_q, w_k=parts.w_k, b_k=parts.b_k, w_v=parts.w_v,
             b_v=parts.b_v, w_o=parts.w_o, b_o=parts.b_o, scale=parts.head_dim ** -0.5,
@@ -574,14 +576,14 @@ def _read(model, kind, index, layout, attention, output):
     if not HEAD_FAMILIES[family].recomputed:
         fields["refusal"] = f"model_type={model_type!r}, a family whose heads are not read"
     return AttentionLayer(
-        layer=index, family=family, model_type=str(model_type), n_heads=parts.n_heads,
+        layer=index, n_layers=n_layers, family=family, model_type=str(model_type), n_heads=parts.n_heads,
         n_kv_heads=parts.n_kv_heads, head_dim=parts.head_dim, d_model=d_model, w_q=parts.w_q,
         b_q=parts.b_q, w_k=parts.w_k, b_k=parts.b_k, w_v=parts.w_v, b_v=parts.b_v,
         w_o=parts.w_o, b_o=parts.b_o, sites=(attention, output),
         query_sites=parts.query_sites, **fields)
 
 
-def attention_layers(model, layers=None):
+def attention_layers(model, layers=None, *, name=None):
     """Every attention layer of a model as read by the family table (one reader of heads).
 
     Parameters
@@ -590,7 +592,10 @@ def attention_layers(model, layers=None):
         A model with a task head is read through its body; an adapter through
         the model it wraps.
     layers : sequence of int or None, default=None
-        The layers to read (0-based); None: all of them, in order.
+        The layers to read (0-based); None: all of them, in order. Only these
+        layers' weights are copied.
+    name : str or None, default=None
+        The model's name in errors; None: its class name.
 
     Returns
     -------
@@ -620,12 +625,7 @@ def attention_layers(model, layers=None):
     wanted = range(len(found)) if layers is None else list(layers)
     for index in wanted:
         if not 0 <= index < len(found):
-            raise ValueError(f"layer={index} is out of range: the model has layers "
-                             f"0..{len(found) - 1}")
-    return [_read(bare, kind, index, *found[index]) for index in wanted]
+            raise ValueError(f"layer={index} is out of range: "
+                             f"{name or type(bare).__name__} has layers 0..{len(found) - 1}")
+    return [_read(bare, kind, index, len(found), *found[index]) for index in wanted]
 
-
-def count_layers(model):
-    """The number of attention layers :func:`attention_layers` finds, without reading weights."""
-    bare, kind = unwrap_model(model)
-    return len(bare.blocks) if kind == "tiny" else len(_located(bare))
