@@ -384,9 +384,8 @@ class _Unread(ValueError):
     """A model none of whose layers is read; ``reason`` says why in a few words."""
 
     def __init__(self, name, model_type, reason):
-        self.reason = reason
-        super().__init__(f"{name} (model_type={model_type!r}): {reason}; supported "
-                         f"families: {_SUPPORTED}")
+        self.reason = f"model_type={model_type!r}: {reason}"
+        super().__init__(f"{name} ({self.reason}); supported families: {_SUPPORTED}")
 
 
 def _alibi(model):
