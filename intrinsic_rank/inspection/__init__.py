@@ -47,6 +47,8 @@ from ._geometry import (
 from ._head_inputs import TOKEN_CORPORA, corpus_record, corpus_token_ids
 from ._head_io import (
     READ_FAMILIES,
+    SELF_CHECK_TOLERANCES,
+    SELF_CHECK_WINDOWS,
     HeadData,
     HeadFacts,
     head_activations,
@@ -79,6 +81,8 @@ __all__ = [
     "QUANTISATION_BLOCK",
     "QUANTISATION_LEVELS",
     "READ_FAMILIES",
+    "SELF_CHECK_TOLERANCES",
+    "SELF_CHECK_WINDOWS",
     "SCORE_MEASURES",
     "TOKEN_CORPORA",
     "bound_rows",
