@@ -538,7 +538,8 @@ def _steps(model, family, index, attention, parts):
     rotary = family in _ROTARY or (family == "q_proj" and _is_rotary(model))
     fields = dict(scale=_scale(family, attention, parts.head_dim), rotary=rotary,
                   softcap=getattr(attention, "attn_logit_softcapping", None),
-                  window=_window(family, attention, config), causal=True)
+                  window=_window(family, attention, config),
+                  causal=getattr(attention, "is_causal", True) is not False)
     refusals = []
     if family in _ROTARY:
         inv_freq, scaling, rope_type, theta, refusal = _rope(model, attention, index)
@@ -575,11 +576,11 @@ def _read(model, kind, index, n_layers, layout, attention, output):
     if not HEAD_FAMILIES[family].recomputed:
         fields["refusal"] = f"model_type={model_type!r}, a family whose heads are not read"
     return AttentionLayer(
-        layer=index, n_layers=n_layers, family=family, model_type=str(model_type), n_heads=parts.n_heads,
-        n_kv_heads=parts.n_kv_heads, head_dim=parts.head_dim, d_model=d_model, w_q=parts.w_q,
-        b_q=parts.b_q, w_k=parts.w_k, b_k=parts.b_k, w_v=parts.w_v, b_v=parts.b_v,
-        w_o=parts.w_o, b_o=parts.b_o, sites=(attention, output),
-        query_sites=parts.query_sites, **fields)
+        layer=index, n_layers=n_layers, family=family, model_type=str(model_type),
+        n_heads=parts.n_heads, n_kv_heads=parts.n_kv_heads, head_dim=parts.head_dim,
+        d_model=d_model, w_q=parts.w_q, b_q=parts.b_q, w_k=parts.w_k, b_k=parts.b_k,
+        w_v=parts.w_v, b_v=parts.b_v, w_o=parts.w_o, b_o=parts.b_o,
+        sites=(attention, output), query_sites=parts.query_sites, **fields)
 
 
 def attention_layers(model, layers=None, *, name=None):

@@ -260,7 +260,7 @@ class HeadNorm:
         return len(self.gain) if self.layer_w is None else int(self.layer_w.shape[1])
 
     def rest_squares(self, X):
-        """The sum of squares of the layer's other channels on ``X``, ``(..., L, 1)`` (0: head axis).
+        """The sum of squares of the layer's other channels on ``X``: ``(..., L, 1)``, or 0.
 
         Parameters
         ----------

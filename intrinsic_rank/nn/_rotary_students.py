@@ -27,7 +27,6 @@ import math
 import torch
 
 from ._head_math import (
-    ROPE_LAYOUTS,
     HeadNorm,
     rope_frequencies,
     rope_tables,

@@ -138,8 +138,7 @@ def _sharpened(model, seed):
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight",
-                              "query_key_value.weight",
-                              "qkv_proj.weight", "c_attn.weight")):
+                              "query_key_value.weight", "qkv_proj.weight", "c_attn.weight")):
                 p.mul_(0.6 / p.std())
             if name.endswith("bias"):
                 p.copy_(0.3 * torch.randn(p.shape, generator=generator))
