@@ -1,9 +1,9 @@
 """One head's ``r*_attn``: the training-free curve, distillation where it can change the answer.
 
 The Entropic Bound's attention-native rank, measured on a real head (the teacher)
-by students with the head's own positions, scale, mask, keys and values, whose
-query projection has rank ``r``. The procedure, the same for a head as trained and
-for a head with a planted rank:
+by students with the head's own positions, norms, scale, soft-capping, mask (its sliding
+window included), keys and values, whose query projection (before any norm) has rank
+``r``. The procedure, the same for a head as trained and for a head with a planted rank:
 
 1. **The training-free curve.** The data-aware truncation of the head's query to
    every rank ``r`` (:func:`~intrinsic_rank.inspection.truncated_head`, on the
