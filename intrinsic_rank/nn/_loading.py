@@ -370,14 +370,17 @@ def _instance(model):
     return LoadedModel(model, load_hf_tokenizer(folder), label)
 
 
-def _missing(model):
+def _hub_note():
     cache = _hub_cache()
-    hub = ("" if cache is None else
-           f", nor a Hugging Face hub id in the local cache {cache} (nothing is ever "
-           "downloaded: fetch it first, e.g. hf download <id>)")
+    return ("" if cache is None else
+            f", nor a Hugging Face hub id in the local cache {cache} (nothing is ever "
+            "downloaded: fetch it first, e.g. hf download <id>)")
+
+
+def _missing(model):
     return (f"model={model!r} is not 'default', a packaged model "
             f"({', '.join(sorted(PACKAGED_MODELS))}), an existing folder, a .gguf or a .pt "
-            f"file{hub}")
+            f"file{_hub_note()}")
 
 
 # ----------------------------------------------------------------------------
@@ -546,7 +549,8 @@ def _causal_adapter(located, copy_model, progress=True):
         # experiment can reuse one loaded (possibly large) model for every fit
         return check_causal(value.freeze())
     if kind == "missing":
-        raise ValueError(_missing(value))
+        raise ValueError(f"model={value!r} is neither 'default' nor an existing file or "
+                         f"folder{_hub_note()}")
     if kind == "unknown":
         raise TypeError(
             "model must be 'default', a path, a TinyCausalLM, a transformers causal LM "
