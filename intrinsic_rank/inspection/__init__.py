@@ -53,6 +53,8 @@ from ._geometry import (
 from ._head_inputs import TOKEN_CORPORA, corpus_record, corpus_token_ids
 from ._head_io import (
     READ_FAMILIES,
+    SELF_CHECK_TOLERANCES,
+    SELF_CHECK_WINDOWS,
     HeadData,
     HeadFacts,
     head_activations,
@@ -107,6 +109,8 @@ __all__ = [
     "QUANTISATION_LEVELS",
     "RANKS_FILE",
     "READ_FAMILIES",
+    "SELF_CHECK_TOLERANCES",
+    "SELF_CHECK_WINDOWS",
     "SCORE_MEASURES",
     "TOKEN_CORPORA",
     "bound_rows",

@@ -3,21 +3,22 @@
 For head ``h`` of layer ``l`` of a causal language model:
 
 * ``X`` is the input of the layer's attention, after the pre-attention norm
-  (Llama/Qwen2/Mistral ``self_attn``'s ``hidden_states``, GPT-2 ``ln_1``'s
-  output, :class:`~intrinsic_rank.nn.TinyCausalLM` ``norm1``'s output),
-  ``d_model`` wide;
+  where the model has one (Llama ``self_attn``'s ``hidden_states``, GPT-2 ``ln_1``'s
+  output; OLMo-2 has none: its layer input), ``d_model`` wide;
 * ``Y`` is that head's slice of the input of the output projection (Llama
-  ``o_proj``, GPT-2 ``attn.c_proj``, TinyCausalLM ``proj``), ``head_dim``
-  wide: columns ``h * head_dim ... (h + 1) * head_dim - 1``;
-* :class:`HeadFacts` holds everything that maps one to the other,
-  ``Y = softmax(scale * rope(X W_Q + b_Q) rope(X W_K + b_K)^T + causal mask) (X W_V + b_V)``,
-  and :func:`head_output` recomputes ``Y`` from ``X`` with it.
+  ``o_proj``, GPT-2 ``attn.c_proj``, GPT-NeoX ``dense``), ``head_dim`` wide;
+* :class:`HeadFacts` holds everything that maps one to the other, read by the one
+  reader of heads (:func:`~intrinsic_rank.nn.attention_layers`, the families of
+  :data:`~intrinsic_rank.nn.HEAD_FAMILIES`); :func:`head_output` recomputes ``Y``
+  from ``X`` with it (the steps of ``nn._head_math``).
 
 This is the teacher of the attention-native rank ``r*_attn`` of a real head
 (the Entropic Bound's rank inside the attention class): a student with the
-head's own positional scheme, scale, mask and values fits ``Y`` from ``X``.
-Only schemes that the recomputation reads exactly are accepted; any other is
-refused in one line naming it (never a silent wrong ``Y``).
+head's own positional scheme, norms, scale, mask and values fits ``Y`` from ``X``.
+Only families that the recomputation reads exactly are accepted; any other is
+refused in one line naming it, and every call of :func:`head_activations`
+checks on its own inputs that the recomputation equals what the model
+computed before it returns anything (never a silent wrong ``Y``).
 """
 
 import dataclasses
@@ -31,28 +32,29 @@ import torch
 
 from .._validation import check_device, check_int, format_bytes, memory_limit
 from ..nn import (
+    HEAD_FAMILIES,
     LoadedModel,
+    attention_layers,
     check_token_inputs,
     load_model,
     model_max_positions,
     model_vocab_size,
-    query_key_weights,
-    rope_frequencies,
     rope_tables,
     rotate,
+    soft_cap,
     unwrap_model,
-    value_weights,
+    visible_keys,
 )
 
-__all__ = ["READ_FAMILIES", "HeadData", "HeadFacts", "head_activations", "head_facts",
-           "head_output", "parse_head"]
+__all__ = ["READ_FAMILIES", "SELF_CHECK_TOLERANCES", "SELF_CHECK_WINDOWS", "HeadData",
+           "HeadFacts", "head_activations", "head_facts", "head_output", "parse_head"]
 
-READ_FAMILIES = ("llama", "mistral", "qwen2", "gpt2")
-"""The ``transformers`` ``model_type`` values whose heads are read (besides TinyCausalLM)."""
+READ_FAMILIES = tuple(t for family in HEAD_FAMILIES.values() if family.recomputed
+                      for t in family.model_types)
+"""The ``transformers`` ``model_type`` values whose heads are recomputed (besides TinyCausalLM):
+the recomputed families of :data:`~intrinsic_rank.nn.HEAD_FAMILIES`."""
 
-_ROTARY_FAMILIES = frozenset({"llama", "mistral", "qwen2"})
-_READ_TEXT = ("Llama, Mistral (without a sliding window), Qwen2 and GPT-2 models and "
-              "the package's TinyCausalLM")
+_READ_TEXT = ", ".join(family.title for family in HEAD_FAMILIES.values() if family.recomputed)
 _CHUNK_BYTES = 64 << 20  # the float64 working set of one chunk of head_output
 
 
@@ -60,12 +62,14 @@ _CHUNK_BYTES = 64 << 20  # the float64 working set of one chunk of head_output
 class HeadFacts:
     """Everything needed to recompute one attention head's output from its input.
 
-    For an input ``X`` of shape ``(L, d_model)`` (one sequence, positions
-    ``0 .. L-1``), the head computes ``q = X @ w_q + b_q``, ``k = X @ w_k +
-    b_k``, ``v = X @ w_v + b_v``; with ``positional="rope"`` it rotates ``q``
-    and ``k`` by the angles ``position * inv_freq`` in the ``rope_layout``;
-    then ``Y = softmax(scale * q k^T, causal) v`` (query ``i`` sees keys
-    ``0 .. i``). :func:`head_output` is this recipe.
+    For one sequence ``X`` (``(L, d_model)``, positions ``0 .. L-1``) the head
+    computes ``q = X @ w_q + b_q``, ``k = X @ w_k + b_k``, ``v = X @ w_v + b_v``;
+    normalises ``q`` and ``k`` by ``q_norm``, ``k_norm``; with ``positional="rope"``
+    rotates their first ``rotary_dim`` channels by ``position * inv_freq``
+    (``cos``, ``sin`` times ``rope_scaling``); then ``Y = softmax(cap(scale * q
+    k^T) + mask) v``, ``cap`` the soft-capping and ``mask`` causal, within a
+    sliding ``window`` where the layer has one (:func:`head_output`). The head
+    adds ``Y @ w_o`` to the layer's attention output.
 
     Parameters
     ----------
@@ -76,37 +80,55 @@ class HeadFacts:
     n_layers, n_heads, n_kv_heads : int
         Layers of the model; query heads and key/value heads of the layer.
     kv_group : int
-        The key/value head this query head reads (grouped-query attention:
-        ``head // (n_heads // n_kv_heads)``).
+        The key/value head this query head reads (``head // (n_heads // n_kv_heads)``).
     d_model, head_dim : int
         Width of ``X`` and of the head's queries, keys, values and ``Y``.
     positional : {"rope", "absolute"}
-        ``"rope"``: rotary position embeddings applied to ``q`` and ``k``
-        (Llama, Mistral, Qwen2); ``"absolute"``: learned or sinusoidal
-        positions added to the residual stream before the first layer (GPT-2,
-        TinyCausalLM), so they are already inside ``X`` and the head itself
-        sees no position.
+        ``"rope"``: rotary position embeddings applied to ``q`` and ``k``;
+        ``"absolute"``: positions added to the residual stream before the first
+        layer (GPT-2, OPT, GPT-Neo, TinyCausalLM), already inside ``X``.
     rope_theta : float or None
         The rotary base; None without rotary embeddings.
-    inv_freq : ndarray of shape (head_dim // 2,), float64, or None
-        The rotary frequencies, read from the model's rotary module: for the
-        default rope type ``1 / rope_theta ** (arange(0, head_dim, 2) /
-        head_dim)``, computed in float32 as ``transformers`` does.
+    inv_freq : ndarray of shape (rotary_dim // 2,), float64, or None
+        The rotary frequencies the model's rotary module holds for the layer
+        (for its type where local and global layers differ), checked against
+        the rope type's own formula (``1 / rope_theta ** (arange(0, rotary_dim,
+        2) / rotary_dim)`` for the default type; Llama 3's scaling, ...).
     rope_layout : {"rotate_half"} or None
-        How channels pair up in the rotation: ``"rotate_half"`` (``transformers``
-        Llama/Qwen2: channel ``i`` with ``i + head_dim // 2``, frequency
-        ``inv_freq[i]``); None without rotary embeddings.
+        How channels pair up in the rotation: ``"rotate_half"`` (channel ``i``
+        with ``i + rotary_dim // 2``, frequency ``inv_freq[i]``); None without
+        rotary embeddings.
     scale : float
-        The factor multiplying ``q . k`` before the softmax (``1 /
-        sqrt(head_dim)`` for every family read here, GPT-2's
-        ``scale_attn_weights`` / ``scale_attn_by_inverse_layer_idx`` included).
+        The factor multiplying ``q . k`` (``1 / sqrt(head_dim)`` for most families;
+        GPT-Neo's 1, Gemma 2/3's ``query_pre_attn_scalar ** -0.5``, ...).
     causal : bool
-        True: query ``i`` attends to keys ``0 .. i`` only (only causal heads
-        are read).
+        True: query ``i`` attends to keys ``0 .. i`` only (only causal heads are read).
     w_q, w_k, w_v : ndarray of shape (d_model, head_dim), float64
-        Projections of this head (``w_k``, ``w_v`` those of its key/value group).
+        Projections of this head (``w_k``, ``w_v`` those of its key/value group),
+        before any norm.
     b_q, b_k, b_v : ndarray of shape (head_dim,), float64
         Their biases, zeros where the model has none.
+    family : str, default="tiny"
+        The key of :data:`~intrinsic_rank.nn.HEAD_FAMILIES` that read the head.
+    model_type : str, default="tiny"
+        The model's ``config.model_type`` (``"tiny"`` for TinyCausalLM).
+    rope_scaling : float, default=1.0
+        The rope type's ``attention_scaling`` (a factor of ``cos`` and ``sin``).
+    rope_type : str or None, default=None
+        ``"default"``, ``"linear"``, ``"llama3"`` or ``"yarn"``; None without rotary.
+    q_norm, k_norm : HeadNorm or None, default=None
+        The RMS norms of the queries and keys after their projections
+        (:class:`~intrinsic_rank.nn.HeadNorm`: over the head for Qwen3 and Gemma 3,
+        over the whole layer for OLMo-2).
+    softcap : float or None, default=None
+        Gemma 2's ``attn_logit_softcapping``.
+    window : int or None, default=None
+        The layer's sliding window: query ``i`` sees keys ``i - window < j <= i``.
+    w_o : ndarray of shape (head_dim, d_out), float64, or None, default=None
+        The head's block of the layer's output projection (it adds ``Y @ w_o``).
+    b_o : ndarray of shape (d_out,), float64, or None, default=None
+        The output projection's bias: the *layer's*, added once to the sum over
+        its heads (zeros where the model has none).
 
     Attributes
     ----------
@@ -114,6 +136,15 @@ class HeadFacts:
         ``"L{layer}H{head}"``.
     value_map : tuple of ndarray
         ``(w_v, b_v)``.
+    rotary_dim : int or None
+        The channels of ``q`` and ``k`` that turn (``head_dim`` unless the
+        family rotates a fraction of each head); None without rotary embeddings.
+
+    Notes
+    -----
+    With a norm over the whole layer (OLMo-2) the head's query depends on the
+    other heads' too: a ``w_q`` given to :func:`head_output` replaces this head's
+    columns of the layer's projection and leaves the other heads' as they are.
 
     Examples
     --------
@@ -121,8 +152,8 @@ class HeadFacts:
     >>> facts = head_facts(load_model("default"), layer=1, head=2)
     >>> facts.name, facts.positional, facts.d_model, facts.head_dim, facts.scale
     ('L1H2', 'absolute', 64, 16, 0.25)
-    >>> facts.w_q.shape, facts.b_v.shape
-    ((64, 16), (16,))
+    >>> facts.w_q.shape, facts.b_v.shape, facts.w_o.shape
+    ((64, 16), (16,), (16, 64))
     """
 
     model: str
@@ -146,6 +177,16 @@ class HeadFacts:
     b_q: np.ndarray
     b_k: np.ndarray
     b_v: np.ndarray
+    family: str = "tiny"
+    model_type: str = "tiny"
+    rope_scaling: float = 1.0
+    rope_type: Any = None
+    q_norm: Any = None
+    k_norm: Any = None
+    softcap: Any = None
+    window: Any = None
+    w_o: Any = None
+    b_o: Any = None
 
     @property
     def name(self):
@@ -156,6 +197,11 @@ class HeadFacts:
     def value_map(self):
         """``(w_v, b_v)``: the head's values are ``X @ w_v + b_v``."""
         return self.w_v, self.b_v
+
+    @property
+    def rotary_dim(self):
+        """The channels that turn, ``2 * len(inv_freq)``; None without rotary embeddings."""
+        return None if self.inv_freq is None else 2 * len(self.inv_freq)
 
 
 class HeadData(NamedTuple):
@@ -200,155 +246,81 @@ def _is_encoder(model):
     return bool(flags) and not any(flags)
 
 
-def _sliding_window(config):
-    """The sliding window a config sets (None without one)."""
-    window = getattr(config, "sliding_window", None)
-    types = getattr(config, "layer_types", None) or ()
-    use = getattr(config, "use_sliding_window", None)
-    if use or "sliding_attention" in types:
-        return window if window is not None else "on"
-    return window if use is None else None
-
-
-def _rope_parameters(config):
-    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
-    return params if isinstance(params, dict) else {}
-
-
-def _partial_rotary(config, params):
-    for value in (params.get("partial_rotary_factor"),
-                  getattr(config, "partial_rotary_factor", None),
-                  getattr(config, "rotary_pct", None)):
-        if isinstance(value, (int, float)) and value < 1:
-            return value
-    return None
-
-
-def _scheme_refusal(model):
-    """Why ``model``'s attention is not recomputed exactly, or None (config-level schemes)."""
-    config = model.config
-    model_type = getattr(config, "model_type", None)
-    if getattr(config, "is_encoder_decoder", False):
-        return "an encoder-decoder model, not a causal LM"
-    if _is_encoder(model):
-        return "an encoder: its attention is bidirectional, not causal"
-    if model_type in ("bloom", "mpt") or getattr(config, "alibi", None) is True:
-        return "ALiBi position biases, which this library does not read"
-    if getattr(config, "attn_logit_softcapping", None) is not None:
-        return (f"soft-capped attention logits (attn_logit_softcapping="
-                f"{config.attn_logit_softcapping}), which this library does not read")
-    window = _sliding_window(config)
-    if window is not None:
-        return f"sliding-window attention (sliding_window={window}), which this library " \
-               "does not read"
-    if "local" in (getattr(config, "attention_layers", None) or ()):
-        return "GPT-Neo's local attention, which this library does not read"
-    params = _rope_parameters(config)
-    if params and all(isinstance(v, dict) for v in params.values()):
-        return "rope parameters per layer type, which this library does not read"
-    partial = _partial_rotary(config, params)
-    if partial is not None:
-        return f"partial rotary embeddings (a fraction {partial} of each head rotated), " \
-               "which this library does not read"
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    if rope_type != "default":
-        return f"rope scaling of type {rope_type!r}, which this library does not read " \
-               "(only the default rope type)"
-    return None
-
-
 def _refuse(label, reason):
     raise ValueError(f"{label}: {reason}; the heads read are those of {_READ_TEXT}")
 
 
-def _check_readable(model, kind, label):
-    """ValueError unless the causal heads of ``model`` are recomputed exactly."""
-    if kind == "tiny":
-        if not model.config["causal"]:
-            _refuse(label, "a bidirectional TinyCausalLM (causal=False), not a causal LM")
-        return
-    reason = _scheme_refusal(model)
-    if reason is None and getattr(model.config, "model_type", None) not in READ_FAMILIES:
-        try:
-            qk_norm = any(layer.qk_norm for layer in query_key_weights(model))
-        except ValueError:
-            qk_norm = False
-        reason = ("q/k norms after the projections, which this library does not read"
-                  if qk_norm else f"model_type={model.config.model_type!r}, a family whose "
-                  "heads are not read")
-    if reason is not None:
+def _layers_of(model, kind, label, layers):
+    """The :class:`~intrinsic_rank.nn.AttentionLayer` of each of ``layers``, or one line why not."""
+    if kind == "hf":
+        config = model.config
+        if getattr(config, "is_encoder_decoder", False):
+            _refuse(label, "an encoder-decoder model, not a causal LM")
+        if _is_encoder(model):
+            _refuse(label, "an encoder: its attention is bidirectional, not causal")
+    try:
+        read = attention_layers(model, layers, name=label)
+    except ValueError as error:
+        reason = getattr(error, "reason", None)
+        if reason is None:
+            raise
         _refuse(label, reason)
+    for layer in read:
+        if layer.refusal is not None:
+            _refuse(label, layer.refusal)
+    return {layer.layer: layer for layer in read}
 
 
 # ----------------------------------------------------------------------------
 # the facts
 
 
-def _rotary_facts(model, label, head_dim):
-    """``(rope_theta, inv_freq)`` of a rotary model, from its rotary module."""
-    rotary = getattr(model.base_model, "rotary_emb", None)
-    inv_freq = getattr(rotary, "inv_freq", None)
-    if not isinstance(inv_freq, torch.Tensor) or inv_freq.shape != (head_dim // 2,):
-        _refuse(label, "no rotary module with head_dim / 2 frequencies (rotary_emb.inv_freq)")
-    if getattr(rotary, "rope_type", "default") != "default" or \
-            float(getattr(rotary, "attention_scaling", 1.0)) != 1.0:
-        _refuse(label, "a rotary module that is not of the default rope type")
-    theta = _rope_parameters(model.config).get("rope_theta",
-                                               getattr(model.config, "rope_theta", None))
-    inv_freq = inv_freq.detach().to("cpu", torch.float64).numpy().copy()
-    # transformers computes them in float32: equal to the float64 formula within 1e-6
-    if theta is None or not np.allclose(
-            inv_freq, rope_frequencies(head_dim, float(theta)).numpy(), rtol=1e-6, atol=0):
-        _refuse(label, f"rotary frequencies that are not the default rope's of "
-                       f"rope_theta={theta}")
-    return float(theta), inv_freq
+def _head_facts(label, n_layers, layer, head):
+    group = int(layer.kv_group[head])
+    rope = layer.inv_freq is not None
+    return HeadFacts(
+        model=label, layer=layer.layer, head=head, n_layers=n_layers, n_heads=layer.n_heads,
+        n_kv_heads=layer.n_kv_heads, kv_group=group, d_model=layer.d_model,
+        head_dim=layer.head_dim, positional="rope" if rope else "absolute",
+        rope_theta=layer.rope_theta if rope else None, inv_freq=layer.inv_freq,
+        rope_layout="rotate_half" if rope else None, scale=float(layer.scale),
+        causal=bool(layer.causal), w_q=layer.w_q[head].copy(), w_k=layer.w_k[group].copy(),
+        w_v=layer.w_v[group].copy(), b_q=layer.b_q[head].copy(), b_k=layer.b_k[group].copy(),
+        b_v=layer.b_v[group].copy(), family=layer.family, model_type=layer.model_type,
+        rope_scaling=float(layer.rope_scaling), rope_type=layer.rope_type if rope else None,
+        q_norm=layer.head_norm("query", head), k_norm=layer.head_norm("key", head),
+        softcap=None if layer.softcap is None else float(layer.softcap),
+        window=layer.window, w_o=None if layer.w_o is None else layer.w_o[head].copy(),
+        b_o=None if layer.b_o is None else layer.b_o)
 
 
-def _facts_of(model, kind, label, pairs):
-    """``{(layer, head): HeadFacts}``, every pair checked against the model's shape."""
-    _check_readable(model, kind, label)
-    qk = query_key_weights(model)
-    n_layers = len(qk)
-    for layer, head in pairs:
-        if not 0 <= layer < n_layers:
-            raise ValueError(f"layer={layer} is out of range: {label} has layers "
-                             f"0..{n_layers - 1}")
-        if not 0 <= head < qk[layer].n_heads:
-            raise ValueError(f"head={head} is out of range: layer {layer} of {label} has "
-                             f"heads 0..{qk[layer].n_heads - 1}")
-    values = value_weights(model)
-    rotary = kind == "hf" and model.config.model_type in _ROTARY_FAMILIES
+def _facts_of(model, kind, label, pairs, layers=None):
+    """``{(layer, head): HeadFacts}``, every pair checked against the model's shape;
+    ``layers`` (a dict), when given, receives the AttentionLayer of each layer read."""
+    read = _layers_of(model, kind, label, sorted({layer for layer, _ in pairs}))
     facts = {}
-    for layer, head in pairs:
-        heads = qk[layer]
-        if heads.qk_norm:
-            _refuse(label, "q/k norms after the projections, which this library does not read")
-        theta, inv_freq = (_rotary_facts(model, label, heads.d_head) if rotary
-                           else (None, None))
-        w_v, b_v = values[layer]
-        facts[layer, head] = HeadFacts(
-            model=label, layer=layer, head=head, n_layers=n_layers, n_heads=heads.n_heads,
-            n_kv_heads=len(np.unique(heads.kv_group)), kv_group=int(heads.kv_group[head]),
-            d_model=heads.d_model, head_dim=heads.d_head,
-            positional="rope" if rotary else "absolute", rope_theta=theta,
-            inv_freq=inv_freq, rope_layout="rotate_half" if rotary else None,
-            scale=heads.scale, causal=True,
-            w_q=heads.w_q[head].copy(), w_k=heads.w_k[head].copy(), w_v=w_v[head].copy(),
-            b_q=heads.b_q[head].copy(), b_k=heads.b_k[head].copy(), b_v=b_v[head].copy())
+    for at, head in pairs:
+        layer = read[at]
+        if not 0 <= head < layer.n_heads:
+            raise ValueError(f"head={head} is out of range: layer {at} of {label} has "
+                             f"heads 0..{layer.n_heads - 1}")
+        facts[at, head] = _head_facts(label, layer.n_layers, layer, head)
+    if layers is not None:
+        layers.update(read)
     return facts
 
 
 def head_facts(model, layer, head):
-    """The facts of one attention head of a causal LM: weights, positions, scale, mask.
+    """The facts of one attention head of a causal LM: weights, positions, norms, scale, mask.
 
     Parameters
     ----------
     model : LoadedModel, model name or path, TinyCausalLM, transformers model or adapter
         What :func:`~intrinsic_rank.nn.load_model` returns or resolves
-        (``"smollm2-135m"``, ``"default"``, a Hugging Face folder, ...); an
-        adapter is read through the model it wraps. Families read: ``transformers``
-        Llama, Mistral without a sliding window, Qwen2 and GPT-2 (see
-        :data:`READ_FAMILIES`), and :class:`~intrinsic_rank.nn.TinyCausalLM`.
+        (``"smollm2-135m"``, ``"default"``, a Hugging Face folder, a hub id in
+        the local cache, ...); an adapter is read through the model it wraps.
+        Families read: the recomputed ones of :data:`~intrinsic_rank.nn.HEAD_FAMILIES`
+        (:data:`READ_FAMILIES`) and :class:`~intrinsic_rank.nn.TinyCausalLM`.
     layer, head : int
         0-based layer and query head.
 
@@ -359,14 +331,11 @@ def head_facts(model, layer, head):
     Raises
     ------
     ValueError
-        For a layer or head out of range (naming the valid range); for a model
-        that is not causal (an encoder, an encoder-decoder, ``TinyCausalLM(causal=False)``);
-        for an attention scheme that :func:`head_output` would not reproduce
-        exactly: ALiBi (BLOOM, MPT, Falcon with ``alibi``), soft-capped logits
-        (Gemma-2), sliding windows (Mistral's ``sliding_window``, Qwen2's
-        ``use_sliding_window``, Gemma-2/3), GPT-Neo's local attention, q/k
-        norms (Qwen3, OLMo-2), partial rotary embeddings, rope scaling other
-        than the default type; and for any other family.
+        For a layer or head out of range; a model that is not causal; a step
+        :func:`head_output` would not reproduce exactly (ALiBi, rope types whose
+        frequencies change with the length, rotary frequencies other than the rope
+        type's, q/k norms other than RMS norms); a model without attention
+        layers; a family outside the table (one line naming its ``model_type``).
     TypeError
         When ``model`` is none of the accepted types.
 
@@ -410,11 +379,21 @@ def _as_query(w_q, facts):
     return w_q
 
 
+def _chunk_rows(facts, L):
+    """Sequences per chunk of :func:`head_output`: about ``_CHUNK_BYTES`` of float64 each."""
+    norms = sum(n.width for n in (facts.q_norm, facts.k_norm)
+                if n is not None and n.axis == "layer")
+    per_row = 8 * L * (2 * L + facts.d_model + 3 * facts.head_dim + norms)
+    return max(1, _CHUNK_BYTES // per_row)
+
+
 def head_output(X, facts, *, w_q=None):
     """A head's output recomputed from its input with its own weights.
 
-    ``Y = softmax(scale * rope(X w_q + b_q) rope(X w_k + b_k)^T, causal) (X w_v + b_v)``
-    per sequence, positions ``0 .. L-1``: the recipe of :class:`HeadFacts`.
+    ``Y = softmax(cap(scale * rope(n_q(X w_q + b_q)) rope(n_k(X w_k + b_k))^T) + mask)
+    (X w_v + b_v)`` per sequence, positions ``0 .. L-1``: the recipe of
+    :class:`HeadFacts` (``n_q``, ``n_k`` its norms, ``cap`` its soft-capping,
+    ``mask`` causal and within its sliding window).
 
     Parameters
     ----------
@@ -423,13 +402,13 @@ def head_output(X, facts, *, w_q=None):
     facts : HeadFacts
     w_q : ndarray of shape (d_model, head_dim), default=None
         A query projection in place of the head's own (for instance its
-        truncation to a low rank); ``b_q`` stays the head's.
+        truncation to a low rank), *before* any norm (:class:`HeadFacts`'
+        Notes); ``b_q`` stays the head's.
 
     Returns
     -------
     Y : ndarray of shape (n, L, head_dim), float64
-        Computed in float64 throughout (projections, rotations, logits and
-        softmax), in chunks of sequences holding about 64 MiB each.
+        Computed in float64 throughout, in chunks of about 64 MiB.
 
     Raises
     ------
@@ -456,19 +435,23 @@ def head_output(X, facts, *, w_q=None):
     t = lambda a: torch.from_numpy(np.array(a, dtype=np.float64))  # noqa: E731
     wq, wk, wv, bq, bk, bv = map(t, (w_q, facts.w_k, facts.w_v, facts.b_q, facts.b_k,
                                      facts.b_v))
-    rope = rope_tables(facts.inv_freq, L) if facts.positional == "rope" else None
-    future = torch.ones(L, L, dtype=torch.bool).triu(1)
-    rows = max(1, _CHUNK_BYTES // (8 * L * (L + facts.d_model + 3 * facts.head_dim)))
+    rope = (rope_tables(facts.inv_freq, L, scaling=facts.rope_scaling)
+            if facts.positional == "rope" else None)
+    hidden = ~visible_keys(L, facts.causal, facts.window)
+    rows = _chunk_rows(facts, L)
     Y = np.empty((n, L, facts.head_dim))
     with torch.no_grad():
         for start in range(0, n, rows):
             x = t(X[start:start + rows])
             q, k, v = x @ wq + bq, x @ wk + bk, x @ wv + bv
+            if facts.q_norm is not None:
+                q = facts.q_norm.apply(q, x)
+            if facts.k_norm is not None:
+                k = facts.k_norm.apply(k, x)
             if rope is not None:
                 q, k = rotate(q, *rope), rotate(k, *rope)
-            logits = facts.scale * (q @ k.transpose(-1, -2))
-            if facts.causal:
-                logits = logits.masked_fill(future, float("-inf"))
+            logits = soft_cap(facts.scale * (q @ k.transpose(-1, -2)), facts.softcap)
+            logits = logits.masked_fill(hidden, float("-inf"))
             Y[start:start + rows] = (torch.softmax(logits, dim=-1) @ v).numpy()
     if not np.isfinite(Y).all():
         raise ValueError(f"head_output: {facts.name}'s output overflows float64 on these "
@@ -523,14 +506,7 @@ def parse_head(item):
 
 def _sites(model, kind, layer):
     """``(module whose input is X, module whose input holds Y)`` of one layer."""
-    if kind == "tiny":
-        block = model.blocks[layer]
-        return block.qkv, block.proj
-    if model.config.model_type == "gpt2":
-        attention = model.base_model.h[layer].attn
-        return attention, attention.c_proj
-    attention = model.base_model.layers[layer].self_attn
-    return attention, attention.o_proj
+    return attention_layers(model, [layer])[0].sites
 
 
 def _check_budget(n, L, facts, max_bytes):
@@ -547,12 +523,12 @@ def _check_budget(n, L, facts, max_bytes):
             f"max_bytes={limit} ({format_bytes(limit)}); ask for fewer inputs or heads")
 
 
-def _install_hooks(model, kind, facts, X, Y, where):
+def _install_hooks(layers, facts, X, Y, where):
     """Hooks filling ``X[layer]`` and ``Y[(layer, head)]`` at rows ``where[0]``."""
     deepest = max(layer for layer, _ in facts)
     handles = []
     for layer in sorted(X):
-        x_site, y_site = _sites(model, kind, layer)
+        x_site, y_site = layers[layer].sites
         heads = [(h, f.head_dim) for (at, h), f in facts.items() if at == layer]
 
         def take_x(module, args, kwargs, layer=layer):
@@ -583,6 +559,35 @@ def _forward(model, kind, ids):
                        "head's output projection")  # pragma: no cover - a model bug
 
 
+SELF_CHECK_WINDOWS = 2
+"""The windows of every call of :func:`head_activations` on which each requested head is
+recomputed and compared with what the model computed, before anything is returned."""
+
+SELF_CHECK_TOLERANCES = {"float64": 1e-4, "float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
+"""The largest relative difference (Frobenius norms) of that check, by the model's dtype: ten
+times what a float32 model shows at most in the tests, and the rounding of 16-bit weights."""
+
+
+def _self_check(model, label, facts, X, Y):
+    """One line, before anything is returned, for a head whose recomputation is not its output."""
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()),
+                 torch.float32)
+    dtype = str(dtype).replace("torch.", "")
+    tolerance = SELF_CHECK_TOLERANCES.get(dtype, SELF_CHECK_TOLERANCES["float32"])
+    rows = slice(0, SELF_CHECK_WINDOWS)
+    for (layer, head), f in sorted(facts.items()):
+        y = Y[layer, head][rows].astype(np.float64)
+        error = float(np.linalg.norm(head_output(X[layer][rows], f) - y)
+                      / max(float(np.linalg.norm(y)), np.finfo(float).tiny))
+        if not error <= tolerance:
+            raise ValueError(
+                f"{label}: layer {layer}: the heads recomputed from their inputs differ from "
+                f"the model's own outputs by {error:.2g} (relative, head {head}; at most "
+                f"{tolerance:g} in {dtype}): model_type={f.model_type!r} is a variant of "
+                f"the {HEAD_FAMILIES[f.family].title} family that this library does not "
+                "read, so nothing is measured")
+
+
 def _batches(n, batch_size, progress):
     starts = range(0, n, batch_size)
     if progress:
@@ -594,14 +599,19 @@ def _batches(n, batch_size, progress):
 
 
 def head_activations(model, input_ids, heads, *, batch_size=64, device="cpu", progress=False,
-                     max_bytes=None):
+                     max_bytes=None, check=True):
     """Inputs ``X`` and outputs ``Y`` of attention heads of a causal LM, by forward hooks.
 
     One forward pass per batch, with forward pre-hooks on each requested
     layer's attention (``X``: its input, after the pre-attention norm) and
     output projection (``Y``: each requested head's slice of its input); the
     pass stops right after the deepest requested layer's attention, so the
-    layers above it and the LM head never run.
+    layers above it and the LM head never run. Then every requested head is
+    recomputed by :func:`head_output` on the first :data:`SELF_CHECK_WINDOWS`
+    inputs and compared with ``Y``: a difference beyond
+    :data:`SELF_CHECK_TOLERANCES` (a variant of a family that the reader does not
+    know) stops the call in one line naming the layer, the difference and the
+    model's type, before anything is returned.
 
     Parameters
     ----------
@@ -626,6 +636,8 @@ def head_activations(model, input_ids, heads, *, batch_size=64, device="cpu", pr
         (``X``, float32) plus ``4 * n_inputs * length * head_dim`` per head
         (``Y``), allocated once before the first pass; the forward pass of one
         batch needs its own memory on top.
+    check : bool, default=True
+        The check above; False skips it (for a model already checked).
 
     Returns
     -------
@@ -638,7 +650,9 @@ def head_activations(model, input_ids, heads, *, batch_size=64, device="cpu", pr
     ValueError
         Before any forward pass: for a model or head that :func:`head_facts`
         refuses, ids that are not a 2-D integer array within the vocabulary
-        and context, no heads, or arrays larger than ``max_bytes``.
+        and context, no heads, or arrays larger than ``max_bytes``; after the
+        forward passes, for heads whose recomputation differs from their
+        outputs (the check above).
 
     Examples
     --------
@@ -659,7 +673,8 @@ def head_activations(model, input_ids, heads, *, batch_size=64, device="cpu", pr
     if max_bytes is not None:
         max_bytes = check_int(max_bytes, "max_bytes")
     device = check_device(device)
-    facts = _facts_of(bare, kind, label, pairs)
+    layers = {}
+    facts = _facts_of(bare, kind, label, pairs, layers)
     ids, _ = check_token_inputs(input_ids, None, model_vocab_size(bare, kind),
                                 model_max_positions(bare, kind))
     n, L = ids.shape
@@ -668,7 +683,7 @@ def head_activations(model, input_ids, heads, *, batch_size=64, device="cpu", pr
     Y = {key: np.empty((n, L, f.head_dim), np.float32) for key, f in facts.items()}
     where = [slice(0, 0)]
     training = [(m, m.training) for m in bare.modules()]
-    handles = _install_hooks(bare, kind, facts, X, Y, where)
+    handles = _install_hooks(layers, facts, X, Y, where)
     try:
         bare.to(device).eval()
         with torch.no_grad():
@@ -680,4 +695,6 @@ def head_activations(model, input_ids, heads, *, batch_size=64, device="cpu", pr
             handle.remove()
         for module, mode in training:
             module.training = mode
+    if check:
+        _self_check(bare, label, facts, X, Y)
     return {key: HeadData(X[key[0]], Y[key], facts[key]) for key in pairs}

@@ -7,7 +7,8 @@ and measure the LM's next-token cross-entropy on held-out text
 (:func:`lm_loss`). This judges the deficiency and achievability of the
 attention-native rank of "The Entropic Bound" (Byeong Hoon Yoon, 2026) by the
 model's own loss. The matrices follow :class:`~intrinsic_rank.inspection.HeadFacts`
-(``q = X @ w_q + b_q``, ``X`` after the pre-attention norm).
+(``q = X @ w_q + b_q``, ``X`` after the pre-attention norm, the projection before any
+norm of the queries), in every family the reader of heads reads, fused layouts included.
 """
 
 import contextlib
@@ -20,13 +21,13 @@ import torch
 from .._interrupts import StopGuard
 from .._validation import check_device, check_int
 from ..nn import (
+    attention_layers,
     check_token_inputs,
     load_model,
     model_max_positions,
     model_vocab_size,
-    query_key_weights,
 )
-from ._head_io import _facts_of, _resolve, _sites, parse_head
+from ._head_io import _facts_of, _resolve, parse_head
 
 __all__ = ["imposed_queries", "lm_loss"]
 
@@ -46,8 +47,9 @@ def _matrix(value, key):
                          f"{type(value).__name__}") from None
 
 
-def _checked_projections(projections, bare, kind, label):
-    """``{(layer, head): float64 (d_model, head_dim)}``, every key and matrix checked."""
+def _checked_projections(projections, bare, kind, label, layers):
+    """``{(layer, head): float64 (d_model, head_dim)}``, every key and matrix checked;
+    ``layers`` receives the :class:`~intrinsic_rank.nn.AttentionLayer` of each layer named."""
     if not isinstance(projections, Mapping):
         raise ValueError("projections must map (layer, head) or 'L<layer>H<head>' to a "
                          f"(d_model, head_dim) array; got {type(projections).__name__}")
@@ -55,7 +57,7 @@ def _checked_projections(projections, bare, kind, label):
     if len(set(keys)) != len(keys):
         twice = next(k for k in keys if keys.count(k) > 1)
         raise ValueError(f"projections names head {_name(*twice)} twice")
-    facts = _facts_of(bare, kind, label, keys)
+    facts = _facts_of(bare, kind, label, keys, layers)
     checked, biases = {}, {}
     for key, value in zip(keys, projections.values()):
         if isinstance(value, tuple):  # (w_q, b_q)
@@ -80,42 +82,30 @@ def _checked_projections(projections, bare, kind, label):
     return checked, biases
 
 
-def _query_block(bare, kind, layer, head, head_dim):
+def _query_block(layers, layer, head):
     """``(parameter, index, transposed)``: where head's ``w_q`` lives in the model's weights.
 
-    The parameter's ``[index]`` holds ``w_q.T`` (a ``Linear``: TinyCausalLM's
-    fused ``qkv``, Llama's ``q_proj``) or ``w_q`` itself (GPT-2's fused
-    ``Conv1D`` ``c_attn``, stored ``(in, out)``); the query comes first in
-    the fused layouts, as :func:`~intrinsic_rank.nn.query_key_weights` reads it.
+    The parameter's ``[index]`` holds ``w_q.T`` (a ``Linear``: Llama's ``q_proj``,
+    the rows of the fused ``qkv`` of TinyCausalLM and Phi-3, the rows ``h * 3 *
+    head_dim ...`` of GPT-NeoX's per-head ``query_key_value``) or ``w_q`` itself
+    (GPT-2's fused ``Conv1D`` ``c_attn``, stored ``(in, out)``): where the family's
+    reader (:func:`~intrinsic_rank.nn.attention_layers`) read it.
     """
-    rows = slice(head * head_dim, (head + 1) * head_dim)
-    site, _ = _sites(bare, kind, layer)
-    if kind == "tiny":
-        return site.weight, rows, True
-    if bare.config.model_type == "gpt2":
-        return site.c_attn.weight, (slice(None), rows), False
-    return site.q_proj.weight, rows, True
+    return layers[layer].query_sites[head][0]
 
 
-def _bias_block(bare, kind, layer, head, head_dim):
-    """``(parameter, index)`` of the head's query bias, or ``None`` when the model has none."""
-    rows = slice(head * head_dim, (head + 1) * head_dim)
-    site, _ = _sites(bare, kind, layer)
-    if kind == "tiny":
-        bias = site.bias
-    elif bare.config.model_type == "gpt2":
-        bias = site.c_attn.bias
-    else:
-        bias = site.q_proj.bias
-    return None if bias is None else (bias, rows, False)
+def _bias_block(layers, layer, head):
+    """``(parameter, index, False)`` of the head's query bias, or ``None`` when there is none."""
+    bias = layers[layer].query_sites[head][1]
+    return None if bias is None else (*bias, False)
 
 
-def _bias_edits(bare, kind, checked, biases):
+def _bias_edits(layers, checked, biases):
     """The bias blocks and values to write; a bias asked of a model without one is refused
     unless it is zero (the bias the model already has)."""
     blocks, values = [], []
     for (layer, head), bias in biases.items():
-        block = _bias_block(bare, kind, layer, head, checked[layer, head].shape[1])
+        block = _bias_block(layers, layer, head)
         if block is None:
             if np.any(bias != 0):
                 raise ValueError(f"projections[{_name(layer, head)}] gives a query bias, but "
@@ -193,16 +183,16 @@ def imposed_queries(model, projections):
     if isinstance(model, (str, os.PathLike)):
         model = load_model(model, progress=False)
     bare, kind, label = _resolve(model)
-    checked, biases = _checked_projections(projections, bare, kind, label)
-    blocks = [_query_block(bare, kind, layer, head, w_q.shape[1])
-              for (layer, head), w_q in checked.items()]
+    layers = {}
+    checked, biases = _checked_projections(projections, bare, kind, label, layers)
+    blocks = [_query_block(layers, layer, head) for layer, head in checked]
     values = [_stored(w_q, param, transposed)
               for w_q, (param, _, transposed) in zip(checked.values(), blocks)]
     for key, value in zip(checked, values):
         if not torch.isfinite(value).all():
             raise ValueError(f"projections[{_name(*key)}] holds values beyond the range "
                              f"of the model's {value.dtype} weights")
-    bias_blocks, bias_values = _bias_edits(bare, kind, checked, biases)
+    bias_blocks, bias_values = _bias_edits(layers, checked, biases)
     everything = blocks + bias_blocks
     saved = [param[index].detach().clone() for param, index, _ in everything]
     try:
@@ -219,7 +209,8 @@ def _check_written(bare, checked, values, blocks):
     """The model's reader sees the imposed matrices: a wrong layout never passes silently."""
     if not checked:
         return
-    read = query_key_weights(bare)
+    read = {layer.layer: layer for layer in attention_layers(
+        bare, sorted({layer for layer, _ in checked}))}
     for ((layer, head), _), value, (_, _, transposed) in zip(checked.items(), values, blocks):
         expected = (value.T if transposed else value).to("cpu", torch.float64).numpy()
         if not np.array_equal(read[layer].w_q[head], expected):  # pragma: no cover - a bug

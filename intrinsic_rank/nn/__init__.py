@@ -9,7 +9,10 @@ Rooms of this package:
   :func:`as_model_adapter` wrap the result for reachability and geometry;
 * causal LMs and adapters (``_causal_lm``, ``_hf``), prompted LMs
   (``_prompted``) and their training (``_lm_training``);
-* per-head weights and model introspection (``_heads``), realised attention
+* the one reader of attention heads, a table of model families
+  (``_families``, the projections of each layout in ``_family_readers``), with the
+  static per-head weights built on it (``_heads``), a head's arithmetic shared by
+  its recomputation and its students (``_head_math``), and realised attention
   maps (``_attention_maps``);
 * the rank-batched students (``_students``, ``_kernel_students``,
   ``_registry``), and the rotary softmax student of real rotary heads
@@ -29,7 +32,17 @@ from ._causal_lm import (
     check_causal,
     greedy_decode,
 )
-from ._heads import QueryKeyHeads, query_key_weights, unwrap_model, value_weights
+from ._head_math import (
+    ROPE_LAYOUTS,
+    HeadNorm,
+    rope_frequencies,
+    rope_tables,
+    rotate,
+    soft_cap,
+    visible_keys,
+)
+from ._families import HEAD_FAMILIES, AttentionLayer, HeadFamily, attention_layers, unwrap_model
+from ._heads import QueryKeyHeads, query_key_weights, value_weights
 from ._attention_maps import (
     attention_maps,
     check_token_inputs,
@@ -73,13 +86,7 @@ from ._loading import (
 from ._saving import save_model_folder
 from ._prompted import PromptedLM, random_prompt_hidden_states
 from ._registry import STUDENTS, make_student
-from ._rotary_students import (
-    ROPE_LAYOUTS,
-    RotarySoftmaxStudent,
-    rope_frequencies,
-    rope_tables,
-    rotate,
-)
+from ._rotary_students import RotarySoftmaxStudent
 from ._students import (
     FixedOperatorStudent,
     LinearAttentionStudent,
@@ -130,14 +137,21 @@ __all__ = [
     "random_prompt_hidden_states",
     "train_causal_lm",
     # per-head weights, attention maps and model introspection
+    "AttentionLayer",
+    "HEAD_FAMILIES",
+    "HeadFamily",
+    "HeadNorm",
     "QueryKeyHeads",
+    "attention_layers",
     "attention_maps",
     "check_token_inputs",
     "model_max_positions",
     "model_vocab_size",
     "query_key_weights",
+    "soft_cap",
     "unwrap_model",
     "value_weights",
+    "visible_keys",
     # students and Min-IP heads
     "STUDENTS",
     "DenseAttentionStudent",

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._heads import _base, _n_layers, unwrap_model
+from ._families import base_of, n_layers_of, unwrap_model
 from ._hf import _context_length
 
 __all__ = [
@@ -234,7 +234,7 @@ def _hf_maps(model, ids, mask):
     name = type(model).__name__
     if getattr(model.config, "is_encoder_decoder", False):
         raise ValueError(f"{name} is an encoder-decoder model, which is not supported")
-    base = _base(model)
+    base = base_of(model)
     kwargs = dict(input_ids=ids, attention_mask=mask, output_attentions=True,
                   return_dict=True)
     if "use_cache" in inspect.signature(base.forward).parameters:
@@ -242,7 +242,7 @@ def _hf_maps(model, ids, mask):
     with _eager_eval(model), torch.no_grad():
         attentions = base(**kwargs).attentions
     n, T = ids.shape
-    n_layers = _n_layers(model.config)
+    n_layers = n_layers_of(model.config)
     if (not attentions or any(a is None for a in attentions)
             or (n_layers is not None and len(attentions) != n_layers)
             or any(a.ndim != 4 or a.shape[0] != n or a.shape[-2:] != (T, T)

@@ -15,7 +15,12 @@ A model can be named as
 * a ``.gguf`` file (llama.cpp's format, dequantised to float32 on loading);
 * a Hugging Face model folder (``config.json``, weights, tokenizer), or a
   folder holding one ``.gguf`` file;
-* a model instance (a ``TinyCausalLM`` or a ``transformers`` model);
+* a Hugging Face hub id (``"EleutherAI/pythia-160m"``) whose snapshot is in the
+  local Hugging Face cache (``HF_HUB_CACHE``, or ``HF_HOME``'s ``hub``): read
+  there offline, never downloaded;
+* a model instance (a ``TinyCausalLM`` or a ``transformers`` model; a
+  ``transformers`` model loaded from a folder or a cached hub id brings that
+  folder's tokenizer and name, as the folder would);
 * an adapter (:class:`~intrinsic_rank.nn.CausalLMAdapter`).
 
 :func:`_locate` is the only place that tells these apart. :func:`load_model`
@@ -29,6 +34,7 @@ Hugging Face model (one read from a GGUF file included) back as an ordinary fold
 import copy
 import os
 import posixpath
+import re
 import sys
 import threading
 import time
@@ -298,6 +304,86 @@ def _load_gguf(path, label, progress, tokenizer=True):
 
 
 # ----------------------------------------------------------------------------
+# the local Hugging Face cache and the instances loaded from it
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
+
+
+def _hub_cache():
+    """The Hugging Face cache folder ``huggingface_hub`` reads (None without it)."""
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
+        return None
+    return constants.HF_HUB_CACHE
+
+
+def _hub_snapshot(name):
+    """The snapshot folder of hub id ``name`` in the local cache, or None; never downloads.
+
+    Only the cache is read (``huggingface_hub.try_to_load_from_cache``: the ``main``
+    ref and its snapshot's ``config.json``); no network is touched.
+    """
+    if not isinstance(name, str) or not _HUB_ID.fullmatch(name) or ".." in name:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
+        return None
+    found = try_to_load_from_cache(name, "config.json", cache_dir=_hub_cache())
+    return os.path.dirname(found) if isinstance(found, str) and os.path.isfile(found) else None
+
+
+def _folder_label(path):
+    """A folder's name in tables: its hub id for a snapshot of the Hugging Face cache
+    (``models--owner--name/snapshots/<commit>``), else its base name."""
+    path = os.path.normpath(path)
+    snapshots, commit = os.path.split(path)
+    repo, kind = os.path.split(snapshots)
+    repo = os.path.basename(repo)
+    if kind == "snapshots" and repo.startswith("models--") and repo.count("--") == 2:
+        return repo[len("models--"):].replace("--", "/")
+    return commit
+
+
+def _instance_source(model):
+    """The folder a ``transformers`` instance was loaded from and its label, or ``(None, None)``.
+
+    ``config.name_or_path``: a folder that still exists, or a hub id in the local cache.
+    """
+    source = getattr(getattr(model, "config", None), "name_or_path", None)
+    if not isinstance(source, str) or not source:
+        return None, None
+    if os.path.isdir(source) and os.path.isfile(os.path.join(source, "config.json")):
+        return source, _folder_label(source)
+    snapshot = _hub_snapshot(source)
+    return (snapshot, source) if snapshot else (None, None)
+
+
+def _instance(model):
+    """``LoadedModel`` of an instance: a ``transformers`` model brings its folder's tokenizer."""
+    if isinstance(model, TinyCausalLM):
+        return LoadedModel(model, None, type(model).__name__)
+    folder, label = _instance_source(model)
+    if folder is None:
+        return LoadedModel(model, None, type(model).__name__)
+    return LoadedModel(model, load_hf_tokenizer(folder), label)
+
+
+def _hub_note():
+    cache = _hub_cache()
+    return ("" if cache is None else
+            f", nor a Hugging Face hub id in the local cache {cache} (nothing is ever "
+            "downloaded: fetch it first, e.g. hf download <id>)")
+
+
+def _missing(model):
+    return (f"model={model!r} is not 'default', a packaged model "
+            f"({', '.join(sorted(PACKAGED_MODELS))}), an existing folder, a .gguf or a .pt "
+            f"file{_hub_note()}")
+
+
+# ----------------------------------------------------------------------------
 # the one dispatch
 
 
@@ -336,9 +422,12 @@ def _locate(model):
             kind = "gguf" if gguf else "file"
             return _Located(kind, path, os.path.basename(path))
         if os.path.isdir(path):
-            label = os.path.basename(os.path.normpath(path))
+            label = _folder_label(path)
             gguf = _gguf_in_folder(path)
             return _Located("gguf", gguf, label) if gguf else _Located("folder", path, label)
+        snapshot = _hub_snapshot(path)
+        if snapshot is not None:
+            return _Located("folder", snapshot, path)
         return _Located("missing", model, "")
     if isinstance(model, CausalLMAdapter):
         return _Located("adapter", model, type(getattr(model, "model", model)).__name__)
@@ -386,8 +475,13 @@ def load_model(model="default", progress=True):
         holding one and no ``config.json``, loads its causal LM dequantised
         to float32 and the tokenizer of its metadata (``gguf`` and
         ``accelerate`` needed too); a ``.pt`` file loads a model saved by
-        :func:`save_tiny_lm`; a ``TinyCausalLM`` or ``transformers`` model is
-        returned as it is (not copied); an adapter gives the model it wraps.
+        :func:`save_tiny_lm`; a Hugging Face hub id (``"Qwen/Qwen3-0.6B"``) is
+        read offline from its snapshot in the local Hugging Face cache
+        (``HF_HUB_CACHE``, or ``HF_HOME``'s ``hub``) as a folder, never
+        downloaded; a ``TinyCausalLM`` or ``transformers`` model is returned as
+        it is (not copied), with the tokenizer and name of the folder (or cached
+        hub id) it was loaded from, as ``config.name_or_path`` names it; an
+        adapter gives the model it wraps.
     progress : bool, default=True
         On a terminal, show ``loading <label>: N s`` on stderr while a load
         takes more than two seconds (a GGUF file takes about half a minute);
@@ -401,8 +495,9 @@ def load_model(model="default", progress=True):
     Raises
     ------
     ValueError
-        If a path is neither an existing file nor an existing folder, or the
-        folder holds no model; for a file that is not a model written by
+        If a path is neither an existing file nor an existing folder nor a hub
+        id in the local cache (one line; no download is tried), or the folder
+        holds no model; for a file that is not a model written by
         :func:`save_tiny_lm` (empty, truncated, corrupt, a text file, a tensor,
         a config or weights that do not fit), one error naming the file and
         what is wrong; for a ``.pt`` or GGUF file or a Hugging Face folder
@@ -433,13 +528,9 @@ def load_model(model="default", progress=True):
     if kind == "adapter":
         return LoadedModel(value.model, None, label)
     if kind == "instance":
-        return LoadedModel(value, None, label)
+        return _instance(value)
     if kind == "missing":
-        raise ValueError(
-            f"model={model!r} is not 'default', a packaged model "
-            f"({', '.join(sorted(PACKAGED_MODELS))}), an existing folder, a .gguf or a "
-            ".pt file"
-        )
+        raise ValueError(_missing(model))
     raise TypeError(
         "model must be 'default', a packaged model name, a path, a TinyCausalLM, a "
         f"transformers model or an adapter; got {label}"
@@ -458,9 +549,8 @@ def _causal_adapter(located, copy_model, progress=True):
         # experiment can reuse one loaded (possibly large) model for every fit
         return check_causal(value.freeze())
     if kind == "missing":
-        raise ValueError(
-            f"model={value!r} is neither 'default' nor an existing file or folder"
-        )
+        raise ValueError(f"model={value!r} is neither 'default' nor an existing file or "
+                         f"folder{_hub_note()}")
     if kind == "unknown":
         raise TypeError(
             "model must be 'default', a path, a TinyCausalLM, a transformers causal LM "

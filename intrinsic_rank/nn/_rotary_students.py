@@ -12,119 +12,46 @@ differ from one offset to the next. So the rank of
 :class:`RotarySoftmaxStudent` is the rank of its query projection, factored as
 ``W_Q = A C`` (``A`` of shape ``(d, r)``, ``C`` of shape ``(r, head_dim)``), with
 keys at the full head width.
+
+The student takes every other step of a real head as the head takes it
+(``_head_math``): a partial rotation, the rope type's ``attention_scaling``, an RMS
+norm of the queries and keys after their projections, soft-capped scores and a
+sliding window. The rank stays the rank of the projection *before* the norm: the
+norm multiplies each token's query by a number and a fixed diagonal, which cannot
+raise the rank of the queries' span, and a partial rotation turns some channels of a
+rank-``r`` query and passes the others, so ``rank(W_Q R_delta W_K^T) <= r`` still.
 """
 
 import math
 
 import torch
 
-from ._students import RankBatchedStudent, causal_mask, fixed_value_map, known_values, row_softmax
+from ._head_math import (
+    HeadNorm,
+    rope_frequencies,
+    rope_tables,
+    rotate,
+    soft_cap,
+    visible_keys,
+)
+from ._students import RankBatchedStudent, fixed_value_map, known_values, row_softmax
 
-__all__ = ["ROPE_LAYOUTS", "RotarySoftmaxStudent", "rope_frequencies", "rope_tables", "rotate"]
-
-ROPE_LAYOUTS = ("rotate_half",)
-"""Channel pairings of rotary embeddings that :func:`rotate` implements: ``"rotate_half"``
-pairs channel ``i`` with ``i + head_dim / 2`` (Hugging Face's Llama, Qwen2, Mistral)."""
-
-
-def rope_frequencies(head_dim, theta=10000.0):
-    """Rotary inverse frequencies ``theta ** (-2 i / head_dim)``, for ``0 <= i < head_dim/2``.
-
-    The default rotary scheme of Hugging Face's Llama-family models (no
-    frequency scaling).
-
-    Parameters
-    ----------
-    head_dim : int
-        Even width of a head's queries and keys.
-    theta : float, default=10000.0
-        The rotary base (``rope_theta``; SmolLM2-135M-Instruct uses 100000).
-
-    Returns
-    -------
-    inv_freq : torch.Tensor of shape (head_dim // 2,), float64
-
-    Examples
-    --------
-    >>> rope_frequencies(4, theta=100.0)
-    tensor([1.0000, 0.1000], dtype=torch.float64)
-    """
-    if head_dim % 2:
-        raise ValueError(f"rotary embeddings need an even head_dim; got {head_dim}")
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
-    return float(theta) ** (-exponents)
-
-
-def rope_tables(inv_freq, length, dtype=torch.float64, device="cpu"):
-    """``cos`` and ``sin`` of the rotary angles ``p * f``, positions ``0 <= p < length``.
-
-    In the ``"rotate_half"`` layout: the ``head_dim / 2`` frequencies twice, so that
-    channel ``i`` and channel ``i + head_dim / 2`` turn by the same angle. The
-    angles are computed in float64.
-
-    Parameters
-    ----------
-    inv_freq : array-like of shape (head_dim // 2,)
-    length : int
-    dtype : torch.dtype, default=torch.float64
-    device : str or torch.device, default="cpu"
-
-    Returns
-    -------
-    cos, sin : torch.Tensor of shape (length, head_dim)
-
-    Examples
-    --------
-    >>> cos, sin = rope_tables([1.0, 0.5], 3)
-    >>> cos.shape, float(sin[2, 1]) == float(sin[2, 3])
-    (torch.Size([3, 4]), True)
-    """
-    inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64).cpu()
-    angles = torch.arange(length, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    angles = torch.cat([angles, angles], dim=-1)
-    return (angles.cos().to(device=device, dtype=dtype),
-            angles.sin().to(device=device, dtype=dtype))
-
-
-def rotate(x, cos, sin):
-    """Rotary embedding of ``x`` in the ``"rotate_half"`` layout: ``x cos + rotate_half(x) sin``.
-
-    ``rotate_half(x) = [-x2, x1]`` for the halves ``x1, x2`` of the last axis, so
-    channel ``i`` and channel ``i + head_dim / 2`` turn together.
-
-    Parameters
-    ----------
-    x : torch.Tensor of shape (..., L, head_dim)
-    cos, sin : torch.Tensor of shape (L, head_dim)
-
-    Returns
-    -------
-    rotated : torch.Tensor of shape (..., L, head_dim)
-
-    Examples
-    --------
-    >>> import math, torch
-    >>> cos = torch.tensor([[math.cos(1.0)] * 2]); sin = torch.tensor([[math.sin(1.0)] * 2])
-    >>> rotated = rotate(torch.tensor([[1.0, 0.0]]), cos, sin)
-    >>> [round(v, 4) for v in rotated[0].tolist()]
-    [0.5403, 0.8415]
-    """
-    half = x.shape[-1] // 2
-    turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + turned * sin
+__all__ = ["RotarySoftmaxStudent"]
 
 
 class RotarySoftmaxStudent(RankBatchedStudent):
     """Softmax attention with rotary positions and a query projection of rank ``r``.
 
-    ``Y = softmax(scale * rot(X A C) rot(X W_K)^T [+ causal mask]) V`` with
+    ``Y = softmax(cap(scale * rot(n_q(X A C)) rot(n_k(X W_K))^T) + mask) V`` with
     ``A`` of shape ``(d, r)``, ``C`` of shape ``(r, head_dim)``, keys
-    ``W_K`` of shape ``(d, head_dim)`` and ``rot`` the rotary embedding of
-    positions ``0 .. L-1`` (:func:`rotate`, frequencies
-    :func:`rope_frequencies`). The rank is the query projection's: the
-    query-key kernel ``A C R_delta W_K^T`` has rank at most ``r`` at every
-    relative offset ``delta`` (module docstring). ``V`` is a known value map
-    ``X W_V`` or learned per slot.
+    ``W_K`` of shape ``(d, head_dim)``, ``rot`` the rotary embedding of
+    positions ``0 .. L-1`` on the first ``rotary_dim`` channels (:func:`rotate`,
+    frequencies :func:`rope_frequencies`), ``n_q``, ``n_k`` optional RMS norms
+    (:class:`HeadNorm`), ``cap`` an optional soft-capping and ``mask`` causal,
+    optionally with a sliding window. The rank is the query projection's, before
+    the norm: the query-key kernel ``A C R_delta W_K^T`` has rank at most ``r``
+    at every relative offset ``delta`` (module docstring). ``V`` is a known value
+    map ``X W_V`` or learned per slot.
 
     Parameters
     ----------
@@ -147,10 +74,23 @@ class RotarySoftmaxStudent(RankBatchedStudent):
         student of a real head then differs from the head only in its query
         projection, so the trained query can be put back into the model.
         ``None`` learns the keys per slot.
-    inv_freq : array-like of shape (head_dim // 2,) or None, default=None
+    inv_freq : array-like of shape (rotary_dim // 2,) or None, default=None
         The rotary frequencies themselves, as a model's rotary module holds
-        them (they take the place of ``rope_theta``); zeros turn no channel,
-        the student of a head whose positions are already inside ``X``.
+        them (they take the place of ``rope_theta``, and their number sets
+        ``rotary_dim``); zeros turn no channel, the student of a head whose
+        positions are already inside ``X``.
+    rotary_dim : int or None, default=None
+        The channels rotated with ``rope_theta``'s frequencies (``None``: all
+        ``head_dim``); the rest pass unrotated. Ignored with ``inv_freq``.
+    rope_scaling : float, default=1.0
+        The factor of ``cos`` and ``sin`` (a rope type's ``attention_scaling``).
+    query_norm, key_norm : HeadNorm or None, default=None
+        RMS norms after the query and key projections (their ``layer_w``, if
+        any, has ``d`` rows: the inputs of this student).
+    softcap : float or None, default=None
+        Scores become ``softcap * tanh(scores / softcap)`` (Gemma 2).
+    window : int or None, default=None
+        A sliding window: query ``i`` sees keys ``i - window < j <= i`` only.
 
     Examples
     --------
@@ -160,19 +100,30 @@ class RotarySoftmaxStudent(RankBatchedStudent):
     torch.Size([2, 2, 5, 4])
     >>> [int(torch.linalg.matrix_rank(k)) for k in student.kernel()]
     [1, 4]
+    >>> windowed = RotarySoftmaxStudent(d=6, d_out=4, ranks=[2], rotary_dim=2, window=3,
+    ...                                 softcap=5.0)
+    >>> windowed(torch.randn(2, 5, 6)).shape
+    torch.Size([2, 1, 5, 4])
     """
 
     def __init__(self, d, d_out, ranks, rope_theta=10000.0, head_dim=None, score_scale=None,
-                 causal=True, value_map=None, key_map=None, inv_freq=None, **kwargs):
+                 causal=True, value_map=None, key_map=None, inv_freq=None, rotary_dim=None,
+                 rope_scaling=1.0, query_norm=None, key_norm=None, softcap=None, window=None,
+                 **kwargs):
         self.head_dim = int(d_out if head_dim is None else head_dim)
         if self.head_dim < 2 or self.head_dim % 2:
             raise ValueError(f"head_dim must be an even integer >= 2; got {self.head_dim}")
         self.rope_theta = float(rope_theta)
         if not (math.isfinite(self.rope_theta) and self.rope_theta > 0.0):
             raise ValueError(f"rope_theta must be a finite number > 0; got {rope_theta!r}")
+        self.rotary_dim = self._rotary_dim(rotary_dim if inv_freq is None
+                                           else 2 * len(inv_freq))
         self.score_scale = (1.0 / math.sqrt(self.head_dim) if score_scale is None
                             else float(score_scale))
         self.causal = bool(causal)
+        self._set_head_steps(rope_scaling, softcap, window)
+        self.query_norm = self._norm(query_norm, "query_norm", d)
+        self.key_norm = self._norm(key_norm, "key_norm", d)
         self.learned_values = value_map is None
         self._given_value_map = None if value_map is None else fixed_value_map(value_map, d,
                                                                                 d_out)
@@ -182,10 +133,38 @@ class RotarySoftmaxStudent(RankBatchedStudent):
         self._given_inv_freq = None if inv_freq is None else self._frequencies(inv_freq)
         super().__init__(d, d_out, ranks, **kwargs)
 
+    def _rotary_dim(self, rotary_dim):
+        rotary_dim = self.head_dim if rotary_dim is None else int(rotary_dim)
+        if not 2 <= rotary_dim <= self.head_dim or rotary_dim % 2:
+            raise ValueError(f"rotary_dim must be even, in 2..head_dim = {self.head_dim}; "
+                             f"got {rotary_dim}")
+        return rotary_dim
+
+    def _set_head_steps(self, rope_scaling, softcap, window):
+        self.rope_scaling = float(rope_scaling)
+        if not (math.isfinite(self.rope_scaling) and self.rope_scaling > 0.0):
+            raise ValueError(f"rope_scaling must be a finite number > 0; got {rope_scaling!r}")
+        self.softcap = None if softcap is None else float(softcap)
+        if self.softcap is not None and not (math.isfinite(self.softcap) and self.softcap > 0):
+            raise ValueError(f"softcap must be None or a finite number > 0; got {softcap!r}")
+        if window is not None and (isinstance(window, bool) or int(window) != window
+                                   or window < 1):
+            raise ValueError(f"window must be None or an integer >= 1; got {window!r}")
+        self.window = None if window is None else int(window)
+
+    def _norm(self, norm, name, d):
+        if norm is None:
+            return None
+        if not isinstance(norm, HeadNorm) or len(norm.gain) != self.head_dim or (
+                norm.layer_w is not None and norm.layer_w.shape[0] != d):
+            raise ValueError(f"{name} must be a HeadNorm of {self.head_dim} channels (and "
+                             f"{d} input rows for a norm over the layer); got {norm!r}")
+        return norm
+
     def _frequencies(self, inv_freq):
         inv_freq = torch.as_tensor(inv_freq, dtype=torch.float64).cpu()
-        if tuple(inv_freq.shape) != (self.head_dim // 2,) or not torch.isfinite(inv_freq).all():
-            raise ValueError(f"inv_freq must hold head_dim / 2 = {self.head_dim // 2} finite "
+        if tuple(inv_freq.shape) != (self.rotary_dim // 2,) or not torch.isfinite(inv_freq).all():
+            raise ValueError(f"inv_freq must hold rotary_dim / 2 = {self.rotary_dim // 2} finite "
                              f"frequencies; got shape {tuple(inv_freq.shape)}")
         return inv_freq
 
@@ -208,7 +187,7 @@ class RotarySoftmaxStudent(RankBatchedStudent):
             self.register_buffer("value_map", self._given_value_map)
         inv_freq = self._given_inv_freq
         del self._given_value_map, self._given_key_map, self._given_inv_freq
-        self.register_buffer("inv_freq", rope_frequencies(self.head_dim, self.rope_theta)
+        self.register_buffer("inv_freq", rope_frequencies(self.rotary_dim, self.rope_theta)
                              if inv_freq is None else inv_freq)
 
     # -- the query-key kernel ------------------------------------------------------
@@ -305,21 +284,27 @@ class RotarySoftmaxStudent(RankBatchedStudent):
             projected = tokens @ A
             parts = projected.split([self.ranks[s] for s in slots], dim=1)
         queries = torch.stack([part @ self.query_out[s, :, :self.ranks[s]].T
-                               for part, s in zip(parts, slots)])
-        cos, sin = rope_tables(self.inv_freq, L, projected.dtype, X.device)
+                               for part, s in zip(parts, slots)]).view(R, n, L, h)
         if self.learned_keys:
-            keys = rotate(parts[-1].view(n * L, R, h).transpose(0, 1).reshape(R, n, L, h),
-                          cos, sin)
+            keys = parts[-1].view(n * L, R, h).transpose(0, 1).reshape(R, n, L, h)
         else:
             keys = (tokens @ self.key_map.to(A.dtype)).view(1, n, L, h)
-            keys = rotate(keys, cos, sin).expand(R, -1, -1, -1)
-        return rotate(queries.view(R, n, L, h), cos, sin), keys
+        if self.query_norm is not None:
+            queries = self.query_norm.apply(queries, X)
+        if self.key_norm is not None:
+            keys = self.key_norm.apply(keys, X)
+        cos, sin = rope_tables(self.inv_freq, L, projected.dtype, X.device, self.rope_scaling)
+        keys = rotate(keys, cos, sin)
+        return rotate(queries, cos, sin), keys.expand(R, -1, -1, -1)
 
     def _weights(self, X, slots):
         """Attention weights of the slots ``slots``, rank-major ``(S, n, L, L)``."""
         queries, keys = self._queries_keys(X, slots)
-        scores = (queries @ keys.transpose(-1, -2)) * self.score_scale
-        return row_softmax(causal_mask(scores, float("-inf")) if self.causal else scores)
+        scores = soft_cap((queries @ keys.transpose(-1, -2)) * self.score_scale, self.softcap)
+        if self.causal or self.window is not None:
+            keep = visible_keys(scores.shape[-1], self.causal, self.window, scores.device)
+            scores = scores.masked_fill(~keep, float("-inf"))
+        return row_softmax(scores)
 
     def _values(self, X, slots):
         if self.learned_values:

@@ -310,43 +310,24 @@ REFUSED = {
         d_model=WIDTH, d_kv=8, d_ff=64, num_layers=1, num_heads=HEADS, vocab_size=VOCAB)),
         "an encoder-decoder model"),
     "bloom": (lambda tf: tf.BloomForCausalLM(tf.BloomConfig(
-        hidden_size=WIDTH, n_layer=2, n_head=HEADS, vocab_size=VOCAB)), "ALiBi"),
+        hidden_size=WIDTH, n_layer=2, n_head=HEADS, vocab_size=VOCAB)),
+        "model_type='bloom': ALiBi"),
     "mpt": (lambda tf: tf.MptForCausalLM(tf.MptConfig(
         d_model=WIDTH, n_layers=2, n_heads=HEADS, vocab_size=VOCAB)), "ALiBi"),
     "falcon_alibi": (lambda tf: tf.FalconForCausalLM(tf.FalconConfig(
         hidden_size=WIDTH, num_hidden_layers=2, num_attention_heads=HEADS, vocab_size=VOCAB,
         alibi=True)), "ALiBi"),
-    "gemma2": (lambda tf: tf.Gemma2ForCausalLM(tf.Gemma2Config(head_dim=8, **_KW)),
-               r"soft-capped attention logits \(attn_logit_softcapping=50.0\)"),
-    "gemma3": (lambda tf: tf.Gemma3ForCausalLM(tf.Gemma3TextConfig(head_dim=8, **_KW)),
-               "sliding-window attention"),
-    "mistral_window": (lambda tf: tf.MistralForCausalLM(tf.MistralConfig(**_KW)),
-                       r"sliding-window attention \(sliding_window=4096\)"),
-    "qwen2_window": (lambda tf: tf.Qwen2ForCausalLM(tf.Qwen2Config(
-        use_sliding_window=True, sliding_window=16, **_KW)),
-        r"sliding-window attention \(sliding_window=16\)"),
-    "gpt_neo_local": (lambda tf: tf.GPTNeoForCausalLM(tf.GPTNeoConfig(
-        hidden_size=WIDTH, num_layers=2, num_heads=HEADS, vocab_size=VOCAB,
-        attention_types=[[["global", "local"], 1]], max_position_embeddings=64)),
-        "GPT-Neo's local attention"),
-    "qwen3": (lambda tf: tf.Qwen3ForCausalLM(tf.Qwen3Config(head_dim=8, **_KW)),
-              "q/k norms"),
-    "olmo2": (lambda tf: tf.Olmo2ForCausalLM(tf.Olmo2Config(**_KW)), "q/k norms"),
-    "llama_partial_rotary": (lambda tf: tf.LlamaForCausalLM(tf.LlamaConfig(
-        rope_parameters={"rope_type": "default", "rope_theta": 1e4,
-                         "partial_rotary_factor": 0.5}, **_KW)),
-        r"partial rotary embeddings \(a fraction 0.5"),
-    "neox_rotary_pct": (lambda tf: tf.GPTNeoXForCausalLM(tf.GPTNeoXConfig(
-        hidden_size=WIDTH, num_hidden_layers=2, num_attention_heads=HEADS,
-        intermediate_size=64, vocab_size=VOCAB, rotary_pct=0.25)),
-        r"partial rotary embeddings \(a fraction 0.25"),
-    "llama_linear_scaling": (lambda tf: tf.LlamaForCausalLM(tf.LlamaConfig(
-        rope_scaling={"rope_type": "linear", "factor": 2.0}, **_KW)),
-        "rope scaling of type 'linear'"),
-    "opt": (lambda tf: tf.OPTForCausalLM(tf.OPTConfig(
-        hidden_size=WIDTH, num_hidden_layers=2, num_attention_heads=HEADS, ffn_dim=64,
-        vocab_size=VOCAB, word_embed_proj_dim=WIDTH)),
-        "model_type='opt', a family whose heads are not read"),
+    "falcon": (lambda tf: tf.FalconForCausalLM(tf.FalconConfig(
+        hidden_size=WIDTH, num_hidden_layers=2, num_attention_heads=HEADS, vocab_size=VOCAB)),
+        "model_type='falcon': an attention layout this library does not read"),
+    "stablelm": (lambda tf: tf.StableLmForCausalLM(tf.StableLmConfig(**_KW)),
+                 "model_type='stablelm', a family whose heads are not read"),
+    "mamba": (lambda tf: tf.MambaForCausalLM(tf.MambaConfig(
+        hidden_size=16, num_hidden_layers=1, vocab_size=VOCAB, state_size=4)),
+        "model_type='mamba': no attention layers"),
+    "llama_dynamic_rope": (lambda tf: tf.LlamaForCausalLM(tf.LlamaConfig(
+        rope_parameters={"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.0}, **_KW)),
+        "rope scaling of type 'dynamic', whose frequencies change with the length"),
 }
 
 
@@ -357,7 +338,7 @@ def test_schemes_that_are_not_read_are_refused_in_one_line(name):
     model = build(tf)
     with pytest.raises(ValueError, match=message) as error:
         head_facts(model, 0, 0)
-    assert "\n" not in str(error.value) and "TinyCausalLM" in str(error.value)
+    assert "\n" not in str(error.value) and "the heads read are those of" in str(error.value)
     with pytest.raises(ValueError, match=message):
         head_activations(model, np.ones((1, 4), dtype=np.int64), [(0, 0)])
 
@@ -442,6 +423,12 @@ def test_rotary_frequencies_other_than_the_configs_are_refused():
     with pytest.raises(ValueError, match="rotary frequencies that are not the default rope's "
                                          "of rope_theta=10000.0"):
         head_facts(model, 0, 0)
+    scaled = tf.LlamaForCausalLM(tf.LlamaConfig(**_decoder_kw(rope_parameters=dict(
+        rope_type="linear", rope_theta=1e4, factor=2.0))))
+    assert head_facts(scaled, 0, 0).rope_type == "linear"
+    scaled.model.rotary_emb.inv_freq.mul_(2.0)  # the unscaled frequencies: not linear's
+    with pytest.raises(ValueError, match="not the linear rope's of rope_theta=10000.0"):
+        head_facts(scaled, 0, 0)
 
 
 def test_head_output_overflow_is_an_error_not_nan():

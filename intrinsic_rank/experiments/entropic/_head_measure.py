@@ -1,9 +1,9 @@
 """One head's ``r*_attn``: the training-free curve, distillation where it can change the answer.
 
 The Entropic Bound's attention-native rank, measured on a real head (the teacher)
-by students with the head's own positions, scale, mask, keys and values, whose
-query projection has rank ``r``. The procedure, the same for a head as trained and
-for a head with a planted rank:
+by students with the head's own positions, norms, scale, soft-capping, mask (its sliding
+window included), keys and values, whose query projection (before any norm) has rank
+``r``. The procedure, the same for a head as trained and for a head with a planted rank:
 
 1. **The training-free curve.** The data-aware truncation of the head's query to
    every rank ``r`` (:func:`~intrinsic_rank.inspection.truncated_head`, on the
@@ -79,7 +79,9 @@ def rank_text(rank, width):
 
 
 def _biased(facts):
-    return any(np.any(np.asarray(b) != 0) for b in (facts.b_q, facts.b_k, facts.b_v))
+    """Whether the head has biases (or its norm over the whole layer reads some)."""
+    return any(np.any(np.asarray(b) != 0) for b in (facts.b_q, facts.b_k, facts.b_v)) or \
+        _biased_norms(facts)
 
 
 def query_rows(facts):
@@ -97,30 +99,43 @@ def query_rows(facts):
     return w_q
 
 
+def _biased_norms(facts):
+    """A norm over the whole layer reads the layer's biases too: a column of ones for them."""
+    return any(norm is not None and norm.layer_w is not None and np.any(norm.layer_b != 0)
+               for norm in (facts.q_norm, facts.k_norm))
+
+
 def _with_bias_column(X, facts):
     """``X`` and the head's maps with a constant 1 appended where the head has biases.
 
-    ``[x, 1] [W; b] = x W + b``: the biases become one more row of each map, and a
-    student without biases contains the head exactly.
+    ``[x, 1] [W; b] = x W + b``: the biases become one more row of each map (and of
+    the layer's projection a norm over the whole layer reads), and a student
+    without biases contains the head exactly.
     """
-    maps = {"query": facts.w_q, "key": facts.w_k, "value": facts.w_v}
+    maps = {"query": facts.w_q, "key": facts.w_k, "value": facts.w_v,
+            "query_norm": facts.q_norm, "key_norm": facts.k_norm}
     if not _biased(facts):
         return X, maps
     ones = np.ones(X.shape[:-1] + (1,), dtype=X.dtype)
     X = np.concatenate([X, ones], axis=-1)
-    maps = {name: np.vstack([w, b[None, :]]) for (name, w), b in
-            zip(maps.items(), (facts.b_q, facts.b_k, facts.b_v))}
+    maps = {name: np.vstack([maps[name], b[None, :]]) for name, b in
+            zip(("query", "key", "value"), (facts.b_q, facts.b_k, facts.b_v))}
+    maps.update({name: None if norm is None else norm.with_bias_row() for name, norm in
+                 (("query_norm", facts.q_norm), ("key_norm", facts.k_norm))})
     return X, maps
 
 
 def _student(facts, maps, ranks, restarts, random_state):
-    """The student of a head: its frequencies (none for absolute positions), scale, keys, values."""
+    """The student of a head: every step of the head (its frequencies, none for absolute
+    positions; its norms, scale, soft-capping and window) with its keys and values."""
     inv_freq = (np.asarray(facts.inv_freq) if facts.positional == "rope"
                 else np.zeros(facts.head_dim // 2))
     return RotarySoftmaxStudent(
         d=maps["query"].shape[0], d_out=facts.head_dim, ranks=ranks, restarts=restarts,
         head_dim=facts.head_dim, score_scale=facts.scale, causal=facts.causal,
         value_map=maps["value"], key_map=maps["key"], inv_freq=inv_freq,
+        rope_scaling=facts.rope_scaling, query_norm=maps["query_norm"],
+        key_norm=maps["key_norm"], softcap=facts.softcap, window=facts.window,
         random_state=random_state)
 
 
