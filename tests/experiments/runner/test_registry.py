@@ -101,7 +101,6 @@ def _toy(calls, plot=None):
         verdicts=lambda result: [("the toy counts", f"{len(result['records'])} rows",
                                   "agrees", "it does")],
         options=[Option("--size", type=int, default=2, help="how far to count")],
-        settings=lambda args: dict(size=args.size),
         summary=lambda result: ["Toy: counting", f"counted to {len(result['records'])}"],
         in_reproduce=False,
     )
@@ -228,7 +227,7 @@ def test_a_new_experiment_is_its_module_and_its_declaration(tmp_path, monkeypatc
         name="toy-module", command="toy-module", title="A toy", paper="none", help="a toy",
         description="Counts to --size.", full=dict(size=3), quick=dict(size=2),
         options=(Option("--quick", action="store_true", help=""),
-                 Option("--size", type=int, scale="size", help="how far to count")),
+                 Option("--size", type=int, scaled=True, help="how far to count")),
         module="toy_work_of_a_paper", in_reproduce=False))
     try:
         assert "toy_work_of_a_paper" not in sys.modules  # declared, not loaded
