@@ -122,7 +122,7 @@ def _seed(text):
 
 def _out_folder(text):
     """``--out``: a folder that exists or can be created, and can be written."""
-    from ..experiments import check_output_folder
+    from .._validation import check_output_folder
 
     try:
         return check_output_folder(text, name="the folder")
