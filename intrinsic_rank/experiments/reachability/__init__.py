@@ -42,7 +42,7 @@ REACH = Experiment(
     paper=_REACH,
     help="accessibility of random targets by cramming prompt vectors",
     description="Cram random target sequences into m prompt vectors of a frozen causal LM "
-    "(the embedded default model unless --model is given), for a grid of m and target "
+    "(the embedded default model unless a model is given), for a grid of m and target "
     "lengths (the paper's sizes by default: m = 1-5, 20 targets per point); fit n50 per "
     "m, the decay past it, the slope of n50 against m, and compare it with the slope "
     "bounds (ball d ln(1 + 2r/eps) / ln|V|, box, cone, box + decoder cells) under the "
