@@ -202,7 +202,7 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
         rank is kept.
     training : dict or None, default=None
         Overrides of the distillation's defaults,
-        :data:`~intrinsic_rank.experiments.entropic.HEAD_RANK_TRAINING` (``lr``,
+        ``experiments.entropic.HEAD_RANK_TRAINING`` (``lr``,
         ``batch_size``, ``max_epochs``, ``patience``, ``min_fall``).
     precision_draws : int, default=3
         Draws of :func:`~intrinsic_rank.inspection.precision_floor`; 0 skips it.

@@ -144,8 +144,8 @@ def bounded_int(minimum=None, maximum=None, exclude=()):
     """An argparse ``type`` reading one integer in ``[minimum, maximum]``.
 
     Its ``described`` attribute is the range in words (``"an integer in [1,
-    100]"``), which an :class:`Option`'s help states from here: a bound is
-    written once, in the type.
+    100]"``), which an :class:`~intrinsic_rank.experiments.Option`'s help states
+    from here: a bound is written once, in the type.
 
     Parameters
     ----------
@@ -197,7 +197,8 @@ def bounded_float(minimum=None, maximum=None, low_open=False):
 
     ``nan``, ``inf`` and numbers beyond float64 (``1e400``) are refused like
     any number outside the range. Its ``described`` attribute is the range in
-    words, which an :class:`Option`'s help states from here.
+    words, which an :class:`~intrinsic_rank.experiments.Option`'s help states from
+    here.
 
     Parameters
     ----------
@@ -345,9 +346,10 @@ class Option:
     becomes a setting. The option's destination (``dest``) is the key of the
     experiment's settings it gives: ``Experiment.settings`` is built from the
     options, with no second list of names. ``--help`` shows the option's
-    ``help``, then what its type accepts (the bounds of :func:`bounded_int`
-    and :func:`bounded_float`, the ``choices``), its default and its quick
-    value, all from here.
+    ``help``, then what its type accepts (the bounds of
+    :func:`~intrinsic_rank.experiments.runner.bounded_int` and
+    :func:`~intrinsic_rank.experiments.runner.bounded_float`, the ``choices``), its
+    default and its quick value, all from here.
 
     Parameters
     ----------

@@ -316,7 +316,7 @@ class Experiment:
 
         Every option that is a setting (all but the ``--quick`` flag, unless
         declared ``setting=True``, and the hidden refusals) gives its value,
-        converted by its ``convert`` where one is declared; :attr:`prepare`
+        converted by its ``convert`` where one is declared; ``prepare``
         then finishes them (with ``args.out`` as the folder).
 
         Parameters
