@@ -111,11 +111,12 @@ def _module_source(module):
 
 def _defines(source, name):
     """Whether ``source`` defines ``name`` at its top level (read, never imported)."""
-    word = re.escape(name)
-    if re.search(rf"^(?:async\s+def|def|class)\s+{word}\b|^{word}\s*(?::|=(?!=))", source,
-                 re.MULTILINE):
-        return True
-    if not re.search(rf"\b{word}\b", source):
+    text = "\n" + source
+    if any(f"\n{form}" in text for form in (f"def {name}(", f"async def {name}(",
+                                             f"class {name}(", f"class {name}:",
+                                             f"{name} = ", f"{name}: ")):
+        return True  # the usual forms, found by plain search (--help pays for this)
+    if not re.search(rf"\b{re.escape(name)}\b", source):
         return False
     import ast  # rarer forms (an import, a tuple assignment): the parse tree decides
 
@@ -162,9 +163,17 @@ def _unresolved(part):
     return getattr(part, "part", None) is not None and getattr(part, "fallback", 0) is None
 
 
+class _QuietFormatter(argparse.HelpFormatter):
+    """A formatter of fixed width: building a trial parser asks no terminal for its size."""
+
+    def __init__(self, prog):
+        super().__init__(prog, width=80)
+
+
 def _parser_problem(experiment):
     """What argparse itself refuses when the command's parser is built."""
-    parser = argparse.ArgumentParser(prog=experiment.command, add_help=False)
+    parser = argparse.ArgumentParser(prog=experiment.command, add_help=False,
+                                     formatter_class=_QuietFormatter)
     try:
         experiment.add_arguments(parser)
     except (argparse.ArgumentError, ValueError, TypeError, KeyError) as error:
