@@ -14,9 +14,10 @@
   (``_trajectory``), and ``corpus-ranks`` (``_corpus_ranks``): one causal LM's
   per-head ranks on corpora of different complexity; ``head-ranks``
   (``_head_ranks``): the map of the attention-native rank ``r*_attn`` over a
-  causal LM's heads (``_real_heads``), each head measured by its training-free
-  curve and distillation (``_head_measure``), and the measured ranks imposed on
-  the model and judged by its loss (``_impose_ranks``).
+  causal LM's heads (``_real_heads``; its settings checked once, ``_head_settings``),
+  each head measured by its training-free curve and distillation (``_head_measure``),
+  and the measured ranks imposed on the model and judged by its loss
+  (``_impose_ranks``).
 
 This file is the paper's table of contents, and imports nothing heavy: each
 experiment's declaration (its words, options and scales; its work is in its

@@ -12,6 +12,7 @@ loads when its shape is known from its name (a packaged model), else once it has
 (:func:`~intrinsic_rank.experiments.measure_head` checks its own arguments with it).
 """
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -175,8 +176,8 @@ def _checked_plant_ranks(plant_ranks):
     """Distinct ranks of at least 2 (their bound by the head width: ``for_model``)."""
     if plant_ranks is None:
         return None
-    if isinstance(plant_ranks, int) and not isinstance(plant_ranks, bool):
-        plant_ranks = [plant_ranks]
+    if isinstance(plant_ranks, numbers.Integral) and not isinstance(plant_ranks, bool):
+        plant_ranks = [plant_ranks]  # one rank, a Python or numpy integer
     try:
         ranks = tuple(check_int(k, "plant_rank", minimum=2) for k in plant_ranks)
     except TypeError:

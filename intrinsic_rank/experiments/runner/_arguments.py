@@ -520,7 +520,15 @@ class Option:
         return option
 
     def described(self):
-        """What the option's type accepts, in words: its bounds or its choices; or ``None``."""
+        """What the option's type accepts, in words: its bounds or its choices; or ``None``.
+
+        Examples
+        --------
+        >>> Option("--d", type=bounded_int(1, 4096), help="token dimension").described()
+        'an integer in [1, 4096]'
+        >>> Option("--teacher", choices=["linear", "softmax"], help="the teacher").described()
+        'one of linear, softmax'
+        """
         choices = self.kwargs.get("choices")
         if choices is not None:
             some = self.kwargs.get("nargs") in ("+", "*")
@@ -565,6 +573,13 @@ class Option:
         Returns
         -------
         setting : object
+
+        Examples
+        --------
+        >>> teacher = Option("--teacher", dest="teachers", default="softmax",
+        ...                  convert=lambda name: [name], help="the teacher task")
+        >>> teacher.setting_value("linear")
+        ['linear']
         """
         convert = self.convert
         if convert is None or value is None:

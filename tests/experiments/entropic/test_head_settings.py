@@ -26,6 +26,9 @@ def test_one_object_holds_every_setting_checked():
     assert settings.options == dict(settings.measure, plant_tol=0.02)
     pairs, plants = settings.for_model(SMOLLM2)
     assert pairs == [(1, 2), (0, 0)] and plants == settings.plants
+    import numpy as np
+
+    assert head_rank_settings(plant_ranks=np.int64(6)).plant_ranks == (6,)
 
 
 @pytest.mark.parametrize("tol", [1 / PLANT_SHARPNESS, 0.05, 0.1, 0.2])
