@@ -34,7 +34,7 @@ pool's)."""
 
 _FEATURE_MAPS = ("elu+1", "exp", "favor+", "hedgehog", "relu", "signed", "taylor")
 # The names of nn.FEATURE_MAPS (torch), for --help without torch;
-# tests/experiments/runner/test_registry.py checks that they are the same.
+# tests/cli/test_startup.py checks that they are the same.
 
 MIN_IP = Experiment(
     name="min-ip",
