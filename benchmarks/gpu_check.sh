@@ -48,7 +48,7 @@ if [ "${HEAD_RANKS:-0}" = "1" ]; then
 fi
 if [ "${REACH_SMOLLM2:-0}" = "1" ]; then
   timeout 10800 python -c "from intrinsic_rank.cli import main; raise SystemExit(main())" \
-    reach --model smollm2-135m --n-memory 1-5 --targets 20 --device cuda \
+    reach smollm2-135m --n-memory 1-5 --n-targets 20 --device cuda \
     --out "$OUT/reach_smollm2" > "$OUT/reach_smollm2.txt" 2>&1 || status=1
 fi
 grep -hE '^[A-Za-z_]+: ' "$OUT"/bench_*_cuda.txt > "$OUT/metrics.txt" || true

@@ -33,21 +33,16 @@ when used, and ``import intrinsic_rank.spectral`` works in an environment with
 numpy and scipy only.
 """
 
-import importlib
+from ._lazy import lazy_names
 
 __version__ = "0.1.0"
 
 
-_LAZY_ESTIMATORS = (
-    "AttentionRankEstimator",
-    "EnergyEffectiveRank",
-    "ReachabilityEstimator",
-    "SequenceScaler",
-    "TrainingDivergedError",
-)
 # Every sub-module loads on first use, the numpy ones too: ``import intrinsic_rank`` and
 # the command line's ``--help`` and ``--version`` then import no numpy, scipy,
 # scikit-learn or torch.
+_LAZY = {"estimators": ("AttentionRankEstimator", "EnergyEffectiveRank", "ReachabilityEstimator",
+                        "SequenceScaler", "TrainingDivergedError")}
 _LAZY_MODULES = ("bounds", "datasets", "metrics", "spectral", "codes", "estimators",
                  "experiments", "inspection", "nn", "operator_fit", "cli")
 
@@ -65,17 +60,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    """Load the torch parts on first use (PEP 562)."""
-    if name in _LAZY_ESTIMATORS:
-        value = getattr(importlib.import_module(".estimators", __name__), name)
-    elif name in _LAZY_MODULES:
-        value = importlib.import_module(f".{name}", __name__)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__) | set(_LAZY_MODULES))
+_HOME, __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals(),
+                                        submodules=_LAZY_MODULES)

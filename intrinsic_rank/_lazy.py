@@ -10,7 +10,7 @@ import importlib
 __all__ = ["lazy_names"]
 
 
-def lazy_names(package, table, namespace):
+def lazy_names(package, table, namespace, submodules=()):
     """``(home, __getattr__, __dir__)`` of a package whose names load on first use.
 
     Parameters
@@ -22,11 +22,14 @@ def lazy_names(package, table, namespace):
         names it gives the package.
     namespace : dict
         The package's ``globals()``: a loaded name is kept there, so it loads once.
+    submodules : sequence of str, default=()
+        Submodules that are names of the package themselves (``intrinsic_rank.spectral``),
+        imported on first use.
 
     Returns
     -------
-    home : dict of str -> str
-        Each name and the module it comes from.
+    home : dict of str -> str or None
+        Each name and the module it comes from (``None`` for a submodule).
     getattr, dir : callable
         The package's module-level ``__getattr__`` and ``__dir__``.
 
@@ -36,13 +39,21 @@ def lazy_names(package, table, namespace):
     >>> home, get, names = lazy_names("math", {"": ["sqrt"]}, space)
     >>> get("sqrt")(4.0), "sqrt" in space, names()[-1]
     (2.0, True, 'sqrt')
+    >>> home, get, names = lazy_names("xml", {}, {}, submodules=["dom"])
+    >>> get("dom").__name__
+    'xml.dom'
     """
     home = {name: module for module, names in table.items() for name in names}
+    home.update({name: None for name in submodules})
 
     def __getattr__(name):
-        module = home.get(name)
-        if module is None:
+        if name not in home:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module = home[name]
+        if module is None:  # a submodule: importing it makes it the package's attribute
+            value = importlib.import_module(f".{name}", package)
+            namespace[name] = value
+            return value
         target = (importlib.import_module(package) if module == "" else
                   importlib.import_module(module if module.startswith(".") else f".{module}",
                                           package))

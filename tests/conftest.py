@@ -94,7 +94,7 @@ def _toy(name, calls, *, interrupt=False, plot=None, check=None, rows=None):
         plot=plot or default_plot,
         verdicts=lambda result: [("it counts", "rows", "agrees", "it does")],
         options=[Option("--size", type=int, default=2, help="how far to count")],
-        settings=lambda args: dict(size=args.size), summary=lambda result: [f"{name}:"],
+        summary=lambda result: [f"{name}:"],
         in_reproduce=False, check=check,
     )
 
@@ -133,7 +133,7 @@ def _command_toy(calls):
     return Experiment(
         name="toy-out", command="toy-out", title="t", paper="none", help="h",
         description="d", quick={}, full={}, run=run, tables=lambda result: [], plot=plot,
-        verdicts=lambda result: [("c", "m", "agrees", "e")], settings=lambda args: {},
+        verdicts=lambda result: [("c", "m", "agrees", "e")],
         summary=lambda result: [], extra_files=csv, in_reproduce=False)
 
 

@@ -71,7 +71,7 @@ _SIGNALLED = textwrap.dedent("""
         name="toy", command="toy-run", title="t", paper="p", help="h", description="d",
         quick={}, full={}, run=run, plot=plot,
         tables=lambda r: [("rows", r["records"], ["size", "value"])],
-        verdicts=lambda r: [], settings=lambda a: dict(slow_write=a.slow_write),
+        verdicts=lambda r: [],
         options=[Option("--slow-write", help="a file written slowly")],
         summary=lambda r: ["toy"], in_reproduce=False))
     status = main()

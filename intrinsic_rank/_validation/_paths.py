@@ -1,5 +1,6 @@
 """Output paths, checked before any work: a real write probe and the free space."""
 
+import errno
 import os
 import tempfile
 
@@ -44,6 +45,14 @@ def _check_writable_folder(folder, path, name, min_free):
         os.close(handle)
         os.remove(tmp)
     except OSError as error:
+        if error.errno == errno.ENOENT and os.path.isdir(probe):
+            # the folder exists, yet creating a file in it "does not exist": a virtual
+            # file system (/proc, /sys), which holds no files but its own
+            raise ValueError(
+                f"{name} {path!r} is not writable: {probe} is a folder of a special file "
+                f"system (such as /proc or /sys), where no file can be created (it answers "
+                f"{error.strerror or 'No such file or directory'!r}); give a folder on a "
+                "disk") from None
         raise ValueError(f"{name} {path!r} is not writable ({probe}: "
                          f"{error.strerror or error})") from None
     try:

@@ -84,14 +84,13 @@ from ._threads import (
     THREADS_RULE,
     _threads,
     _ThreadSetting,
-    cpu_count,
     thread_count,
 )
 
 # Nothing heavy is imported here: the parser comes from the experiments' declarations,
 # and a command imports its experiment's module (torch) when it runs.
 
-__all__ = ["DEFAULT_THREADS", "THREADS_RULE", "cpu_count", "main", "thread_count"]
+__all__ = ["main"]  # the command; its thread rule is also here: thread_count, DEFAULT_THREADS
 
 _BROKEN_PIPE = 141  # 128 + SIGPIPE
 
@@ -123,7 +122,7 @@ def _seed(text):
 
 def _out_folder(text):
     """``--out``: a folder that exists or can be created, and can be written."""
-    from ..experiments import check_output_folder
+    from .._validation import check_output_folder
 
     try:
         return check_output_folder(text, name="the folder")
@@ -151,7 +150,8 @@ class _HelpFormatter(argparse.HelpFormatter):
         # never cut inside a hyphenated word: model names (all-MiniLM-L6-v2), --no-deps, 1-8
         import textwrap
 
-        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False,
+                             break_long_words=False)
 
 
 def _shared_options(out):
@@ -159,7 +159,8 @@ def _shared_options(out):
 
     ``out`` is the command's default output folder. A fresh parent per command,
     because argparse shares a parent's option objects (and their defaults) among
-    the parsers built from it.
+    the parsers built from it. Their flags are the runner's ``COMMON_FLAGS``, which
+    ``register`` refuses in an experiment's own options.
     """
     shared = _Parser(add_help=False)
     for option in (

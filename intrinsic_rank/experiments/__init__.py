@@ -83,10 +83,9 @@ _LAZY = {
         "lm_reachability_geometry", "plot_accessibility", "plot_cell_shares",
         "plot_copy_cliff", "score_copies",
     ),
-    "runner": (
-        "check_output_folder", "format_table", "lock_folder", "reproduce", "run_parallel",
-        "save_records", "write_csv", "write_json", "write_report",
-    ),
+    # what users call; the runner's internals (the folder lock, the atomic JSON and CSV
+    # writers, the output checks) stay in experiments.runner, for the papers' packages
+    "runner": ("format_table", "reproduce", "run_parallel", "save_records", "write_report"),
     # the measuring functions of intrinsic_rank.inspection stay importable from here,
     # but are documented (and listed in __all__) where they live
     "..inspection": (
@@ -120,7 +119,6 @@ __all__ = [
     "accessibility_curves",
     "budget_allocation",
     "cell_share_facts",
-    "check_output_folder",
     "copy_length_cliff",
     "corpus_inputs",
     "corpus_rank_profiles",
@@ -144,7 +142,6 @@ __all__ = [
     "lm_reachability_geometry",
     "load_model_file",
     "load_xy",
-    "lock_folder",
     "measure_head",
     "min_ip_ood_scaling",
     "min_ip_phase_transition",
@@ -182,8 +179,6 @@ __all__ = [
     "summarize_min_ip",
     "sweep_data",
     "sweep_grid",
-    "write_csv",
-    "write_json",
     "write_report",
 ]
 

@@ -120,14 +120,14 @@ def test_the_parser_applies_the_declared_defaults_and_quick_values():
 
 
 def test_a_scaled_option_reads_the_experiments_scales():
-    """``scale="key"``: the default is ``full[key]`` and the quick value ``quick[key]``."""
+    """``scaled=True``: the default is ``full[dest]`` and the quick value ``quick[dest]``."""
     parser = cli._build_parser()
     ladder = EXPERIMENTS["ladder"]
     full, quick = (vars(parser.parse_args(argv)) for argv in (["ladder"], ["ladder", "--quick"]))
-    assert (full["n_samples"], full["epochs"]) == (ladder.full["n_samples"],
-                                                   ladder.full["max_epochs"])
-    assert (quick["n_samples"], quick["epochs"]) == (ladder.quick["n_samples"],
-                                                     ladder.quick["max_epochs"])
+    assert (full["n_samples"], full["max_epochs"]) == (ladder.full["n_samples"],
+                                                       ladder.full["max_epochs"])
+    assert (quick["n_samples"], quick["max_epochs"]) == (ladder.quick["n_samples"],
+                                                         ladder.quick["max_epochs"])
     # the quick settings the report runs are the command's own under --quick
     assert ladder.settings(parser.parse_args(["ladder", "--quick"])) == {
         key: value for key, value in ladder.quick.items() if key != "n_test"}
@@ -137,7 +137,7 @@ def test_an_option_given_keeps_its_value_under_quick_in_any_order():
     parser = cli._build_parser()
     for argv in (["sweep", "--quick", "--epochs", "7"], ["sweep", "--epochs", "7", "--quick"]):
         args = parser.parse_args(argv)
-        assert (args.epochs, args.n_samples) == (7, EXPERIMENTS["sweep"].quick["n_samples"])
+        assert (args.max_epochs, args.n_samples) == (7, EXPERIMENTS["sweep"].quick["n_samples"])
 
 
 def test_a_bad_value_is_refused_in_the_experiments_words(capsys):
@@ -174,7 +174,7 @@ def test_a_registered_experiment_gets_its_options_quick_and_help(capsys):
         run=lambda settings, **kw: {}, tables=lambda r: [], plot=lambda r, f: [],
         verdicts=lambda r: [], summary=lambda r: [],
         options=(Option("--quick", action="store_true", help=""),
-                 Option("--size", type=int, scale="size", help="how far to count")))
+                 Option("--size", type=int, scaled=True, help="how far to count")))
     register(toy)
     try:
         text = _help_of("toy-start", capsys)

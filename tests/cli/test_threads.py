@@ -24,9 +24,12 @@ def _help(capsys, *argv):
 def test_threads_beyond_the_cpus_are_capped_with_a_note(capsys, monkeypatch):
     import torch
 
+    import importlib
+
     import intrinsic_rank.cli as cli
 
-    monkeypatch.setattr(cli, "cpu_count", lambda: 2)
+    rule = importlib.import_module("intrinsic_rank.cli._threads")  # where the rule reads it
+    monkeypatch.setattr(rule, "cpu_count", lambda: 2)
     before = torch.get_num_threads()
     with cli._ThreadSetting(100000, "intrinsic-rank sweep"):
         assert torch.get_num_threads() == 2 and os.environ["OMP_NUM_THREADS"] == "2"

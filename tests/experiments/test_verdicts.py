@@ -508,7 +508,6 @@ def test_not_comparable_is_a_verdict_counted_apart(tmp_path):
         verdicts=lambda result: [("a claim about big models", "a toy's number",
                                   NOT_COMPARABLE, "a toy is not a big model"),
                                  ("a claim it can test", "1", "agrees", "equal")],
-        settings=lambda args: {},
         summary=lambda result: [], in_reproduce=False))
     try:
         run = reproduce("unlike", out=tmp_path / "out", progress=False)

@@ -168,7 +168,7 @@ def test_a_damaged_gguf_is_one_line_naming_the_file(tmp_path, capsys, kind, mess
     pytest.importorskip("gguf")
     path = _damaged_gguf(tmp_path, kind)
     for argv in (["lm-geometry", str(path)], ["corpus-ranks", str(path)],
-                 ["reach", "--model", str(path), "--quick"]):
+                 ["reach", str(path), "--quick"]):
         assert main([*argv, "--quiet", "--out", str(tmp_path / "out")]) == 2
         line = _one_line_stderr(capsys)
         assert str(path) in line and (kind == "not-gguf" or "is damaged" in line)

@@ -248,3 +248,67 @@ def test_built_site_passes_the_check():
         pytest.skip("no built site in docs/_build/html")
     problems = _site_checker().check_static(site)
     assert not problems, "\n".join(problems[:20])
+
+
+# -- one reference list, the library's citation, history in the changelog -----------------
+
+PAPERS = {  # a phrase only the full citation of each paper holds
+    "The Entropic Bound": "Byeong Hoon Yoon",
+    "Three tokens force exponential feature rank": "Vicente Opazo",
+    "How many different outputs can a Transformer generate?": "2605.22223",
+}
+
+
+def _pages():
+    return sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
+
+
+def test_each_paper_is_cited_once_in_the_reference_list_and_linked_elsewhere():
+    references = (DOCS / "references.md").read_text()
+    for title, mark in PAPERS.items():
+        assert references.count(mark) == 1, title
+        assert f"### {title}" in references, title
+    for page in _pages():
+        if page.name == "references.md":
+            continue
+        text = page.read_text()
+        for title, mark in PAPERS.items():
+            assert mark not in text, (page.name, title)  # linked, not retyped
+    index = (DOCS / "index.md").read_text()
+    for anchor in ("#the-entropic-bound", "#three-tokens-force-exponential-feature-rank",
+                   "#how-many-different-outputs-can-a-transformer-generate"):
+        assert f"references.md{anchor}" in index, anchor
+
+
+def test_citation_cff_cites_the_library_at_its_version():
+    yaml = pytest.importorskip("yaml")
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0" and citation["type"] == "software"
+    assert citation["title"].startswith("intrinsic_rank")
+    assert citation["version"] == intrinsic_rank.__version__
+    assert citation["license"] == "BSD-3-Clause"
+    assert citation["authors"] and all("name" in a or "family-names" in a
+                                       for a in citation["authors"])
+    titles = [reference["title"] for reference in citation["references"]]
+    assert len(titles) == 3 and any("Entropic Bound" in t for t in titles)
+
+
+def test_history_is_in_the_changelog_not_in_the_pages():
+    performance = (DOCS / "performance.md").read_text()
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    for heading in ("What changed in the students", "Before and after"):
+        assert heading not in performance
+    assert "#### Before and after, one run" in changelog and "padded (before)" in changelog
+    assert "the old code" not in performance and "padded (before)" not in performance
+    assert "../CHANGELOG.md" in (DOCS / "changelog.md").read_text()
+    reliability = (DOCS / "reliability.md").read_text()
+    assert not re.search(r"\(it was |Before: ", reliability)
+
+
+def test_the_machine_is_named_only_where_a_timing_is():
+    timing = re.compile(r"thread|[Tt]iming|[Tt]imed|took|takes|wall|\d(\.\d+)? ?(s|ms|min)\b")
+    for page in _pages():
+        for paragraph in re.split(r"\n\s*\n", page.read_text()):
+            if re.search(r"2-core|virtual machine", paragraph):
+                assert timing.search(paragraph), (page.name, paragraph[:120])
+        assert not re.search(r"^#+ .*2-core", page.read_text(), re.M), page.name

@@ -39,7 +39,6 @@ def run_folder(tmp_path):
             ("the toy has three rows", f"{len(result['records'])} rows",
              "agrees" if len(result["records"]) == 3 else "does not agree", "3 | counted"),
             ("a claim about big models", "a toy's number", "not comparable", "unlike")],
-        settings=lambda args: {},
         summary=lambda result: [], in_reproduce=False))
     try:
         reproduce("tabled", out=tmp_path / "run", progress=False, command="CMD --quick")

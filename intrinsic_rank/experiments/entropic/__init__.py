@@ -14,9 +14,10 @@
   (``_trajectory``), and ``corpus-ranks`` (``_corpus_ranks``): one causal LM's
   per-head ranks on corpora of different complexity; ``head-ranks``
   (``_head_ranks``): the map of the attention-native rank ``r*_attn`` over a
-  causal LM's heads (``_real_heads``), each head measured by its training-free
-  curve and distillation (``_head_measure``), and the measured ranks imposed on
-  the model and judged by its loss (``_impose_ranks``).
+  causal LM's heads (``_real_heads``; its settings checked once, ``_head_settings``),
+  each head measured by its training-free curve and distillation (``_head_measure``),
+  and the measured ranks imposed on the model and judged by its loss
+  (``_impose_ranks``).
 
 This file is the paper's table of contents, and imports nothing heavy: each
 experiment's declaration (its words, options and scales; its work is in its
@@ -28,14 +29,16 @@ from ..._lazy import lazy_names
 
 from ..._packaged_models import model_option_help
 from ..runner import (
-    MAX_EPOCHS,
+    DEFAULT_JOBS,
+    JOBS_RULE,
+    SHARED_OPTIONS,
     Experiment,
     Option,
     bounded_float,
     bounded_int,
-    parse_precision,
     parse_ranks,
     refused_data,
+    shared_option,
 )
 
 _ENTROPIC = "The Entropic Bound"
@@ -44,8 +47,26 @@ CORPORA = ("random", "repeated", "prose", "code")
 """The corpora of :func:`corpus_rank_profiles`, from the least to the most structured input
 they are not: uniform random tokens, a repeated short passage, English prose, Python code."""
 
-_QUICK = Option("--quick", action="store_true", help="")
+_QUICK = shared_option("--quick")
 _MODULE = f"{__name__}.{{}}"
+
+_STUDENT_EPOCHS = (
+    "the epochs of every {who}: passes over its n training sequences in mini-batches of "
+    "min(256, max(16, n // 8)) sequences, about 8 optimiser steps an epoch up to n = 2048")
+"""What an epoch of AttentionRankEstimator is (its batch_size="auto"), for --epochs."""
+
+_CORPORA_OPTION = Option("--corpora", type="_corpus_list", scaled=True,
+                         help="comma-separated corpora, of " + ", ".join(CORPORA))
+"""``--corpora``, which corpus-ranks, head-ranks and model-rank take (each with its own
+count)."""
+
+_N_FIT_OPTION = Option("--n-fit", type=bounded_int(2, 65536), scaled=True,
+                       help="training windows per corpus")
+"""``--n-fit``, the training windows of head-ranks and model-rank."""
+
+_N_TEST_OPTION = Option("--n-test", type=bounded_int(2, 65536), scaled=True,
+                        help="windows of the test documents for the model's loss")
+"""``--n-test``, the test windows of head-ranks and model-rank."""
 
 # -- sweep --------------------------------------------------------------------------------
 
@@ -66,32 +87,25 @@ SWEEP = Experiment(
     quick=dict(_SWEEP, n_samples=1536, max_epochs=150),
     options=(
         _QUICK,
-        Option("--teacher", choices=["linear", "softmax", "fixed"], default="softmax",
-               help="the teacher task"),
+        Option("--teacher", dest="teachers", choices=["linear", "softmax", "fixed"],
+               default="softmax", convert=lambda teacher: [teacher], help="the teacher task"),
         Option("--attention", choices=["auto", "fixed", "linear", "softmax", "block"],
                shown="match the teacher; with --data: auto",
                help="student class; auto chooses fixed, linear or softmax by the held-out "
                "risk of a full-rank student of each"),
-        Option("--r-star", type=bounded_int(1, 4096), scale="r_star",
-               help="true rank of the teacher, 1..d (at most 4096)"),
-        Option("--d", type=bounded_int(1, 4096), scale="d", help="token dimension, 1..4096"),
-        Option("--seq-len", type=bounded_int(1, 4096), scale="seq_len",
-               help="sequence length L, 1..4096"),
-        Option("--n-samples", type=bounded_int(2, 10**8), scale="n_samples",
-               help="number of sequences, 2..10^8 and within memory"),
-        Option("--noise", type=bounded_float(0.0, 1e6), scale="noise",
-               help="noise standard deviation, 0..1e6"),
-        Option("--rank-grid", type=parse_ranks, shown="1..2r*",
-               help="rank grid, e.g. 1-8 or 1,2,4,8"),
-        Option("--epochs", type=bounded_int(1, MAX_EPOCHS), scale="max_epochs",
-               help="full-batch optimiser steps, 1..1000000"),
+        shared_option("--r-star", scaled=True),
+        shared_option("--d", scaled=True),
+        shared_option("--seq-len", scaled=True),
+        shared_option("--n-samples", scaled=True),
+        shared_option("--noise", scaled=True),
+        shared_option("--rank-grid", shown="1..2r*"),
+        shared_option("--epochs", scaled=True, help=_STUDENT_EPOCHS.format(who="student")),
         Option("--noise-floor", type=bounded_float(0.0), metavar="RISK",
                shown="estimated from the sweep",
                help="the noise floor (an MSE) the ranks are judged against, when you know it"),
-        Option("--data", metavar="FILE", group="your own data", shown="a teacher task",
-               help="an .npz file with arrays X and Y (numpy.savez(FILE, X=X, Y=Y)), or an "
-               ".npy file of X with --targets; the rank grid then defaults to 1..min(d, 16), "
-               "--attention to auto"),
+        shared_option("--data", group="your own data",
+                      help=SHARED_OPTIONS["--data"].help + "; the rank grid then defaults to "
+                      "1..min(d, 16), --attention to auto"),
         Option("--targets", metavar="Y.npy", group="your own data", shown="none",
                help="the .npy file of Y when --data is an .npy file of X"),
         Option("--save-model", metavar="PATH", group="your own data", shown="not saved",
@@ -129,17 +143,12 @@ LADDER = Experiment(
     quick=dict(_LADDER, n_samples=1536, max_epochs=150),
     options=(
         _QUICK,
-        Option("--r-star", type=bounded_int(1, 4096), scale="r_star",
-               help="rank of the operator, 1..L (at most 4096)"),
-        Option("--d", type=bounded_int(1, 4096), scale="d", help="token dimension, 1..4096"),
-        Option("--seq-len", type=bounded_int(1, 4096), scale="seq_len",
-               help="sequence length L, 1..4096"),
-        Option("--n-samples", type=bounded_int(2, 10**8), scale="n_samples",
-               help="training sequences, 2..10^8 and within memory"),
-        Option("--noise", type=bounded_float(0.0, 1e6), scale="noise",
-               help="noise standard deviation, 0..1e6"),
-        Option("--epochs", type=bounded_int(1, MAX_EPOCHS), scale="max_epochs",
-               help="full-batch optimiser steps, 1..1000000"),
+        shared_option("--r-star", scaled=True, help="rank of the operator, at most L"),
+        shared_option("--d", scaled=True),
+        shared_option("--seq-len", scaled=True),
+        shared_option("--n-samples", scaled=True, help="training sequences, within memory"),
+        shared_option("--noise", scaled=True),
+        shared_option("--epochs", scaled=True, help=_STUDENT_EPOCHS.format(who="rung's fit")),
         refused_data("compares the rungs B0-B3 on a fixed-operator task it draws itself"),
     ),
     module=_MODULE.format("_ladder"),
@@ -165,26 +174,23 @@ FRONTIER = Experiment(
     full=_FRONTIER,
     quick=_FRONTIER_QUICK,
     options=(
-        Option("--quick", action="store_true",
-               help="without --r-star, r* in " + ",".join(map(str, _FRONTIER_QUICK["r_stars"]))
-               + " up to d"),
-        Option("--r-star", dest="r_stars", type=parse_ranks, shown="1..d",
-               help="true ranks, e.g. 1-16 or 1,2,4,8"),
-        Option("--d", type=bounded_int(1, 4096), scale="d",
-               help="token dimension, 1..4096 and within memory (the lifted least squares "
-               "of an unknown value map holds about d^6 / 4 numbers)"),
-        Option("--seq-len", type=bounded_int(1, 4096), scale="seq_len",
-               help="sequence length L, 1..4096"),
-        Option("--n-samples", type=bounded_int(2, 10**8), scale="n_samples",
-               help="number of sequences, 2..10^8 and within memory"),
-        Option("--noise", type=bounded_float(0.0, 1e6), scale="noise",
-               help="noise standard deviation, 0..1e6"),
-        Option("--kernel-scale", type=bounded_float(0.0, 1e6), scale="kernel_scale",
-               help="scale of the attention teachers' kernel, 0..1e6"),
-        Option("--no-recovery", action="store_true",
+        shared_option("--quick", setting=True,
+                      help="without --r-star, r* in "
+                      + ",".join(map(str, _FRONTIER_QUICK["r_stars"])) + " up to d"),
+        shared_option("--r-star", dest="r_stars", type=parse_ranks, shown="1..d",
+                      help="true ranks, e.g. 1-16 or 1,2,4,8"),
+        shared_option("--d", scaled=True,
+                      help="token dimension, within memory (the lifted least squares of an "
+                      "unknown value map holds about d^6 / 4 numbers)"),
+        shared_option("--seq-len", scaled=True),
+        shared_option("--n-samples", scaled=True),
+        shared_option("--noise", scaled=True),
+        Option("--kernel-scale", type=bounded_float(0.0, 1e6), scaled=True,
+               help="scale of the attention teachers' kernel"),
+        Option("--no-recovery", dest="recovery", action="store_false",
                help="skip the recovery students (data-only estimates only)"),
-        Option("--epochs", type=bounded_int(1, MAX_EPOCHS), scale="max_epochs",
-               help="full-batch optimiser steps of the recovery students, 1..1000000"),
+        shared_option("--epochs", scaled=True,
+                      help=_STUDENT_EPOCHS.format(who="recovery student")),
         refused_data("varies the true r* of teachers it draws itself"),
     ),
     module=_MODULE.format("_frontier"),
@@ -218,8 +224,8 @@ PROFILE = Experiment(
     full=dict(models=["default", "all-MiniLM-L6-v2"], n_inputs=32, max_length=128,
               steps=[0, 200, 400, 800, 1600, 3200]),
     options=(
-        Option("model", default="default", help=model_option_help),
-        Option("--texts", shown="none, the inputs of --inputs",
+        shared_option("model", default="default", help=model_option_help),
+        Option("--texts", shown="none, the inputs of --inputs", convert="_read_texts",
                help="a text file, one input per line"),
         Option("--inputs", choices=["default", "repeated-random"], default="default",
                help="'default': the package's 32 sample passages for a model with a "
@@ -227,28 +233,27 @@ PROFILE = Experiment(
                "the field's induction test, the tokenizer's BOS token, --half-length random "
                "tokens and the same tokens again, with the model's next-token accuracy on "
                "each copy"),
-        Option("--n-inputs", type=bounded_int(1, 4096), default=32,
-               help="number of generated inputs (--inputs; not --texts), 1..4096"),
+        shared_option("--n-inputs", default=32,
+                      help="number of generated inputs (--inputs; not --texts)"),
         Option("--half-length", type=bounded_int(1, 4096),
                shown="as many as fit in --max-length",
-               help="random tokens per copy for --inputs repeated-random, 1..4096"),
+               help="random tokens per copy for --inputs repeated-random"),
         Option("--max-length", type=bounded_int(2, 8192), default=64,
-               help="truncation length in tokens, 2..8192"),
+               help="truncation length in tokens"),
         Option("--band", type=bounded_int(0, 8192), default=1,
-               help="half-width of the locality band, 0..8192 (0: the diagonal)"),
-        Option("--n-memory", type=bounded_int(1, 8192), default=1,
-               help="prompt vectors m for the reachability geometry, 1..8192 and within "
-               "the model's context"),
-        Option("--tokens", type=bounded_int(0, 8192), default=8,
-               help="random tokens after the prompt vectors (geometry), 0..8192 and within "
-               "the model's context"),
-        Option("--precision", type=parse_precision, shown="the model's own dtype",
-               help=_PRECISION_HELP.format(what="summary's bounds")),
+               help="half-width of the locality band (0: the diagonal)"),
+        shared_option("--n-memory", default=1,
+                      help="prompt vectors m for the reachability geometry, within the "
+                      "model's context"),
+        shared_option("--tokens", help="random tokens after the prompt vectors (geometry), "
+                      "within the model's context"),
+        shared_option("--precision", help=_PRECISION_HELP.format(what="summary's bounds")),
         Option("--slope", type=bounded_float(0.0, 1e9, low_open=True),
                shown="none, the ratio column reads –",
                help="a measured slope (tokens per prompt vector, e.g. of 'intrinsic-rank "
-               "reach'), a number in (0, 1e9], to divide the slope bounds by"),
-        Option("--no-geometry", action="store_true", help="skip the reachability geometry"),
+               "reach') to divide the slope bounds by"),
+        Option("--no-geometry", dest="geometry", action="store_false",
+               help="skip the reachability geometry"),
         Option("--score-measure", choices=["mul", "abs", "conditional"], default="mul",
                help="the head scores' measure: TransformerLens's 'mul' (share of all "
                "attention on the pattern) or 'abs' (1 - rounded mean |A - D| n), or "
@@ -286,17 +291,15 @@ CORPUS_RANKS = Experiment(
     full=_CORPUS_RANKS,
     quick=dict(_CORPUS_RANKS, model="default"),
     options=(
-        Option("model", scale="model",
-               help=lambda: model_option_help(causal=True)
-               + "; the embedded model reads byte-level texts"),
-        Option("--corpora", type="_corpus_list", scale="corpora",
-               help="comma-separated corpora, two or more of " + ", ".join(CORPORA)),
-        Option("--n-inputs", type=bounded_int(1, 4096), scale="n_inputs",
-               help="inputs per corpus, 1..4096"),
-        Option("--length", type=bounded_int(4, 8192), scale="length",
-               help="tokens per input, BOS included, 4..8192 and within the model's context"),
-        Option("--period", type=bounded_int(1, 8192), scale="period",
-               help="length of the repeated passage, 1..8192 and below --length - 1"),
+        shared_option("model", scaled=True,
+                      help=lambda: model_option_help(causal=True)
+                      + "; the embedded model reads byte-level texts"),
+        _CORPORA_OPTION.replace(help=_CORPORA_OPTION.help.replace("corpora, of",
+                                                                   "corpora, two or more of")),
+        shared_option("--n-inputs", scaled=True, help="inputs per corpus"),
+        shared_option("--length", scaled=True),
+        Option("--period", type=bounded_int(1, 8192), scaled=True,
+               help="length of the repeated passage, below --length - 1"),
     ),
     module=_MODULE.format("_corpus_ranks"),
     floatfmt="{:.3g}",
@@ -318,12 +321,20 @@ best held-out risk by ``min_fall`` of itself in ``patience`` epochs)."""
 DISTILL_MARGIN = 10.0
 """Training is tried at a rank only where its truncation is within this factor of ``tol``."""
 
+PLANT_SHARPNESS = 20.0
+"""A plant of rank ``k`` is sharp when its best truncation to rank ``k - 1`` is at least this
+many times ``tol`` away from it (held-out error relative to the variance of its output):
+twice the distillation's margin, so that no rank below ``k`` is near enough for training to
+reach ``tol`` (the largest fall training gave on real heads was about 4-fold, on the toy
+model's heads about 7-fold). A truncation leaves at most all of the variance, so a plant
+tolerance of ``1 / PLANT_SHARPNESS`` or more can make no plant sharp."""
+
 _HEAD_RANKS = dict(model="smollm2-135m", heads="all", corpora=["code"],
                    tolerances=list(TOLERANCES), **HEAD_RANK_WINDOWS, distill="auto",
                    restarts=0, **{k: v for k, v in HEAD_RANK_TRAINING.items()
                                   if k != "min_fall"},
                    plant_ranks=None, plant_noise="exact", plant_tol=0.02, impose=True,
-                   n_test=32, jobs=-1)
+                   n_test=32, n_jobs=DEFAULT_JOBS)
 
 HEAD_RANKS = Experiment(
     name="head-ranks",
@@ -347,59 +358,59 @@ HEAD_RANKS = Experiment(
     "head_ranks.png (the map), head_ranks_curves.png and head_ranks_impose.png",
     full=_HEAD_RANKS,
     # ten heads, one every three layers: too few to impose (imposing takes every head)
-    quick=dict(_HEAD_RANKS, heads="L0H0, L3H2, L6H4, L9H6, L12H8, L15H1, L18H6, L21H3, "
-               "L24H5, L27H7", n_fit=24, n_heldout=8, length=64),
+    quick=dict(_HEAD_RANKS, heads=["L0H0", "L3H2", "L6H4", "L9H6", "L12H8", "L15H1",
+                                   "L18H6", "L21H3", "L24H5", "L27H7"],
+               n_fit=24, n_heldout=8, length=64),
     options=(
         _QUICK,
-        Option("model", scale="model", help=lambda: model_option_help(causal=True)),
-        Option("--heads", type="_head_list", scale="heads",
+        shared_option("model", scaled=True),
+        Option("--heads", type="_head_list", scaled=True,
                help="'all' or comma-separated heads such as L18H6,L16H0"),
-        Option("--corpora", type="_corpus_list", scale="corpora",
-               help="comma-separated corpora, one or more of " + ", ".join(CORPORA)
-               + " (prose and code: the Python standard library's files, split by file)"),
-        Option("--tolerances", type="_tolerance_list", scale="tolerances",
+        _CORPORA_OPTION.replace(help=_CORPORA_OPTION.help.replace(
+            "corpora, of", "corpora, one or more of") + " (prose and code: the Python "
+            "standard library's files, split by file)"),
+        Option("--tolerances", type="_tolerance_list", scaled=True,
                help="comma-separated tolerances in (0, 1)"),
-        Option("--n-fit", type=bounded_int(2, 65536), scale="n_fit",
-               help="training windows per corpus, 2..65536"),
-        Option("--n-heldout", type=bounded_int(2, 65536), scale="n_heldout",
-               help="held-out windows per corpus, 2..65536"),
-        Option("--length", type=bounded_int(4, 4096), scale="length",
-               help="tokens per window, BOS included, 4..4096"),
-        Option("--distill", choices=["auto", "all", "none"], scale="distill",
-               help=f"where training is tried: auto (ranks whose truncation is within "
+        _N_FIT_OPTION,
+        Option("--n-heldout", type=bounded_int(2, 65536), scaled=True,
+               help="held-out windows per corpus"),
+        shared_option("--length", type=bounded_int(4, 4096), scaled=True,
+                      help="tokens per window, BOS included"),
+        Option("--distill", choices=["auto", "all", "none"], scaled=True,
+               help=f"where training is tried: auto: ranks whose truncation is within "
                f"{DISTILL_MARGIN:g} x tol, below the training-free answer, at tolerances no "
-               "finer than the head's precision floor), all, or none"),
-        Option("--restarts", type=bounded_int(0, 64), scale="restarts",
-               help="random starts per trained rank besides the data-aware one, 0..64"),
-        Option("--epochs", dest="max_epochs", type=bounded_int(1, MAX_EPOCHS),
-               scale="max_epochs", help="the most epochs of a distillation, 1..1000000"),
-        Option("--patience", type=bounded_int(1, MAX_EPOCHS), scale="patience",
-               help=f"epochs without a fall of a rank's best held-out risk by "
-               f"{HEAD_RANK_TRAINING['min_fall']:g} of itself before it has converged, "
-               "1..1000000"),
-        Option("--lr", type=bounded_float(0.0, 1000.0, low_open=True), scale="lr",
-               help="Adam's learning rate, in (0, 1000]"),
-        Option("--batch-size", type=bounded_int(1, 65536), scale="batch_size",
-               help="windows per step, 1..65536"),
-        Option("--plant-rank", dest="plant_ranks", type="_rank_list", scale="plant_ranks",
+               "finer than the head's precision floor; all: every rank below the "
+               "training-free answer; none: the training-free curve alone"),
+        Option("--restarts", type=bounded_int(0, 64), scaled=True,
+               help="random starts per trained rank besides the data-aware one"),
+        shared_option("--epochs", scaled=True,
+                      help="the most epochs of a distillation: passes over the training "
+                      "windows in mini-batches of --batch-size windows, one optimiser step "
+                      "each"),
+        shared_option("--patience", scaled=True,
+                      help=f"epochs without a fall of a rank's best held-out risk by "
+                      f"{HEAD_RANK_TRAINING['min_fall']:g} of itself before it has "
+                      "converged"),
+        Option("--lr", type=bounded_float(0.0, 1000.0, low_open=True), scaled=True,
+               help="Adam's learning rate"),
+        Option("--batch-size", type=bounded_int(1, 65536), scaled=True,
+               help="windows per optimiser step"),
+        Option("--plant-rank", dest="plant_ranks", type="_rank_list", scaled=True,
                shown="none, the heads as trained",
                help="comma-separated query ranks to plant in every head, each 2..width-1, "
                "and test that the map finds them"),
-        Option("--plant-noise", choices=["exact", "quantisation", "both"],
-               scale="plant_noise",
+        Option("--plant-noise", choices=["exact", "quantisation", "both"], scaled=True,
                help="plants as given, moved by one quantisation step of the weights, or both"),
-        Option("--plant-tol", type=bounded_float(0.0, 1.0, low_open=True),
-               scale="plant_tol",
-               help="the tolerance a plant is made sharp at and judged at; one of "
-               "--tolerances"),
-        Option("--no-impose", dest="impose", action="store_false", scale="impose",
+        Option("--plant-tol", type=bounded_float(0.0, 1.0, low_open=True), scaled=True,
+               help="the tolerance a plant is made sharp at and judged at: one of "
+               f"--tolerances, below 1 / {PLANT_SHARPNESS:g} (a plant is sharp when its best "
+               f"rank k-1 truncation leaves at least {PLANT_SHARPNESS:g} x tol of its "
+               "variance)"),
+        Option("--no-impose", dest="impose", action="store_false", scaled=True,
                help="skip imposing the ranks on the model (done when every head is measured "
                "and nothing is planted)"),
-        Option("--n-test", type=bounded_int(2, 65536), scale="n_test",
-               help="windows of the test documents for the model's loss, 2..65536"),
-        Option("--jobs", type=bounded_int(-1, 512), scale="jobs",
-               help="layers measured at once, in processes of one thread: -1 all cores, "
-               "1..512"),
+        _N_TEST_OPTION,
+        shared_option("--jobs", scaled=True, help="layers measured at once: " + JOBS_RULE),
     ),
     module=_MODULE.format("_head_ranks"),
     floatfmt="{:.3g}",
@@ -416,7 +427,8 @@ _MODEL_RANK = dict(model="smollm2-135m", corpora=["code", "prose"],
                    **MODEL_RANK_WINDOWS, metric_windows=16,
                    calibrations=["none", "output", "sequential"], map_distill="none",
                    n_pairs=60, heal=True, heal_steps=400, heal_lr=1e-5, heal_batch=8,
-                   heal_every=20, heal_seconds=1200.0, save=None, save_epsilon=0.01, jobs=-1)
+                   heal_every=20, heal_seconds=1200.0, save=None, save_epsilon=0.01,
+                   n_jobs=DEFAULT_JOBS)
 
 MODEL_RANK = Experiment(
     name="model-rank",
@@ -444,55 +456,50 @@ MODEL_RANK = Experiment(
                heal_steps=10, heal_every=5),
     options=(
         _QUICK,
-        Option("model", scale="model", help=lambda: model_option_help(causal=True)),
-        Option("--corpora", type="_corpus_list", scale="corpora",
-               help="comma-separated corpora, one or more of " + ", ".join(CORPORA)
-               + "; the first is the one saved, healed and whose currency is checked"),
-        Option("--epsilons", type="_share_list", scale="epsilons",
+        shared_option("model", scaled=True),
+        _CORPORA_OPTION.replace(help=_CORPORA_OPTION.help.replace(
+            "corpora, of", "corpora, one or more of") + "; the first is the one saved, healed "
+            "and whose currency is checked"),
+        Option("--epsilons", type="_share_list", scaled=True,
                help="comma-separated loss rises of r*_model(eps), each in (0, 1)"),
-        Option("--budgets", type="_share_list", scale="budgets",
+        Option("--budgets", type="_share_list", scaled=True,
                help="comma-separated shares of the total query rank every allocation is "
                "measured at, each in (0, 1)"),
-        Option("--n-fit", type=bounded_int(2, 65536), scale="n_fit",
-               help="training windows per corpus (calibration, healing), 2..65536"),
-        Option("--n-validation", type=bounded_int(2, 65536), scale="n_validation",
-               help="validation windows per corpus (the search, healing's stop), 2..65536"),
-        Option("--n-test", type=bounded_int(2, 65536), scale="n_test",
-               help="test windows per corpus (every loss reported), 2..65536"),
-        Option("--length", type=bounded_int(4, 4096), scale="length",
-               help="tokens per window, BOS included, 4..4096"),
-        Option("--metric-windows", type=bounded_int(1, 65536), scale="metric_windows",
-               help="training windows each head's output metric is averaged over, 1..65536"),
-        Option("--calibrations", type="_calibration_list", scale="calibrations",
+        _N_FIT_OPTION.replace(help="training windows per corpus (calibration, healing)"),
+        Option("--n-validation", type=bounded_int(2, 65536), scaled=True,
+               help="validation windows per corpus (the search, healing's stop)"),
+        _N_TEST_OPTION.replace(help="test windows per corpus (every loss reported)"),
+        shared_option("--length", type=bounded_int(4, 4096), scaled=True,
+                      help="tokens per window, BOS included"),
+        Option("--metric-windows", type=bounded_int(1, 65536), scaled=True,
+               help="training windows each head's output metric is averaged over"),
+        Option("--calibrations", type="_calibration_list", scaled=True,
                help="comma-separated calibrations measured at the grid: none, output (the "
                "one searched and saved), sequential"),
-        Option("--map-distill", type="_map_distill", scale="map_distill",
+        Option("--map-distill", type="_map_distill", scaled=True,
                help="the r*_attn map beside it: none (training-free), auto or all (as "
                "head-ranks --distill), off (no map, no r*_attn allocation)"),
-        Option("--n-pairs", type=bounded_int(0, 4096), scale="n_pairs",
-               help="(head, rank) pairs measured alone to check the currency, 0 or 4..4096"),
-        Option("--no-heal", dest="heal", action="store_false", scale="heal",
+        Option("--n-pairs", type=bounded_int(0, 4096), scaled=True,
+               help="(head, rank) pairs measured alone to check the currency, 0 or at least 4"),
+        Option("--no-heal", dest="heal", action="store_false", scaled=True,
                help="skip healing the low-rank queries"),
-        Option("--heal-steps", type=bounded_int(0, 10**6), scale="heal_steps",
-               help="the most healing steps (Adam, a batch of training windows each), "
-               "0..1000000"),
-        Option("--heal-lr", type=bounded_float(0.0, 1.0, low_open=True), scale="heal_lr",
-               help="healing's Adam learning rate, in (0, 1]"),
-        Option("--heal-batch", type=bounded_int(1, 65536), scale="heal_batch",
-               help="training windows per healing step, 1..65536"),
-        Option("--heal-every", type=bounded_int(1, 10**6), scale="heal_every",
-               help="healing steps between validation losses, 1..1000000"),
-        Option("--heal-seconds", type=bounded_float(0.0, 1e7, low_open=True),
-               scale="heal_seconds", help="stop healing at the first validation loss after "
-               "this many seconds"),
-        Option("--save", metavar="DIR", scale="save", shown="not saved",
+        Option("--heal-steps", type=bounded_int(0, 10**6), scaled=True,
+               help="the most healing steps (Adam, a batch of training windows each)"),
+        Option("--heal-lr", type=bounded_float(0.0, 1.0, low_open=True), scaled=True,
+               help="healing's Adam learning rate"),
+        Option("--heal-batch", type=bounded_int(1, 65536), scaled=True,
+               help="training windows per healing step"),
+        Option("--heal-every", type=bounded_int(1, 10**6), scaled=True,
+               help="healing steps between validation losses"),
+        Option("--heal-seconds", type=bounded_float(0.0, 1e7, low_open=True), scaled=True,
+               help="stop healing at the first validation loss after this many seconds"),
+        Option("--save", metavar="DIR", scaled=True, shown="not saved",
                help="a new folder: the model at r*_model(--save-epsilon) of the first corpus "
                "(healed), loadable by transformers' from_pretrained, with its factors"),
-        Option("--save-epsilon", type=bounded_float(0.0, 1.0, low_open=True),
-               scale="save_epsilon", help="the eps whose r*_model is saved and healed; one of "
-               "--epsilons"),
-        Option("--jobs", type=bounded_int(-1, 512), scale="jobs",
-               help="layers of the r*_attn map measured at once: -1 all cores, 1..512"),
+        Option("--save-epsilon", type=bounded_float(0.0, 1.0, low_open=True), scaled=True,
+               help="the eps whose r*_model is saved and healed; one of --epsilons"),
+        shared_option("--jobs", scaled=True,
+                      help="layers of the r*_attn map measured at once: " + JOBS_RULE),
     ),
     module=_MODULE.format("_model_rank"),
     floatfmt="{:.4g}",
@@ -539,6 +546,6 @@ _HOME, __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = sorted(["APPENDIX", "CORPORA", "CORPUS_RANKS", "DISTILL_MARGIN", "FRONTIER",
                   "HEAD_RANKS", "HEAD_RANK_TRAINING", "HEAD_RANK_WINDOWS", "LADDER",
-                  "MODEL_RANK", "MODEL_RANK_WINDOWS",
-                  "PROFILE", "REPORT", "SWEEP", "TOLERANCES", *_HOME])
+                  "MODEL_RANK", "MODEL_RANK_WINDOWS", "PLANT_SHARPNESS", "PROFILE", "REPORT",
+                  "SWEEP", "TOLERANCES", *_HOME])
 

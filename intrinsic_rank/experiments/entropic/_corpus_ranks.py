@@ -435,8 +435,3 @@ def _corpus_list(text):
         raise argparse.ArgumentTypeError(
             f"give two or more of {', '.join(CORPORA)}, comma-separated; got {text!r}")
     return names
-
-
-def _settings(args):
-    return dict(model=args.model, corpora=list(args.corpora), n_inputs=args.n_inputs,
-                length=args.length, period=args.period)

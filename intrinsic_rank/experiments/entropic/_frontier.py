@@ -432,19 +432,21 @@ def _softmax_verdicts(rows, d, rank_tol):
     return verdicts
 
 
-def _settings(args):
+def _prepare(settings, folder):
+    """The command's settings: under ``--quick`` without ``--r-star``, the quick r* up to d."""
     from . import FRONTIER
 
-    r_stars = args.r_stars
-    if r_stars is None and args.quick:
-        r_stars = [r for r in FRONTIER.quick["r_stars"] if r <= args.d] or None
-    d, L, n = args.d, args.seq_len, args.n_samples
+    if settings.pop("quick") and settings["r_stars"] is None:
+        settings["r_stars"] = [r for r in FRONTIER.quick["r_stars"] if r <= settings["d"]] or None
+    return settings
+
+
+def _check(settings):
+    """The teacher tasks and the lifted normal equations within memory, before any work."""
+    d, L, n = settings["d"], settings["seq_len"], settings["n_samples"]
     unknowns = d * d * (d + 1) // 2  # the lifted fit of an unknown value map
     check_allocation(24 * n * L * d + 8 * unknowns**2, "--d, --seq-len and --n-samples",
                      "the teacher tasks and the lifted normal equations")
-    return dict(r_stars=r_stars, d=args.d, seq_len=args.seq_len,
-                n_samples=args.n_samples, noise=args.noise, kernel_scale=args.kernel_scale,
-                recovery=not args.no_recovery, max_epochs=args.epochs)
 
 
 _plot = one_plot(plot_frontier, "frontier.png")

@@ -44,27 +44,17 @@ import time
 
 import numpy as np
 
-from ..._validation import check_int, check_real
 from ...estimators import refinement_ranks
 from ...inspection import precision_floor, query_basis, truncation_risks
 from ...nn import RotarySoftmaxStudent, distill_slots
-from . import DISTILL_MARGIN, HEAD_RANK_TRAINING, TOLERANCES
+from . import DISTILL_MARGIN, TOLERANCES
+from ._head_settings import measure_options
 
-__all__ = ["DISTILL_MODES", "RESOLUTION", "TRAINING", "check_tolerances", "energy_rank",
-           "measure_head", "query_rows", "rank_text"]
+__all__ = ["RESOLUTION", "energy_rank", "measure_head", "query_rows", "rank_text"]
 
 RESOLUTION = 1 / 8
 """The search stops when the bracket of an answer is at most this share of it (one rank at
 least): ``r*_attn`` is then known to within an eighth of itself."""
-
-DISTILL_MODES = ("auto", "all", "none")
-"""``"auto"``: the margin rule, at tolerances no finer than the head's precision floor;
-``"all"``: every rank below the training-free answer, at every tolerance; ``"none"``: the
-training-free curve alone."""
-
-TRAINING = HEAD_RANK_TRAINING
-"""The distillation's defaults (:func:`~intrinsic_rank.nn.distill_slots`), declared with the
-experiment (:data:`~intrinsic_rank.experiments.entropic.HEAD_RANK_TRAINING`)."""
 
 
 def rank_text(rank, width):
@@ -218,16 +208,17 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
     tolerances : sequence of float, default=TOLERANCES
         Each in ``(0, 1)``.
     distill : {"auto", "all", "none"}, default="auto"
-        Where training is tried (``DISTILL_MODES``); ``"auto"`` also leaves
-        out the tolerances finer than the head's precision floor.
+        Where training is tried (``_head_settings.DISTILL_MODES``); ``"auto"``
+        also leaves out the tolerances finer than the head's precision floor.
     margin : float, default=10.0
         The rule of ``"auto"``: ranks whose truncation is within ``margin * tol``.
     restarts : int, default=0
         Random starts per trained rank besides the data-aware one; the best per
         rank is kept.
     training : dict or None, default=None
-        Overrides of ``TRAINING`` (``lr``, ``batch_size``, ``max_epochs``,
-        ``patience``, ``min_fall``).
+        Overrides of the distillation's defaults,
+        ``experiments.entropic.HEAD_RANK_TRAINING`` (``lr``,
+        ``batch_size``, ``max_epochs``, ``patience``, ``min_fall``).
     precision_draws : int, default=3
         Draws of :func:`~intrinsic_rank.inspection.precision_floor`; 0 skips it.
     random_state : int, default=0
@@ -268,13 +259,39 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
     >>> rec["width"], rec["r_star"] == rec["r_star_free"]
     (16, True)
     """
+    options = measure_options(tolerances, distill, margin, restarts, training, precision_draws)
+    return _measure_checked(facts, fit, heldout, options, random_state=random_state,
+                            device=device, keep_weights=keep_weights)
+
+
+def _measure_checked(facts, fit, heldout, options, *, random_state=0, device="cpu",
+                     keep_weights=None):
+    """:func:`measure_head` with options already checked (:func:`measure_options`).
+
+    What the map calls for each head: its settings were checked once, where they
+    entered (:func:`~._head_settings.head_rank_settings`).
+
+    Parameters
+    ----------
+    facts : HeadFacts
+    fit, heldout : tuple of (X, Y)
+    options : dict
+        ``tolerances``, ``distill``, ``margin``, ``restarts``, ``training`` and
+        ``precision_draws``, as :func:`~._head_settings.measure_options` returns them.
+    random_state : int, default=0
+    device : str, default="cpu"
+    keep_weights : dict or None, default=None
+
+    Returns
+    -------
+    record : dict
+        As :func:`measure_head`'s.
+    """
     start = time.perf_counter()
-    tolerances = tuple(check_tolerances(tolerances))
-    if distill not in DISTILL_MODES:
-        raise ValueError(f"distill must be one of {', '.join(DISTILL_MODES)}; got {distill!r}")
-    margin = check_real(margin, "margin", 1.0)
-    restarts = check_int(restarts, "restarts", minimum=0)
-    training = {**TRAINING, **(training or {})}
+    tolerances = tuple(options["tolerances"])
+    distill, margin = options["distill"], options["margin"]
+    restarts, training = options["restarts"], options["training"]
+    precision_draws = options["precision_draws"]
     width = min(facts.d_model, facts.head_dim)
     basis, values = query_basis(fit[0], facts)
     free = np.append(truncation_risks(heldout[0], heldout[1], facts, basis,
@@ -348,25 +365,3 @@ def energy_rank(cumulative, tol):
 def _powers(width):
     """``1, 2, 4, ...`` below ``width``."""
     return [2 ** i for i in range(int(math.log2(width)) + 1) if 2 ** i < width]
-
-
-def check_tolerances(tolerances):
-    """Tolerances as a sorted list of distinct floats in ``(0, 1)``, or one line naming the bound.
-
-    Examples
-    --------
-    >>> check_tolerances([0.05, 0.01])
-    [0.01, 0.05]
-    """
-    if isinstance(tolerances, (str, bytes)) or not hasattr(tolerances, "__iter__"):
-        raise ValueError(f"tolerances must be a sequence of numbers in (0, 1); got "
-                         f"{tolerances!r}")
-    values = []
-    for tol in tolerances:
-        tol = check_real(tol, "tolerance", 0.0, 1.0, low_open=True, high_open=True)
-        values.append(float(tol))
-    if not values or len(set(values)) != len(values):
-        raise ValueError(f"tolerances must be distinct numbers in (0, 1), at least one; got "
-                         f"{list(tolerances)!r}")
-    return sorted(values)
-

@@ -23,9 +23,9 @@ from ..runner import (
     save_plot,
     write_csv,
 )
-from ._head_measure import check_tolerances
 from ._head_records import FINDINGS_TOL, findings_tol, model_name, unplanted
-from ._plants import SHARPNESS
+from . import PLANT_SHARPNESS
+from ._head_settings import check_tolerances, head_rank_settings
 from ._real_heads import head_name
 
 __all__ = ["ALPHA", "FINDINGS_TOL", "PLANT_RECOVERY", "SCORES", "findings_tol",
@@ -262,7 +262,7 @@ def _plant_verdict(result):
         f"agrees when at every planted rank at least {PLANT_RECOVERY:.0%} of the plantable "
         f"heads read r*_attn({cfg['plant_tol']:g}) = k, does not agree when no rank does, "
         "partly otherwise; a plant is sharp when its own best rank-(k-1) truncation leaves "
-        f"at least {SHARPNESS:g} x tol of its variance")]
+        f"at least {PLANT_SHARPNESS:g} x tol of its variance")]
 
 
 def _verdicts(result):
@@ -385,6 +385,25 @@ def _plot(result, folder):
 # -- the experiment -----------------------------------------------------------------
 
 
+_NOISE = {"exact": False, "quantisation": True, "both": "both"}
+"""``--plant-noise`` and the map's ``plant_noise``."""
+
+_TRAINING_KEYS = ("lr", "batch_size", "max_epochs", "patience")
+
+
+def _map_arguments(settings):
+    """The arguments of :func:`head_rank_map` (less the model) that the settings give."""
+    if settings["plant_noise"] not in _NOISE:
+        raise ValueError(f"--plant-noise must be one of {', '.join(_NOISE)}; got "
+                         f"{settings['plant_noise']!r}")
+    keys = ("corpora", "heads", "tolerances", "n_fit", "n_heldout", "length", "distill",
+            "restarts", "plant_ranks", "plant_tol", "n_jobs")
+    return dict({key: settings[key] for key in keys},
+                training={key: settings[key] for key in _TRAINING_KEYS},
+                plant_noise=_NOISE[settings["plant_noise"]],
+                checkpoint=settings.get("checkpoint"))
+
+
 def _run(settings, *, random_state, progress, device):
     from ...nn import ModelNotInstalledError, load_model
     from ._impose_ranks import impose_ranks
@@ -394,14 +413,8 @@ def _run(settings, *, random_state, progress, device):
         loaded = load_model(settings["model"], progress=progress)
     except ModelNotInstalledError as error:  # a packaged model (or its reader) not installed
         return {"missing": str(error), "config": dict(settings)}
-    result = head_rank_map(
-        loaded, settings["corpora"], settings["heads"], tolerances=settings["tolerances"],
-        n_fit=settings["n_fit"], n_heldout=settings["n_heldout"], length=settings["length"],
-        distill=settings["distill"], restarts=settings["restarts"],
-        training={k: settings[k] for k in ("lr", "batch_size", "max_epochs", "patience")},
-        plant_ranks=settings["plant_ranks"], plant_noise=_NOISE[settings["plant_noise"]],
-        plant_tol=settings["plant_tol"], checkpoint=settings.get("checkpoint"),
-        n_jobs=settings["jobs"], random_state=random_state, progress=progress, device=device)
+    result = head_rank_map(loaded, random_state=random_state, progress=progress,
+                           device=device, **_map_arguments(settings))
     out = dict(records=result.records, config=result.config, corpora=result.corpora,
                seconds=result.seconds)
     out["findings"] = head_rank_findings(result.records)
@@ -504,18 +517,10 @@ def _corpus_list(text):
     return names
 
 
-_NOISE = {"exact": False, "quantisation": True, "both": "both"}
-
-
-def _settings(args):
-    """The run's settings from the parsed options, with the folder of the finished heads."""
-    settings = {name: getattr(args, name) for name in (
-        "model", "heads", "corpora", "tolerances", "n_fit", "n_heldout", "length", "distill",
-        "restarts", "max_epochs", "patience", "lr", "batch_size", "plant_ranks",
-        "plant_noise", "plant_tol", "impose", "n_test", "jobs")}
-    if isinstance(settings["heads"], str) and settings["heads"] != "all":
-        settings["heads"] = _head_list(settings["heads"])  # the quick default's text
-    settings["checkpoint"] = os.path.join(args.out, "head_ranks.parts")
+def _prepare(settings, folder):
+    """The command's settings, with the folder of the finished heads beside ``--out``."""
+    settings["checkpoint"] = None if folder is None else os.path.join(folder,
+                                                                      "head_ranks.parts")
     return settings
 
 
@@ -524,25 +529,9 @@ def _check(settings):
     if checkpoint is not None and os.path.exists(checkpoint) and not os.path.isdir(checkpoint):
         raise ValueError(f"{checkpoint} is a file where the folder of the finished heads goes: "
                          "move it, or give another --out")
-    lr = settings["lr"]
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and 0 < lr <= 1000):
-        raise ValueError(f"--lr must be a finite number in (0, 1000]; got {lr}")
-    if settings["plant_tol"] not in settings["tolerances"]:
-        raise ValueError(f"--plant-tol {settings['plant_tol']:g} must be one of --tolerances "
-                         f"{','.join(f'{t:g}' for t in settings['tolerances'])}")
-    if settings["plant_noise"] not in _NOISE:
-        raise ValueError(f"--plant-noise must be one of {', '.join(_NOISE)}; got "
-                         f"{settings['plant_noise']!r}")
+    checked = head_rank_settings(**_map_arguments(settings))  # the map's own checks, once
     from ..._packaged_models import model_heads
 
     shape = model_heads(settings["model"])
     if shape is not None:  # a packaged model: its size is known before it loads
-        from ._plants import check_plant_rank
-        from ._real_heads import check_map_memory, checked_heads
-
-        pairs = checked_heads(settings["heads"], shape["n_layers"], shape["n_heads"])
-        for k in settings["plant_ranks"] or ():
-            check_plant_rank(k, shape["width"])
-        check_map_memory(shape, pairs, settings["n_fit"], settings["n_heldout"],
-                         settings["length"], len(settings["tolerances"]),
-                         settings["batch_size"])
+        checked.for_model(shape)

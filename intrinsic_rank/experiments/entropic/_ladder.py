@@ -277,15 +277,14 @@ def _verdicts(result):
     return verdicts
 
 
-def _settings(args):
+def _check(settings):
+    """The task (train and test, in float64) within memory, before it is drawn."""
     from . import LADDER
 
-    n, n_test = args.n_samples, LADDER.full["n_test"]
-    # the task (train and test) in float64, before it is drawn
-    check_allocation(8 * args.seq_len**2 + 24 * (n + n_test) * args.seq_len * args.d,
+    n, n_test = settings["n_samples"], settings.get("n_test", LADDER.full["n_test"])
+    check_allocation(8 * settings["seq_len"]**2
+                     + 24 * (n + n_test) * settings["seq_len"] * settings["d"],
                      "--d, --seq-len and --n-samples", "the fixed-operator task")
-    return dict(n_samples=n, seq_len=args.seq_len, d=args.d, r_star=args.r_star,
-                noise=args.noise, max_epochs=args.epochs)
 
 
 _plot = one_plot(plot_ladder, "ladder.png")

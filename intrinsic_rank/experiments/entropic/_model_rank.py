@@ -478,7 +478,7 @@ def _run(settings, *, random_state, progress, device):
 
     s = dict(settings)
     model, save = s.pop("model"), s.pop("save", None)
-    checkpoint, jobs = s.pop("checkpoint", None), s.pop("jobs", 1)
+    checkpoint, jobs = s.pop("checkpoint", None), s.pop("n_jobs", 1)
     try:
         loaded = load_model(model, progress=progress)
     except ModelNotInstalledError as error:  # a packaged model (or its reader) not installed
@@ -618,11 +618,10 @@ def _plot(result, folder):
     return files
 
 
-def _settings(args):
-    """The run's settings from the parsed options, with the folder of its checkpoints."""
-    names = ["model", *MODEL_RANK_DEFAULTS, "save", "jobs"]
-    settings = {name: getattr(args, name) for name in names if name != "random_state"}
-    settings["checkpoint"] = os.path.join(args.out, "model_rank.parts")
+def _prepare(settings, folder):
+    """The command's settings, with the folder of its finished measurements beside ``--out``."""
+    settings["checkpoint"] = None if folder is None else os.path.join(folder,
+                                                                      "model_rank.parts")
     return settings
 
 

@@ -4,7 +4,7 @@ Each head's query projection becomes a rank-``k`` plant (:func:`plant_query`: th
 SVD of its realised queries, the ``k`` kept directions given equal variance),
 optionally moved by one quantisation step of the model's weights (an approximate
 plant, as a quantised model would hold it). The plant must be *sharp*: its own best
-rank-``(k-1)`` truncation must be at least ``SHARPNESS`` (20) times ``tol`` away from
+rank-``(k-1)`` truncation must be at least ``PLANT_SHARPNESS`` (20) times ``tol`` away from
 it; the equal value is ``gamma`` times the root mean square of the kept singular
 values, for the first ``gamma`` of :data:`PLANT_SCALES` that makes it sharp. The map
 (:func:`~intrinsic_rank.experiments.head_rank_map`) then measures the planted head by the same
@@ -19,19 +19,13 @@ from sklearn.utils import Bunch
 
 from ..._validation import check_int
 from ...inspection import head_output, query_basis, relative_error, truncated_head
+from . import PLANT_SHARPNESS
 
-__all__ = ["PLANT_SCALES", "SHARPNESS", "check_plant_rank", "plant_query"]
+__all__ = ["PLANT_SCALES", "check_plant_rank", "plant_query"]
 
 PLANT_SCALES = (1.0, 2.0, 4.0, 8.0, 16.0)
 """Factors ``gamma`` tried, in order, for the planted singular values: ``gamma`` times the
 root mean square of the ``k`` kept singular values of the head's realised queries."""
-
-SHARPNESS = 20.0
-"""A plant of rank ``k`` is sharp when its best truncation to rank ``k - 1`` is at least this
-many times ``tol`` away from it (held-out error relative to the variance of its output):
-twice the distillation's margin, so that no rank below ``k`` is near enough for training to
-reach ``tol`` (the largest fall training gave on real heads was about 4-fold, on the toy
-model's heads about 7-fold)."""
 
 def plant_query(X, facts, rank, *, tol=0.02, scales=PLANT_SCALES, X_check=None, noise=None):
     """The head's query truncated to ``rank`` by the SVD of its queries, equal values, made sharp.
@@ -44,7 +38,7 @@ def plant_query(X, facts, rank, *, tol=0.02, scales=PLANT_SCALES, X_check=None, 
     isotropic. ``s`` is ``gamma`` times the root mean square of ``s_1 .. s_k``, for
     the first ``gamma`` of ``scales`` at which the plant is sharp: its own best
     truncation to rank ``rank - 1`` (by the SVD of its queries) differs from it, on
-    ``X_check``, by at least ``SHARPNESS * tol`` relative to the planted output's
+    ``X_check``, by at least ``PLANT_SHARPNESS * tol`` relative to the planted output's
     variance. The plant has no query bias.
 
     Parameters
@@ -103,7 +97,7 @@ def plant_query(X, facts, rank, *, tol=0.02, scales=PLANT_SCALES, X_check=None, 
         sharpness = relative_error(head_output(X_check, truncated_head(full, basis, rank - 1)),
                                    target)
         plant = Bunch(facts=full, scale=float(gamma), sharpness=sharpness,
-                      sharp=sharpness >= SHARPNESS * tol)
+                      sharp=sharpness >= PLANT_SHARPNESS * tol)
         if plant.sharp:
             break
     return plant

@@ -85,8 +85,8 @@ def _run_one(settings, *, random_state, progress, device):
     geometry = None
     if settings["geometry"]:
         geometry = geometry_record(reachability_geometry(
-            as_model_adapter(loaded.module, copy_model=False), n_memory=settings["memory"],
-            n_tokens=settings["tokens"], precision=settings["precision"],
+            as_model_adapter(loaded.module, copy_model=False), n_memory=settings["n_memory"],
+            n_tokens=settings["n_tokens"], precision=settings["precision"],
             measured_slope=settings.get("slope"), random_state=random_state))
     return jsonable(dict(records=result.records, config=result.config,
                          baselines=result.baselines, summary=result.summary,
@@ -379,21 +379,16 @@ def _read_texts(path):
     return read_text_lines(path, "--texts")
 
 
-def _settings(args):
-    if args.texts and args.inputs != "default":
-        raise ValueError(f"--texts and --inputs {args.inputs} both name the inputs: give one")
+def _check(settings):
+    """One source of inputs, and a precision the bounds can read, before any work."""
+    if settings.get("texts") and settings.get("inputs", "default") != "default":
+        raise ValueError(f"--texts and --inputs {settings['inputs']} both name the inputs: "
+                         "give one")
     try:  # checked whatever else is given (--no-geometry skips the code that uses it)
-        check_precision(args.precision)
+        check_precision(settings.get("precision"))
     except ValueError as error:
         raise ValueError(f"argument --precision: {str(error).replace('precision ', '', 1)}"
                          ) from None
-    return dict(model=args.model, texts=_read_texts(args.texts) if args.texts else None,
-                inputs=args.inputs, n_inputs=args.n_inputs, half_length=args.half_length,
-                max_length=args.max_length, band=args.band,
-                memory=args.n_memory, tokens=args.tokens, precision=args.precision,
-                slope=args.slope, geometry=not args.no_geometry,
-                score_measure=args.score_measure, exclude_bos=args.exclude_bos,
-                exclude_current_token=args.exclude_current_token)
 
 
 _MEASURE_TEXT = {

@@ -29,41 +29,28 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ..._packaged_models import model_heads, model_title
-from ..._validation import (
-    check_allocation,
-    check_device,
-    check_int,
-    check_real,
-    check_seed,
-    keyed_seed,
-)
+from ..._validation import check_device, check_int, check_seed, keyed_seed
 from ...inspection import (
-    TOKEN_CORPORA,
     corpus_token_ids,
     head_activations,
     head_facts,
     head_output,
-    parse_head,
     profile_heads,
     quantisation_noise,
 )
 from ...nn import LoadedModel, load_model, model_vocab_size, unwrap_model
-from ..runner import run_parallel
+from ..runner import DEFAULT_JOBS, run_parallel
 from . import DISTILL_MARGIN, HEAD_RANK_WINDOWS, TOLERANCES
-from ._head_measure import TRAINING, check_tolerances, measure_head, query_rows
+from ._head_measure import _measure_checked, query_rows
 from ._head_parts import load_part, part_path, save_part, settings_key
-from ._plants import check_plant_rank, plant_query
+from ._head_settings import activation_batch, head_rank_settings
+from ._plants import plant_query
 
-__all__ = ["ACTIVATION_BATCH_BYTES", "HEAD_TYPES", "MAP_COLUMNS", "MAP_DEFAULTS",
-           "activation_batch", "check_map_memory", "checked_heads", "head_name",
-           "head_rank_map", "map_memory", "measure_layer", "records_frame", "select_heads"]
+__all__ = ["HEAD_TYPES", "MAP_COLUMNS", "head_name", "head_rank_map", "measure_layer",
+           "records_frame", "select_heads"]
 
 HEAD_TYPES = ("induction", "previous-token", "sink", "other")
 """The head types of :func:`select_heads`, in the order heads are typed."""
-
-MAP_DEFAULTS = HEAD_RANK_WINDOWS
-"""Windows per corpus for training and for held-out scoring, and tokens per window, as the
-experiment declares them (:data:`~intrinsic_rank.experiments.entropic.HEAD_RANK_WINDOWS`)."""
 
 
 # -- which heads, and what they do ---------------------------------------------------
@@ -177,11 +164,8 @@ def _measure_one(facts, fit, heldout, plant, options, random_state, device):
         fit = (fit[0], head_output(fit[0], facts).astype(np.float32))
         heldout = (heldout[0], head_output(heldout[0], facts).astype(np.float32))
     weights = {}
-    measured = measure_head(facts, fit, heldout, tolerances=options["tolerances"],
-                            distill=options["distill"], margin=options["margin"],
-                            restarts=options["restarts"], training=options["training"],
-                            precision_draws=options["precision_draws"],
-                            random_state=random_state, device=device, keep_weights=weights)
+    measured = _measure_checked(facts, fit, heldout, options, random_state=random_state,
+                                device=device, keep_weights=weights)
     record.update(measured)
     return record, _projections(record, facts, fit[0], weights)
 
@@ -238,152 +222,10 @@ def measure_layer(layer, heads, fit_X, fit_Y, held_X, held_Y, facts, corpus, pla
 # -- the map ---------------------------------------------------------------------------
 
 
-def checked_heads(heads, n_layers, n_heads):
-    """The (layer, head) pairs asked for, checked against the model's shape.
-
-    Parameters
-    ----------
-    heads : "all", str or sequence of str or (layer, head)
-        ``"all"``, names such as ``"L18H6"`` (a comma-separated string or a
-        list), or pairs.
-    n_layers, n_heads : int
-
-    Returns
-    -------
-    pairs : list of (int, int)
-
-    Examples
-    --------
-    >>> checked_heads("L1H2,L0H0", 2, 4)
-    [(1, 2), (0, 0)]
-    """
-    if isinstance(heads, str) and heads == "all":
-        return [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
-    if isinstance(heads, str):
-        heads = [part for part in heads.split(",") if part.strip()]
-    try:
-        pairs = [parse_head(item) for item in heads]
-    except TypeError:
-        raise ValueError(f"heads must be 'all' or a list of heads such as 'L18H6'; got "
-                         f"{heads!r}") from None
-    if not pairs or len(set(pairs)) != len(pairs):
-        raise ValueError(f"heads must name distinct heads, at least one; got {heads!r}")
-    for layer, head in pairs:
-        if layer >= n_layers or head >= n_heads:
-            raise ValueError(f"head {head_name(layer, head)} is not in the model: it has "
-                             f"layers 0..{n_layers - 1} and heads 0..{n_heads - 1}")
-    return pairs
-
-
-def _checked_corpora(corpora):
-    if isinstance(corpora, str):
-        corpora = [part.strip() for part in corpora.split(",") if part.strip()]
-    corpora = list(corpora)
-    if not corpora or len(set(corpora)) != len(corpora):
-        raise ValueError(f"corpora must name distinct corpora of {', '.join(TOKEN_CORPORA)}; "
-                         f"got {corpora}")
-    for corpus in corpora:
-        if corpus not in TOKEN_CORPORA:
-            raise ValueError(f"corpora: {corpus!r} is not one of {', '.join(TOKEN_CORPORA)}")
-    return corpora
-
-
-def _checked_plants(plant_ranks, plant_noise, width):
-    if plant_ranks is None:
-        return [None]
-    if isinstance(plant_ranks, (int, np.integer)):
-        plant_ranks = [plant_ranks]
-    ranks = [check_plant_rank(k, width) for k in plant_ranks]
-    if not ranks or len(set(ranks)) != len(ranks):
-        raise ValueError(f"plant_ranks must be distinct ranks, at least one; got {plant_ranks}")
-    if plant_noise not in (False, True, "both"):
-        raise ValueError(f"plant_noise must be False, True or 'both'; got {plant_noise!r}")
-    noises = [False, True] if plant_noise == "both" else [bool(plant_noise)]
-    return [(k, noisy) for k in ranks for noisy in noises]
-
-
-ACTIVATION_BATCH_BYTES = 1 << 30
-"""The attention maps one batch of the hooked forward pass may take (they are ``L x L`` per
-head): the batch shrinks for long windows."""
-
-
-def activation_batch(n_heads, length):
-    """Windows per forward pass of the hooked model: at most 64, maps within 1 GiB.
-
-    Examples
-    --------
-    >>> activation_batch(9, 128), activation_batch(9, 4096)
-    (64, 1)
-    """
-    return int(max(1, min(64, ACTIVATION_BATCH_BYTES // (4 * n_heads * length ** 2))))
-
-
-def map_memory(shape, pairs, n_fit, n_heldout, length, n_tolerances, batch_size):
-    """Bytes a map needs at once, from the model's shape, before anything is allocated.
-
-    The inputs of every measured layer and the outputs of every measured head for the
-    training and held-out windows (float32); one batch of the hooked forward pass's
-    attention maps; and one distillation step of a head: its batch's scores for as
-    many slots as a search round can hold (the powers of two and three per
-    tolerance), kept with their softmax and gradients (four copies).
-
-    Parameters
-    ----------
-    shape : dict
-        ``n_heads``, ``d_model`` and ``head_dim`` of the model.
-    pairs : list of (int, int)
-    n_fit, n_heldout, length, n_tolerances, batch_size : int
-
-    Returns
-    -------
-    n_bytes : int
-
-    Examples
-    --------
-    >>> shape = dict(n_heads=9, d_model=576, head_dim=64)
-    >>> map_memory(shape, [(0, 0)], 48, 16, 128, 5, 8) < 2 ** 30
-    True
-    """
-    windows = (n_fit + n_heldout) * length
-    layers = len({layer for layer, _ in pairs})
-    data = 4 * windows * (layers * shape["d_model"] + len(pairs) * shape["head_dim"])
-    maps = 4 * activation_batch(shape["n_heads"], length) * shape["n_heads"] * length ** 2
-    slots = 6 + 3 * n_tolerances
-    step = 4 * 4 * batch_size * slots * length ** 2
-    return int(data + maps + step)
-
-
-def check_map_memory(shape, pairs, n_fit, n_heldout, length, n_tolerances, batch_size):
-    """Refuse a map larger than this machine's memory, in one line, before any work.
-
-    Examples
-    --------
-    >>> shape = dict(n_heads=9, d_model=576, head_dim=64)
-    >>> check_map_memory(shape, [(0, 0)], 48, 16, 128, 5, 8) > 0
-    True
-    """
-    return check_allocation(
-        map_memory(shape, pairs, n_fit, n_heldout, length, n_tolerances, batch_size),
-        "--length, --n-fit and --n-heldout",
-        f"the map of {len(pairs)} heads ({n_fit} + {n_heldout} windows of {length} tokens)")
-
-
 def _model_shape(loaded):
     facts = head_facts(loaded, 0, 0)
     return dict(n_layers=facts.n_layers, n_heads=facts.n_heads, d_model=facts.d_model,
                 head_dim=facts.head_dim, width=min(facts.d_model, facts.head_dim))
-
-
-def _options(tolerances, distill, margin, restarts, training, precision_draws, plant_tol):
-    training = {**TRAINING, **(training or {})}
-    unknown = sorted(set(training) - set(TRAINING))
-    if unknown:
-        raise ValueError(f"training: unknown option(s) {unknown}; use {sorted(TRAINING)}")
-    return dict(tolerances=check_tolerances(tolerances), distill=distill,
-                margin=check_real(margin, "margin", 1.0), restarts=check_int(
-                    restarts, "restarts", minimum=0), training=training,
-                precision_draws=check_int(precision_draws, "precision_draws", minimum=0),
-                plant_tol=plant_tol)
 
 
 def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
@@ -392,7 +234,7 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
                   length=HEAD_RANK_WINDOWS["length"], distill="auto",
                   margin=DISTILL_MARGIN, restarts=0, training=None, plant_ranks=None,
                   plant_noise=False, plant_tol=0.02, precision_draws=3, checkpoint=None,
-                  n_jobs=1, random_state=0, progress=False, device="cpu"):
+                  n_jobs=DEFAULT_JOBS, random_state=0, progress=False, device="cpu"):
     """``r*_attn(tol)`` of every head of a causal LM: one row per head, as a pandas DataFrame.
 
     For each corpus, windows of its training documents (``n_fit``) and of its
@@ -427,14 +269,18 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
     plant_noise : bool or "both", default=False
         Approximate plants (one quantisation step of noise), exact ones, or both.
     plant_tol : float, default=0.02
-        The tolerance a plant is made sharp at.
+        The tolerance a plant is made sharp at and judged at: with plants, one of
+        ``tolerances`` and below ``1 / PLANT_SHARPNESS`` (0.05), above which no
+        plant can be sharp.
     precision_draws : int, default=3
         Draws of each head's precision floor (0 skips it).
     checkpoint : str or None, default=None
         A folder keeping every finished head (module docstring); a rerun with the
         same settings reuses them.
-    n_jobs : int, default=1
-        Tasks at once (``run_parallel``; ``None`` follows an active joblib backend).
+    n_jobs : int or None, default=DEFAULT_JOBS
+        Layers measured at once (``run_parallel``): 1 (the default of ``--jobs``
+        too) one at a time in this process, with its threads; -1 one per CPU, in
+        processes of one thread each; ``None`` follows an active joblib backend.
     random_state : int, default=0
     progress : bool, default=False
     device : str, default="cpu"
@@ -451,30 +297,24 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
         version and digest) and ``seconds``.
     """
     start = time.perf_counter()
-    corpora = _checked_corpora(corpora)
+    checked = head_rank_settings(
+        corpora, heads, tolerances=tolerances, n_fit=n_fit, n_heldout=n_heldout, length=length,
+        distill=distill, margin=margin, restarts=restarts, training=training,
+        plant_ranks=plant_ranks, plant_noise=plant_noise, plant_tol=plant_tol,
+        precision_draws=precision_draws, checkpoint=checkpoint, n_jobs=n_jobs)
     random_state = check_seed(random_state)
     device = check_device(device)
-    n_fit = check_int(n_fit, "n_fit", minimum=2)
-    n_heldout = check_int(n_heldout, "n_heldout", minimum=2)
-    length = check_int(length, "length", minimum=4)
-    if distill not in ("auto", "all", "none"):
-        raise ValueError(f"distill must be 'auto', 'all' or 'none'; got {distill!r}")
-    options = _options(tolerances, distill, margin, restarts, training, precision_draws,
-                       check_real(plant_tol, "plant_tol", 0.0, 1.0, low_open=True,
-                                  high_open=True))
+    corpora, n_fit, n_heldout, length = (checked.corpora, checked.n_fit, checked.n_heldout,
+                                         checked.length)
+    options = checked.options
     known = model_heads(model)
     if known is not None:  # a packaged model: its heads are checked before it loads
-        pairs = checked_heads(heads, known["n_layers"], known["n_heads"])
-        _checked_plants(plant_ranks, plant_noise, known["width"])
-        check_map_memory(known, pairs, n_fit, n_heldout, length,
-                         len(options["tolerances"]), options["training"]["batch_size"])
+        pairs, plants = checked.for_model(known)
     loaded = model if isinstance(model, LoadedModel) else load_model(model, progress=progress)
     shape = _model_shape(loaded)
     n_layers, n_heads, width = shape["n_layers"], shape["n_heads"], shape["width"]
-    pairs = checked_heads(heads, n_layers, n_heads)
-    plants = _checked_plants(plant_ranks, plant_noise, width)
-    check_map_memory(shape, pairs, n_fit, n_heldout, length, len(options["tolerances"]),
-                     options["training"]["batch_size"])
+    if known is None:
+        pairs, plants = checked.for_model(shape)
     types = {(h["layer"], h["head"]): h for h in select_heads(loaded, random_state=random_state,
                                                               device=device)}
     settings = dict(model=loaded.label, n_fit=n_fit, n_heldout=n_heldout, length=length,
@@ -498,7 +338,8 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
                 plants=plants, options=options, checkpoint=checkpoint, settings_key=key,
                 random_state=random_state, device=device))
         profile = _profile_of(loaded, data.held_ids, length, random_state, device)
-        for parts in run_parallel(measure_layer, tasks, n_jobs=n_jobs, progress=progress):
+        for parts in run_parallel(measure_layer, tasks, n_jobs=checked.n_jobs,
+                                  progress=progress):
             for record, projection in parts:
                 head_key = (record["layer"], record["head"])
                 record.update(head_type=types[head_key]["head_type"],
@@ -509,8 +350,8 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
                 records.append(record)
                 projections.append(projection)
         del data
-    config = dict(settings, model_title=model_title(loaded.label), corpora=corpora,
-                  dtype="float32", heads="all" if heads == "all" else
+    config = dict(settings, model_title=model_title(loaded.label), corpora=list(corpora),
+                  dtype="float32", heads="all" if checked.heads == "all" else
                   [head_name(*p) for p in pairs], plant_ranks=None if plants == [None] else
                   sorted({k for k, _ in plants}), plant_noise=plant_noise, width=width,
                   n_layers=n_layers, n_heads=n_heads, checkpoint=checkpoint)

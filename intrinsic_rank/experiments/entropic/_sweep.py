@@ -512,24 +512,21 @@ def _verdicts(result, recovery_tol=RECOVERY_TOL):
     return verdicts
 
 
-def _settings(args):
-    settings = dict(teachers=[args.teacher], attention=args.attention, r_star=args.r_star,
-                    d=args.d, seq_len=args.seq_len, n_samples=args.n_samples, noise=args.noise,
-                    rank_grid=args.rank_grid, max_epochs=args.epochs)
-    if args.targets is not None and args.data is None:
+def _prepare(settings, folder):
+    """The command's settings: ``--save-model`` checked against the files of ``--out``."""
+    if settings.get("save_model") is not None and folder is not None:
+        settings["save_model"] = check_model_path(settings["save_model"], folder)
+    return settings
+
+
+def _check(settings):
+    """``--targets`` only with ``--data``; a teacher task within memory, before it is drawn."""
+    if settings.get("targets") is not None and settings.get("data") is None:
         raise ValueError("--targets: give it with --data X.npy (the file of X)")
-    if args.data is not None:
-        settings = dict(data=args.data, targets=args.targets, attention=args.attention,
-                        rank_grid=args.rank_grid, max_epochs=settings["max_epochs"])
-    else:  # a teacher task: refuse sizes whose arrays cannot be held, before drawing them
+    if settings.get("data") is None:
         n, d, L = settings["n_samples"], settings["d"], settings["seq_len"]
         check_allocation(8 * d * d + 24 * n * L * d, "--d, --seq-len and --n-samples",
                          "the teacher task")
-    if args.noise_floor is not None:
-        settings["noise_floor"] = args.noise_floor
-    if args.save_model is not None:
-        settings["save_model"] = check_model_path(args.save_model, args.out)
-    return settings
 
 
 def _summary(result):

@@ -17,7 +17,7 @@ on first use (Scientific Python's SPEC 1).
 
 from ..._lazy import lazy_names
 
-from ..runner import MAX_EPOCHS, Experiment, Option, bounded_int, parse_ranks
+from ..runner import Experiment, Option, bounded_int, shared_option
 
 _MIN_IP = "Three tokens force exponential feature rank in nonnegative kernel attention"
 _MODULE = f"{__name__}.{{}}"
@@ -34,7 +34,7 @@ pool's)."""
 
 _FEATURE_MAPS = ("elu+1", "exp", "favor+", "hedgehog", "relu", "signed", "taylor")
 # The names of nn.FEATURE_MAPS (torch), for --help without torch;
-# tests/experiments/runner/test_registry.py checks that they are the same.
+# tests/cli/test_startup.py checks that they are the same.
 
 MIN_IP = Experiment(
     name="min-ip",
@@ -65,26 +65,24 @@ MIN_IP = Experiment(
     options=(
         # Each part's sizes are its function's own (quick=True chooses the smaller ones);
         # the help states them as those functions document them.
-        Option("--quick", action="store_true",
-               help="fewer feature ranks and seeds, and two smaller OOD settings (the quick "
-               "sizes of min_ip_phase_transition, min_ip_witness_suite_sweep and "
-               "min_ip_ood_scaling)"),
-        Option("--n-seeds", type=bounded_int(1, 64),
-               shown="3; --quick: 2 in-sample, 1 for the suite and OOD",
-               help="seeds per setting, an integer in [1, 64]"),
-        Option("--rank-grid", type=parse_ranks,
-               shown="1,2,4,8,16,32,64; --quick: 1,4,16 in-sample, 1,4,32 for the suite, "
-               "1,4,16,64 OOD",
-               help="feature ranks, e.g. 1-8 or 1,2,4"),
-        Option("--epochs", type=bounded_int(1, MAX_EPOCHS),
-               shown="400 in-sample, 200 OOD",
-               help="full-batch optimiser steps of every fit, 1..1000000"),
+        shared_option("--quick", setting=True,
+                      help="fewer feature ranks and seeds, and two smaller OOD settings (the "
+                      "quick sizes of min_ip_phase_transition, min_ip_witness_suite_sweep and "
+                      "min_ip_ood_scaling)"),
+        shared_option("--n-seeds", shown="3; --quick: 2 in-sample, 1 for the suite and OOD"),
+        shared_option("--rank-grid",
+                      shown="1,2,4,8,16,32,64; --quick: 1,4,16 in-sample, 1,4,32 for the "
+                      "suite, 1,4,16,64 OOD", help="feature ranks, e.g. 1-8 or 1,2,4"),
+        shared_option("--epochs", shown="400 in-sample and for the suite, 200 OOD",
+                      help="the epochs of every fit: passes over its training sequences in "
+                      "mini-batches of 32 sequences (in-sample and the suite) or 128 (OOD), "
+                      "one optimiser step each"),
         Option("--n-bits", type=bounded_int(2, 64), default=24,
-               help="bits of the in-sample witness family, 2..64"),
+               help="bits of the in-sample witness family"),
         Option("--n-codewords", type=bounded_int(3, 256), default=16,
-               help="codewords of the in-sample witness family, 3..256 and within memory "
-               "(the family holds about n^3 sequences)"),
-        Option("--no-ood", action="store_true",
+               help="codewords of the in-sample witness family, within memory (the family "
+               "holds about n^3 sequences)"),
+        Option("--no-ood", dest="ood", action="store_false",
                help="skip the out-of-distribution experiment"),
     ),
     module=_MODULE.format("_transition_experiment"),
@@ -109,24 +107,21 @@ MIN_IP_LAW = Experiment(
     full=_LAW,
     quick=dict(_LAW, n_bits=[2, 3, 4], max_steps=1500),
     options=(
-        Option("--quick", action="store_true", help=""),
-        Option("--bits", type=bounded_int(1, 8), nargs="+", scale="n_bits",
-               help="values of m, distinct integers in [1, 8] (the exhaustive set of m = 8 "
-               "takes 0.5 GiB)"),
-        Option("--n-seeds", type=bounded_int(1, 64), scale="n_seeds",
-               help="seeds per m, an integer in [1, 64]"),
+        shared_option("--quick"),
+        Option("--bits", dest="n_bits", type=bounded_int(1, 8), nargs="+", scaled=True,
+               help="values of m, distinct (the exhaustive set of m = 8 takes 0.5 GiB)"),
+        shared_option("--n-seeds", scaled=True, help="seeds per m"),
         Option("--feature-maps", nargs="+", default=["exp"], metavar="MAP",
-               choices=_FEATURE_MAPS,
-               help="feature maps of the Min-IP head, distinct, some of "
-               + ", ".join(_FEATURE_MAPS)),
-        Option("--heads", type=bounded_int(1), nargs="+", default=[1],
+               choices=_FEATURE_MAPS, help="feature maps of the Min-IP head, distinct"),
+        Option("--n-heads", type=bounded_int(1), nargs="+", default=[1],
                help="head counts of the Min-IP model, distinct, each at most 2^m for every "
                "m it runs at; several compare h heads of rank r with one head of rank h r"),
         Option("--map-bits", type=bounded_int(1, 8), nargs="+", shown="all of --bits",
                help="values of m, among --bits, for the maps and head counts after the "
                "first"),
-        Option("--epochs", type=bounded_int(1, MAX_EPOCHS), scale="max_steps",
-               help="full-batch optimiser steps of every fit, an integer in [1, 1000000]"),
+        shared_option("--epochs", dest="max_steps", scaled=True,
+                      help="the most optimiser steps of every fit, each over all the distinct "
+                      "triples at once (full-batch: one optimiser step is one epoch)"),
     ),
     module=_MODULE.format("_law"),
 )

@@ -431,13 +431,6 @@ def _dense_label(rows):
 
 # -- the experiment: ``min-ip-law`` ------------------------------------------------------
 
-LAW_COLUMNS = ["task", "feature_map", "n_heads", "m", "r_needed", "r_needed_01", "total_rank",
-               "construction_rank", "lower_bound", "best_error", "errors_below_needed",
-               "errors_at_full", "flagged", "unconverged"]
-SLOT_COLUMNS = ["task", "feature_map", "n_heads", "m", "rank", "seed", "loss",
-                "sequence_error", "position_error", "converged", "restarts", "steps",
-                "kernel_min", "optimisation_failure"]
-
 
 def _run(settings, *, random_state, progress, device):
     tic = time.perf_counter()
@@ -628,16 +621,12 @@ def is_num(value):
 _plot = one_plot(plot_min_ip_law, "min_ip_law.png")
 
 
-def _settings(args):
-    return dict(n_bits=list(distinct(args.bits, "--bits")), n_seeds=args.n_seeds,
-                max_steps=args.epochs,
-                feature_maps=list(distinct(args.feature_maps, "--feature-maps")),
-                n_heads=list(distinct(args.heads, "--heads")),
-                map_bits=distinct(args.map_bits, "--map-bits"))
-
-
 def _check(settings):
     """Every option of a run, before any training: the values of m, seeds, heads, maps."""
+    for key, flag in (("n_bits", "--bits"), ("feature_maps", "--feature-maps"),
+                      ("n_heads", "--n-heads"), ("map_bits", "--map-bits")):
+        if isinstance(settings.get(key), (list, tuple)):
+            distinct(settings[key], flag)
     n_bits = list(settings["n_bits"])
     seq_len = settings.get("seq_len", 3)
     for m in n_bits:
@@ -657,7 +646,7 @@ def _check(settings):
         runs_at = n_bits if j == 0 or map_bits is None else [m for m in n_bits if m in map_bits]
         for m in runs_at:
             if h > 2**m:
-                raise ValueError(f"--heads: {h} heads need at least {h} features, more than "
+                raise ValueError(f"--n-heads: {h} heads need at least {h} features, more than "
                                  f"the 2^{m} = {2**m} tokens of m = {m}; give at most {2**m} "
                                  "heads or larger m")
 

@@ -385,17 +385,24 @@ def _verdicts(result):
     return verdicts
 
 
-def _settings(args):
-    # about n^3 witnesses of 3 tokens of n_bits, in float64 and again in float32
-    check_allocation(36 * args.n_bits * args.n_codewords**3, "--n-bits and --n-codewords",
-                     "the witness family")
-    epochs = {} if args.epochs is None else {"max_epochs": args.epochs}
-    phase = dict(rank_grid=args.rank_grid, n_seeds=args.n_seeds, n_bits=args.n_bits,
-                 n_codewords=args.n_codewords, quick=args.quick, **epochs)
-    ood = None if args.no_ood else dict(rank_grid=args.rank_grid, n_seeds=args.n_seeds,
-                                        quick=args.quick, **epochs)
-    suite = dict(rank_grid=args.rank_grid, n_seeds=args.n_seeds, quick=args.quick, **epochs)
-    return {"phase": phase, "suite": suite, "ood": ood}
+def _prepare(settings, folder):
+    """The command's settings: one dict per part (in-sample, suite, OOD), as ``run`` takes."""
+    epochs = settings.pop("max_epochs")
+    epochs = {} if epochs is None else {"max_epochs": epochs}
+    shared = dict(rank_grid=settings["rank_grid"], n_seeds=settings["n_seeds"],
+                  quick=settings["quick"], **epochs)
+    phase = dict(shared, n_bits=settings["n_bits"], n_codewords=settings["n_codewords"])
+    return {"phase": phase, "suite": dict(shared), "ood": dict(shared) if settings["ood"]
+            else None}
+
+
+def _check(settings):
+    """The in-sample witness family within memory, before it is built."""
+    phase = settings["phase"]
+    if "n_bits" in phase and "n_codewords" in phase:
+        # about n^3 witnesses of 3 tokens of n_bits, in float64 and again in float32
+        check_allocation(36 * phase["n_bits"] * phase["n_codewords"]**3,
+                         "--n-bits and --n-codewords", "the witness family")
 
 
 def _summary(result):

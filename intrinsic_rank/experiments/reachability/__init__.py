@@ -16,15 +16,15 @@ on first use (Scientific Python's SPEC 1).
 
 from ..._lazy import lazy_names
 
-from ..._packaged_models import model_option_help
 from ..runner import (
     MAX_EPOCHS,
+    SHARED_OPTIONS,
     Experiment,
     Option,
     bounded_int,
     parse_lengths,
-    parse_precision,
     parse_ranks,
+    shared_option,
 )
 
 _REACH = "How many different outputs can a Transformer generate?"
@@ -42,7 +42,7 @@ REACH = Experiment(
     paper=_REACH,
     help="accessibility of random targets by cramming prompt vectors",
     description="Cram random target sequences into m prompt vectors of a frozen causal LM "
-    "(the embedded default model unless --model is given), for a grid of m and target "
+    "(the embedded default model unless a model is given), for a grid of m and target "
     "lengths (the paper's sizes by default: m = 1-5, 20 targets per point); fit n50 per "
     "m, the decay past it, the slope of n50 against m, and compare it with the slope "
     "bounds (ball d ln(1 + 2r/eps) / ln|V|, box, cone, box + decoder cells) under the "
@@ -52,24 +52,25 @@ REACH = Experiment(
     quick=dict(_REACH_FULL, n_memory=[1, 2, 3, 4], n_targets=16, max_steps=600,
                patience=200, quick=True),
     options=(
-        Option("--model", scale="model", help=lambda: model_option_help(causal=True)),
-        Option("--n-memory", type=parse_ranks, scale="n_memory",
-               help="numbers of prompt vectors m, e.g. 1-4 or 1,2,4,8 (the paper's: 1-5)"),
-        Option("--lengths", type=parse_lengths, scale="lengths",
+        shared_option("model", scaled=True),
+        shared_option("--n-memory", type=parse_ranks, scaled=True,
+                      help="numbers of prompt vectors m, e.g. 1-4 or 1,2,4,8 (the paper's: "
+                      "1-5)"),
+        Option("--lengths", type=parse_lengths, scaled=True,
                help="target lengths, e.g. 2-16 or 2,4,8, or auto: until nobody is reached "
                "twice in a row"),
-        Option("--targets", type=bounded_int(1, 4096), scale="n_targets",
-               help="random targets per point, 1..4096 (the paper's: 20)"),
-        Option("--epochs", type=bounded_int(1, MAX_EPOCHS), scale="max_steps",
-               help="at most this many full-batch optimiser steps per point, 1..1000000"),
-        Option("--patience", type=bounded_int(1, MAX_EPOCHS), scale="patience",
-               help="stop a target after this many steps without a better accuracy, "
-               "1..1000000"),
-        Option("--precision", type=parse_precision, shown="the model's own dtype",
-               help="eps of the headline bound: a number, a dtype name such as float16, or "
-               "a convention: machine, paper (2^-10) or relative (r_inf / 2048); the bounds "
-               "table shows all three conventions"),
-        Option("--quick", action="store_true", help="seconds per point"),
+        Option("--n-targets", type=bounded_int(1, 4096), scaled=True,
+               help="random targets per point (the paper's: 20)"),
+        shared_option("--epochs", dest="max_steps", scaled=True,
+                      help="the most optimiser steps per point, each over all its targets at "
+                      "once (full-batch: one optimiser step is one epoch)"),
+        shared_option("--patience", scaled=True,
+                      help="stop a target after this many steps without a better accuracy"),
+        shared_option("--precision",
+                      help=SHARED_OPTIONS["--precision"].help.replace("eps of the bounds",
+                                                                      "eps of the headline "
+                                                                      "bound")),
+        shared_option("--quick", setting=True, help="seconds per point"),
     ),
     module=_MODULE.format("_reach"),
     floatfmt="{:.3g}",
@@ -110,21 +111,22 @@ COPY = Experiment(
     full=dict(_COPY_FULL),
     quick=dict(_COPY_QUICK, quick=True),
     options=(
-        Option("--quick", action="store_true",
-               help=f"d = {_COPY_QUICK['d_model']}, lr {_COPY_QUICK['lr']:g} and "
-               f"{_COPY_QUICK['n_eval']} strings per length (instead of "
-               f"{_COPY_FULL['d_model']}, {_COPY_FULL['lr']:g} and {_COPY_FULL['n_eval']})"),
+        shared_option("--quick", setting=True,
+                      help=f"d = {_COPY_QUICK['d_model']}, lr {_COPY_QUICK['lr']:g} and "
+                      f"{_COPY_QUICK['n_eval']} strings per length (instead of "
+                      f"{_COPY_FULL['d_model']}, {_COPY_FULL['lr']:g} and "
+                      f"{_COPY_FULL['n_eval']})"),
         Option("--train-min", type=bounded_int(1, MAX_EVAL_LENGTH),
                default=_COPY_FULL["train_lengths"][0], quick=_COPY_QUICK["train_lengths"][0],
-               help=f"shortest training string, 1..{MAX_EVAL_LENGTH}"),
+               help="shortest training string"),
         Option("--train-max", type=bounded_int(None, MAX_EVAL_LENGTH),
                default=_COPY_FULL["train_lengths"][1], quick=_COPY_QUICK["train_lengths"][1],
-               help=f"longest training string, at most {MAX_EVAL_LENGTH}"),
+               help="longest training string"),
         Option("--eval-max", type=bounded_int(1, MAX_EVAL_LENGTH), shown="3 x --train-max",
-               help=f"longest evaluated string, at most {MAX_EVAL_LENGTH}: the model's "
-               f"context holds {MAX_COPY_CONTEXT} positions"),
-        Option("--steps", type=bounded_int(1, MAX_EPOCHS), scale="n_steps",
-               help="mini-batch training steps, 1..1000000"),
+               help=f"longest evaluated string: the model's context holds "
+               f"{MAX_COPY_CONTEXT} positions"),
+        Option("--steps", dest="n_steps", type=bounded_int(1, MAX_EPOCHS), scaled=True,
+               help="mini-batch training steps"),
     ),
     module=_MODULE.format("_copy"),
     floatfmt="{:.3f}",
@@ -149,21 +151,16 @@ LM_GEOMETRY = Experiment(
     full=_LM_GEOMETRY,
     quick=dict(_LM_GEOMETRY, n_prompts=64, n_cell_samples=2**15),
     options=(
-        Option("model", scale="model", help=lambda: model_option_help(causal=True)),
-        Option("--n-memory", type=bounded_int(1, 8192), default=1,
-               help="prompt vectors m, 1..8192 and within the model's context"),
-        Option("--tokens", type=bounded_int(0, 8192), default=8,
-               help="random tokens after the prompt vectors, 0..8192 and within the "
-               "model's context"),
-        Option("--prompts", type=bounded_int(1, 65536), scale="n_prompts",
-               help="random prompts whose final hidden states span the box, 1..65536 and "
-               "within memory"),
-        Option("--cell-samples", type=bounded_int(1, 2**24), scale="n_cell_samples",
-               help="Monte Carlo points of the decoder cells, 1..16777216 (2^24: hours "
+        shared_option("model", scaled=True),
+        shared_option("--n-memory", default=1),
+        shared_option("--tokens"),
+        Option("--prompts", dest="n_prompts", type=bounded_int(1, 65536), scaled=True,
+               help="random prompts whose final hidden states span the box, within memory"),
+        Option("--cell-samples", dest="n_cell_samples", type=bounded_int(1, 2**24),
+               scaled=True, help="Monte Carlo points of the decoder cells (2^24: hours "
                "through a 49,152-token head)"),
-        Option("--top", type=bounded_int(1, 4096), default=15, help="tokens listed, 1..4096"),
-        Option("--quick", action="store_true",
-               help="about a minute on one CPU thread after the load"),
+        Option("--top", type=bounded_int(1, 4096), default=15, help="tokens listed"),
+        shared_option("--quick", help="about a minute on one CPU thread after the load"),
     ),
     module=_MODULE.format("_lm_geometry"),
 )

@@ -621,9 +621,10 @@ def _verdicts(result):
 _plot = one_plot(plot_copy_cliff, "copy.png")
 
 
-def _settings(args):
-    return dict(train_lengths=[args.train_min, args.train_max], eval_max=args.eval_max,
-                n_steps=args.steps, quick=args.quick)
+def _prepare(settings, folder):
+    """The command's settings: ``--train-min`` and ``--train-max`` make ``train_lengths``."""
+    settings["train_lengths"] = [settings.pop("train_min"), settings.pop("train_max")]
+    return settings
 
 
 def _check(settings):

@@ -406,11 +406,6 @@ def _summary(result):
     ]
 
 
-def _settings(args):
-    return dict(model=args.model, n_memory=args.n_memory, n_tokens=args.tokens,
-                n_prompts=args.prompts, n_cell_samples=args.cell_samples, top=args.top)
-
-
 def _check(settings):
     for key, low in (("n_memory", 1), ("n_tokens", 0), ("n_prompts", 1),
                      ("n_cell_samples", 1), ("top", 1)):

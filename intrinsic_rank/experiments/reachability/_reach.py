@@ -602,12 +602,6 @@ def _verdicts(result, paper_r2=PAPER_R2):
 _plot = one_plot(plot_accessibility, "reach.png")
 
 
-def _settings(args):
-    return dict(model=args.model, n_memory=args.n_memory, lengths=args.lengths,
-                n_targets=args.targets, max_steps=args.epochs, patience=args.patience,
-                precision=args.precision, quick=args.quick)
-
-
 def _convention_of(result):
     """The convention label of the headline bound's eps (or "eps given")."""
     eps = result["bound"]["precision"]

@@ -17,6 +17,10 @@ Markdown report's table helpers) is private to the runner's modules:
 * ``_registry``: :class:`Experiment`, :class:`Verdict`, :func:`register`, and the
   small helpers of verdict text;
 * ``_arguments``: :class:`Option` and the option types;
+* ``_shared_options``: the options several experiments take, each declared once
+  (:func:`shared_option`), and the flags every command takes (:data:`COMMON_FLAGS`);
+* ``_registry_checks``: what :func:`register` refuses, read from a declaration and
+  its module's source without importing it;
 * ``_reproduce``: the reproduce runner and its report;
 * ``_output``, ``_tables``, ``_figures``: atomic JSON and CSV files, the folder lock,
   the printed tables and the one text of a missing value, the figures;
@@ -27,9 +31,10 @@ Markdown report's table helpers) is private to the runner's modules:
 * ``_progress``: one status-line and bar convention for long runs;
 * ``_parallel``: parallel tasks through joblib, :func:`run_parallel`.
 
-Only ``_registry`` and ``_arguments`` (the standard library only) load with the
-package; the others load on first use of one of their names, so that declaring
-an experiment and building ``--help`` import no numpy or torch.
+Only ``_registry``, ``_registry_checks``, ``_arguments`` and ``_shared_options`` (the
+standard library only) load with the package; the others load on first use of one of
+their names, so that declaring an experiment and building ``--help`` import no numpy or
+torch.
 """
 
 from ..._lazy import lazy_names
@@ -43,7 +48,6 @@ from ._arguments import (
     parse_lengths,
     parse_precision,
     parse_ranks,
-    refused_data,
 )
 from ._registry import (
     EXPERIMENTS,
@@ -57,6 +61,15 @@ from ._registry import (
     one_plot,
     register,
     save_plot,
+)
+from ._shared_options import (
+    COMMON_FLAGS,
+    DEFAULT_JOBS,
+    JOBS_RULE,
+    MAX_JOBS,
+    SHARED_OPTIONS,
+    refused_data,
+    shared_option,
 )
 
 _LAZY = {
@@ -75,6 +88,12 @@ _LAZY = {
 _HOME, __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = sorted([
+    "COMMON_FLAGS",
+    "DEFAULT_JOBS",
+    "JOBS_RULE",
+    "MAX_JOBS",
+    "SHARED_OPTIONS",
+    "shared_option",
     "EXPERIMENTS",
     "CommandParser",
     "Experiment",

@@ -15,7 +15,7 @@ import argparse
 import importlib
 
 __all__ = ["MAX_EPOCHS", "MAX_GRID_SIZE", "Option", "bounded_float", "bounded_int",
-           "parse_lengths", "parse_precision", "parse_ranks", "refused_data"]
+           "parse_lengths", "parse_precision", "parse_ranks"]
 
 MAX_GRID_SIZE = 4096
 """The most entries a grid option (:func:`parse_ranks`) may hold.
@@ -122,24 +122,37 @@ def parse_lengths(text):
     return "auto" if text == "auto" else parse_ranks(text, minimum=1)
 
 
-def _bounds_text(minimum, maximum):
-    """`` in [a, b]``, `` >= a``, `` <= b`` or nothing: the range in an option's message."""
+def _number_text(value):
+    """A bound as the help writes it: ``4096``, ``0.5``, ``1e+06``."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _bounds_text(minimum, maximum, low_open=False):
+    """`` in [a, b]``, `` in (a, b]``, `` >= a``, `` > a``, `` <= b`` or nothing."""
     if minimum is None and maximum is None:
         return ""
+    low = None if minimum is None else _number_text(minimum)
     if maximum is None:
-        return f" >= {minimum}"
+        return f" > {low}" if low_open else f" >= {low}"
+    high = _number_text(maximum)
     if minimum is None:
-        return f" <= {maximum}"
-    return f" in [{minimum}, {maximum}]"
+        return f" <= {high}"
+    return f" in {'(' if low_open else '['}{low}, {high}]"
 
 
-def bounded_int(minimum=None, maximum=None):
+def bounded_int(minimum=None, maximum=None, exclude=()):
     """An argparse ``type`` reading one integer in ``[minimum, maximum]``.
+
+    Its ``described`` attribute is the range in words (``"an integer in [1,
+    100]"``), which an :class:`~intrinsic_rank.experiments.Option`'s help states
+    from here: a bound is written once, in the type.
 
     Parameters
     ----------
     minimum, maximum : int or None, default=None
         Closed bounds; ``None`` leaves that side open.
+    exclude : sequence of int, default=()
+        Values inside the range that are refused too (``--jobs 0``).
 
     Returns
     -------
@@ -154,8 +167,13 @@ def bounded_int(minimum=None, maximum=None):
     Traceback (most recent call last):
     ...
     argparse.ArgumentTypeError: must be an integer in [1, 100]; got 1000
+    >>> bounded_int(-1, 512, exclude=[0]).described
+    'an integer in [-1, 512] other than 0'
     """
+    exclude = tuple(exclude)
     bounds = _bounds_text(minimum, maximum)
+    if exclude:
+        bounds += " other than " + ", ".join(map(str, exclude))
 
     def parse(text):
         try:
@@ -163,13 +181,14 @@ def bounded_int(minimum=None, maximum=None):
         except (TypeError, ValueError):
             raise argparse.ArgumentTypeError(
                 f"must be an integer{bounds}; got {text!r}") from None
-        if (minimum is not None and value < minimum) or (maximum is not None
-                                                          and value > maximum):
+        if ((minimum is not None and value < minimum) or (maximum is not None
+                                                          and value > maximum)
+                or value in exclude):
             raise argparse.ArgumentTypeError(f"must be an integer{bounds}; got {value}")
         return value
 
     parse.__name__ = "integer"
-    parse.minimum, parse.maximum = minimum, maximum
+    parse.minimum, parse.maximum, parse.described = minimum, maximum, f"an integer{bounds}"
     return parse
 
 
@@ -177,7 +196,9 @@ def bounded_float(minimum=None, maximum=None, low_open=False):
     """An argparse ``type`` reading one finite number in ``[minimum, maximum]``.
 
     ``nan``, ``inf`` and numbers beyond float64 (``1e400``) are refused like
-    any number outside the range.
+    any number outside the range. Its ``described`` attribute is the range in
+    words, which an :class:`~intrinsic_rank.experiments.Option`'s help states from
+    here.
 
     Parameters
     ----------
@@ -198,13 +219,13 @@ def bounded_float(minimum=None, maximum=None, low_open=False):
     >>> bounded_float(0, 1e6)("1e200")
     Traceback (most recent call last):
     ...
-    argparse.ArgumentTypeError: must be a finite number in [0, 1000000.0]; got 1e+200
+    argparse.ArgumentTypeError: must be a finite number in [0, 1e+06]; got 1e+200
+    >>> bounded_float(0.0, 1.0, low_open=True).described
+    'a finite number in (0, 1]'
     """
     import math
 
-    bounds = _bounds_text(minimum, maximum)
-    if low_open:
-        bounds = (f" > {minimum:g}" if maximum is None else f" in ({minimum:g}, {maximum:g}]")
+    bounds = _bounds_text(minimum, maximum, low_open)
 
     def parse(text):
         try:
@@ -218,6 +239,8 @@ def bounded_float(minimum=None, maximum=None, low_open=False):
         return value
 
     parse.__name__ = "number"
+    parse.minimum, parse.maximum = minimum, maximum
+    parse.described = f"a finite number{bounds}"
     return parse
 
 
@@ -310,7 +333,8 @@ def _value_text(value, nargs=None):
         if (len(value) > 2 and all(isinstance(v, int) for v in value)
                 and list(value) == list(range(value[0], value[0] + len(value)))):
             return f"{value[0]}-{value[-1]}"
-        return ",".join(str(v) for v in value)
+        # names (heads, corpora) read better spaced, and wrap between them in --help
+        return (", " if all(isinstance(v, str) for v in value) else ",").join(map(str, value))
     return str(value)
 
 
@@ -318,8 +342,14 @@ class Option:
     """One command-line option of an experiment, declared once.
 
     The arguments are ``argparse.ArgumentParser.add_argument``'s, plus where the
-    default comes from and how ``--quick`` changes it. ``--help`` shows the
-    option's ``help`` followed by its default and its quick value, from here.
+    default comes from, how ``--quick`` changes it and how the parsed value
+    becomes a setting. The option's destination (``dest``) is the key of the
+    experiment's settings it gives: ``Experiment.settings`` is built from the
+    options, with no second list of names. ``--help`` shows the option's
+    ``help``, then what its type accepts (the bounds of
+    :func:`~intrinsic_rank.experiments.runner.bounded_int` and
+    :func:`~intrinsic_rank.experiments.runner.bounded_float`, the ``choices``), its
+    default and its quick value, all from here.
 
     Parameters
     ----------
@@ -327,11 +357,11 @@ class Option:
         ``"--n-samples"`` (with aliases if any), or one positional name such as
         ``"model"``, which is then optional (``nargs="?"``).
     help : str or callable
-        What the option is and its bounds, without its default (the help adds
-        ``(default: X; --quick: Y)``); a callable returns it when the parser is
-        built (a list that can grow, such as the packaged models). For the
-        ``--quick`` flag itself: what it changes besides the options, which the
-        help lists before it.
+        What the option is, without its bounds, choices or default (the help
+        adds ``(an integer in [a, b]; default: X; --quick: Y)``); a callable
+        returns it when the parser is built (a list that can grow, such as the
+        packaged models). For the ``--quick`` flag itself: what it changes
+        besides the options, which the help lists before it.
     type : callable, str or None, default=None
         Parses the text: ``bounded_int(1, 4096)``, :func:`parse_ranks`, ... A
         string names a function of the experiment's module, looked up when the
@@ -340,33 +370,56 @@ class Option:
         The value when the option is not given.
     quick : object, default=UNCHANGED
         The value under ``--quick`` when the option is not given.
-    scale : str or None, default=None
-        A key of the experiment's ``full`` and ``quick`` settings: the default
-        is ``full[scale]`` and the quick value ``quick[scale]`` (instead of
-        ``default`` and ``quick``), so each number is stated once.
+    scaled : bool, default=False
+        The default is ``full[dest]`` and the quick value ``quick[dest]`` of the
+        experiment's settings (instead of ``default`` and ``quick``), so each
+        number is stated once, where the reproduce report reads it too.
     shown : str or None, default=None
         How the help states a default that is worked out when the command runs
         (``"1..2r*"``); ``None``: the default itself (no words for ``None``).
     hidden : bool, default=False
         Accepted, not listed by ``--help`` (a refusal, see
         :func:`~intrinsic_rank.experiments.runner.refused_data`).
+    convert : callable, str or None, default=None
+        The setting made of the parsed value (``[teacher]`` from ``--teacher``);
+        a string names a function of the experiment's module. ``None``: the
+        value itself. A value of ``None`` (an option not given, without a
+        default) stays ``None``.
+    setting : bool or None, default=None
+        Whether the value is one of the experiment's settings; ``None``: yes,
+        except for the ``--quick`` flag itself (its sizes reach the settings
+        through the other options).
     **kwargs
         ``action``, ``choices``, ``nargs``, ``metavar``, ``dest``: as argparse's;
         ``group``: the title of the option group it is listed under (one of the
         experiment's ``groups``).
 
+    Attributes
+    ----------
+    dest : str
+        The settings key (argparse's destination).
+    origin : Option
+        The declaration this option was made from by :meth:`replace` (itself
+        when declared directly): an option shared by several commands is one
+        declaration, in :func:`~intrinsic_rank.experiments.runner.shared_option`.
+
     Examples
     --------
     >>> option = Option("--n-samples", type=bounded_int(2, 10**8), default=2048,
     ...                 quick=1536, help="number of sequences")
-    >>> option.dest, option.help_text()
-    ('n_samples', 'number of sequences (default: 2048; --quick: 1536)')
+    >>> option.dest
+    'n_samples'
+    >>> option.help_text()
+    'number of sequences (an integer in [2, 100000000]; default: 2048; --quick: 1536)'
     """
 
-    def __init__(self, *flags, help, type=None, default=None, quick=UNCHANGED, scale=None,
-                 shown=None, hidden=False, **kwargs):
+    def __init__(self, *flags, help, type=None, default=None, quick=UNCHANGED, scaled=False,
+                 shown=None, hidden=False, convert=None, setting=None, **kwargs):
         if not flags:
             raise ValueError("an Option needs a flag such as '--size' or a positional name")
+        self._declared = dict(flags=flags, help=help, type=type, default=default, quick=quick,
+                              scaled=scaled, shown=shown, hidden=hidden, convert=convert,
+                              setting=setting, **kwargs)
         if kwargs.get("action") in ("store_true", "store_false") and default is None:
             default = kwargs["action"] == "store_false"
         self.flags = flags
@@ -374,17 +427,52 @@ class Option:
         self.type = type
         self.default = default
         self.quick = quick
-        self.scale = scale
+        self.scaled = bool(scaled)
         self.shown = shown
         self.hidden = hidden
+        self.convert = convert
         self.group = kwargs.pop("group", None)
         self.kwargs = kwargs
+        self.origin = self
         positional = not flags[0].startswith("-")
         if positional:
+            if "dest" in kwargs:
+                raise ValueError(f"option {flags[0]}: a positional option's name is its "
+                                 "destination; give no dest=")
             self.kwargs.setdefault("nargs", "?")
         self.dest = kwargs.get("dest") or (
             flags[0] if positional else next((f for f in flags if f.startswith("--")),
                                              flags[0]).lstrip("-")).replace("-", "_")
+        self.setting = self.dest != "quick" if setting is None else bool(setting)
+
+    def replace(self, **changes):
+        """This option with some of its arguments changed, its ``origin`` kept.
+
+        A command that shares an option (``--epochs``, ``--d``) takes the one
+        declaration and changes only what differs for it (its ``help``, its
+        bounds, ``scaled=True``).
+
+        Parameters
+        ----------
+        **changes
+            Any argument of :class:`Option`; ``flags`` replaces the flags.
+
+        Returns
+        -------
+        option : Option
+
+        Examples
+        --------
+        >>> base = Option("--size", type=int, default=2, help="how far to count")
+        >>> other = base.replace(default=3)
+        >>> other.default, other.origin is base
+        (3, True)
+        """
+        declared = dict(self._declared, **changes)
+        flags = declared.pop("flags")
+        option = Option(*flags, **declared)
+        option.origin = self.origin
+        return option
 
     @property
     def flag(self):
@@ -402,7 +490,7 @@ class Option:
         """Whether ``--quick`` gives this option another value."""
         return self.quick is not UNCHANGED and self.quick != self.default
 
-    def scaled(self, full, quick):
+    def from_scales(self, full, quick):
         """This option with its default (and quick value) read from the scales' settings.
 
         Parameters
@@ -413,20 +501,42 @@ class Option:
         Returns
         -------
         option : Option
-            ``self`` when the option has no ``scale``.
+            ``self`` when the option is not ``scaled``.
+
+        Raises
+        ------
+        ValueError
+            If ``dest`` is not a key of ``full``.
         """
-        if self.scale is None:
+        if not self.scaled:
             return self
-        if self.scale not in full:
-            raise ValueError(f"option {self.flag}: its scale {self.scale!r} is not a key of "
-                             "the experiment's full settings")
-        kwargs = dict(self.kwargs, help=self.help, type=self.type, default=full[self.scale],
-                      quick=quick.get(self.scale, full[self.scale]), shown=self.shown,
-                      hidden=self.hidden, group=self.group)
-        return Option(*self.flags, **kwargs)
+        if not isinstance(full, dict) or self.dest not in full:
+            raise ValueError(f"option {self.flag}: it is scaled, but {self.dest!r} is not a "
+                             "key of the experiment's full settings")
+        quick = quick if isinstance(quick, dict) else {}
+        option = self.replace(scaled=False, default=full[self.dest],
+                              quick=quick.get(self.dest, full[self.dest]))
+        option.scaled = True
+        return option
+
+    def described(self):
+        """What the option's type accepts, in words: its bounds or its choices; or ``None``.
+
+        Examples
+        --------
+        >>> Option("--d", type=bounded_int(1, 4096), help="token dimension").described()
+        'an integer in [1, 4096]'
+        >>> Option("--teacher", choices=["linear", "softmax"], help="the teacher").described()
+        'one of linear, softmax'
+        """
+        choices = self.kwargs.get("choices")
+        if choices is not None:
+            some = self.kwargs.get("nargs") in ("+", "*")
+            return f"{'some' if some else 'one'} of {', '.join(map(str, choices))}"
+        return None if isinstance(self.type, str) else getattr(self.type, "described", None)
 
     def help_text(self, quick_flag=True):
-        """The option's help: its ``help``, then its default and its quick value.
+        """The option's help: its ``help``, then its bounds or choices, default and quick value.
 
         Parameters
         ----------
@@ -440,7 +550,7 @@ class Option:
         if self.hidden:
             return argparse.SUPPRESS
         nargs = self.kwargs.get("nargs")
-        said = []
+        said = [] if self.described() is None else [self.described()]
         if self.shown is not None:
             said.append(f"default: {self.shown}")
         elif self.default is not None and not self.is_flag:
@@ -450,6 +560,33 @@ class Option:
         words = self.help() if callable(self.help) else self.help
         text = words + (f" ({'; '.join(said)})" if said else "")
         return text.replace("%", "%%")  # argparse formats help with %
+
+    def setting_value(self, value, module=None):
+        """The setting made of a parsed ``value``: ``convert(value)``, or ``value`` itself.
+
+        Parameters
+        ----------
+        value : object
+        module : str or None, default=None
+            The experiment's module, where a ``convert`` named by a string is.
+
+        Returns
+        -------
+        setting : object
+
+        Examples
+        --------
+        >>> teacher = Option("--teacher", dest="teachers", default="softmax",
+        ...                  convert=lambda name: [name], help="the teacher task")
+        >>> teacher.setting_value("linear")
+        ['linear']
+        """
+        convert = self.convert
+        if convert is None or value is None:
+            return value
+        if isinstance(convert, str):
+            convert = _ModuleType(module, convert).resolve()
+        return convert(value)
 
     def add_to(self, parser, module=None, quick_flag=True):
         """Add the option to an ``argparse`` parser.
@@ -464,6 +601,10 @@ class Option:
             then replaces its default under it (see ``CommandParser``).
         """
         kwargs = dict(self.kwargs)
+        if self.flags[0].startswith("-"):
+            kwargs["dest"] = self.dest
+            if not self.is_flag and "choices" not in kwargs:  # named as written, not by dest
+                kwargs.setdefault("metavar", self.flag.lstrip("-").replace("-", "_").upper())
         kind = self.type
         if isinstance(kind, str):
             if module is None:
@@ -480,43 +621,6 @@ class Option:
 
     def __repr__(self):
         return f"Option({', '.join(map(repr, self.flags))}, default={self.default!r})"
-
-
-def refused_data(reason):
-    """A hidden ``--data`` that refuses, in one line with ``reason``, the sweep's option.
-
-    ``--data FILE`` is the sweep's option; a command that draws its own tasks
-    takes it only to refuse it with a reason, instead of argparse's
-    "unrecognized arguments".
-
-    Parameters
-    ----------
-    reason : str
-        Why the command cannot take your data, e.g. ``"compares ... on a task
-        it draws itself"``.
-
-    Returns
-    -------
-    option : Option
-
-    Examples
-    --------
-    >>> option = refused_data("draws its own task")
-    >>> option.dest, option.hidden
-    ('data', True)
-    >>> option.type("x.npz")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    argparse.ArgumentTypeError: not supported by this command, which draws its own task; ...
-    """
-
-    def refuse(text):
-        raise argparse.ArgumentTypeError(
-            f"not supported by this command, which {reason}; use intrinsic-rank sweep "
-            "--data FILE")
-
-    return Option("--data", type=refuse, hidden=True, metavar="FILE",
-                  help="the sweep's option, refused here")
 
 
 def _resolve_quick(namespace):

@@ -391,8 +391,8 @@ def lock_folder(folder, wait_message=None):
 def save_records(path, records, **metadata):
     """Write ``{"records": records, **metadata}`` as standard JSON, atomically.
 
-    Through :func:`write_json`: a dump that fails (a value that is not
-    JSON-able) or is interrupted leaves the previous file as it was.
+    Through :func:`~intrinsic_rank.experiments.runner.write_json`: a dump that fails (a
+    value that is not JSON-able) or is interrupted leaves the previous file as it was.
 
     Parameters
     ----------

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional
 
 from ._arguments import _resolve_quick, _value_text
+from ._registry_checks import refusal
 
 __all__ = [
     "EXPERIMENTS", "Experiment", "NOT_COMPARABLE", "Verdict", "VERDICTS",
@@ -88,12 +89,13 @@ class Verdict(NamedTuple):
     explanation: str
 
 
-_PARTS = ("run", "tables", "plot", "verdicts", "summary", "settings", "check", "saved",
+_PARTS = ("run", "tables", "plot", "verdicts", "summary", "prepare", "check", "saved",
           "extra_files")
 """The parts of an experiment's work, in its module as ``_run``, ``_tables``, ... (see
 :class:`Experiment`)."""
 
 _OPTIONAL = {
+    "prepare": lambda settings, folder: settings,
     "check": lambda settings: None,
     "saved": lambda result: result,
     "extra_files": lambda result, folder: [],
@@ -120,23 +122,10 @@ class _Part:
         return found
 
     def __call__(self, *args, **kwargs):
-        if self.part == "settings":  # parsed by a parser other than the CLI's
-            args = (_resolve_quick(args[0]), *args[1:])
         return self.resolve()(*args, **kwargs)
 
     def __repr__(self):
         return f"<{self.module}:_{self.part}>"
-
-
-def _option_values(options):
-    """``settings(args)`` of an experiment without one: its options' values by name."""
-    names = [option.dest for option in options if option.dest != "quick"]
-
-    def settings(args):
-        args = _resolve_quick(args)
-        return {name: getattr(args, name) for name in names}
-
-    return settings
 
 
 @dataclass(frozen=True)
@@ -147,11 +136,15 @@ class Experiment:
     which imports nothing heavy: its words, its options and its scales here,
     and its work as the name of the ``module`` that holds it. That module
     defines ``_run``, ``_tables``, ``_plot``, ``_verdicts``, ``_summary``
-    and, when it needs them, ``_settings``, ``_check``, ``_saved`` and
+    and, when it needs them, ``_prepare``, ``_check``, ``_saved`` and
     ``_extra_files`` (the parts below, without ``_``); each is looked up when
     it is first called, so the command line builds every ``--help`` without
     torch. An experiment registered from Python may pass the parts themselves
     instead.
+
+    The settings a command runs with come from its options alone
+    (:meth:`settings`): each option's destination is a settings key, its value
+    (converted by the option's ``convert`` where one is declared) the setting.
 
     Attributes
     ----------
@@ -169,10 +162,10 @@ class Experiment:
         The sub-command's description.
     quick, full : dict
         JSON-able settings of the quick and the full scale; ``run`` receives
-        them (the reproduce runner) or what ``settings`` built from the command
-        line (the CLI). They are part of the reproduce cache key. An option
-        declared with ``scale="key"`` takes its default and its ``--quick``
-        value from them.
+        them (the reproduce runner) or what :meth:`settings` built from the
+        command line (the CLI). They are part of the reproduce cache key. An
+        option declared with ``scaled=True`` takes its default and its
+        ``--quick`` value from them, under its destination.
     run : callable
         ``run(settings, *, random_state, progress, device)`` -> JSON-able dict,
         the measured result; ``progress`` is a bool, ``device`` a torch device
@@ -187,9 +180,12 @@ class Experiment:
     summary : callable
         ``summary(result)`` -> list of str: the lines the CLI prints around
         the tables (``summary(result)[0]`` above them, the rest below).
-    settings : callable
-        ``settings(args)`` -> the dict passed to ``run`` from parsed arguments;
-        by default the options' values by their names.
+    prepare : callable or None, default=None
+        ``prepare(settings, folder)`` -> the settings ``run`` gets, from the
+        options' values (keyed by their destinations) and the output folder
+        (``--out``, or ``None``), for what one setting needs of another (two
+        options that make one setting, a file beside the outputs); by default
+        the options' values themselves.
     options : tuple of Option, default=()
         The command's own options (the CLI adds ``--seed``, ``--out``,
         ``--quiet``, ``--device`` and ``--threads``); an option
@@ -208,9 +204,9 @@ class Experiment:
     in_reproduce : bool, default=True
         Whether ``reproduce("all")`` runs it.
     json_name : str or None, default=None
-        Stem of the JSON file the command writes, ``<out>/<json_name>.json``;
-        ``None`` means the command with ``-`` read as ``_`` (``min-ip`` ->
-        ``min_ip.json``).
+        Stem of the JSON file the command writes, ``<out>/<json_name>.json``
+        (a plain file name, no folder); ``None`` means the command with ``-``
+        read as ``_`` (``min-ip`` -> ``min_ip.json``).
     saved : callable or None, default=None
         ``saved(result)`` -> the JSON-able payload of that file; by default
         ``result`` itself.
@@ -245,7 +241,7 @@ class Experiment:
     plot: Optional[Callable] = None
     verdicts: Optional[Callable] = None
     summary: Optional[Callable] = None
-    settings: Optional[Callable] = None
+    prepare: Optional[Callable] = None
     options: tuple = ()
     module: Optional[str] = None
     writes: Optional[str] = None
@@ -258,12 +254,13 @@ class Experiment:
     check: Optional[Callable] = None
 
     def __post_init__(self):
-        options = tuple(option.scaled(self.full, self.quick) for option in self.options)
+        options = tuple(option.from_scales(self.full, self.quick) if hasattr(
+            option, "from_scales") else option for option in self.options)
         object.__setattr__(self, "options", options)
         for part in _PARTS:
             if getattr(self, part) is not None:
                 continue
-            fallback = _option_values(options) if part == "settings" else _OPTIONAL.get(part)
+            fallback = _OPTIONAL.get(part)
             if self.module is not None:
                 object.__setattr__(self, part, _Part(self.module, part, fallback))
             elif fallback is not None:
@@ -313,6 +310,40 @@ class Experiment:
                                    help=self.quick_help().replace("%", "%%"))
             else:
                 option.add_to(where, self.module, quick_flag=quick)
+
+    def settings(self, args):
+        """The settings ``run`` gets from parsed arguments: each option's value under its ``dest``.
+
+        Every option that is a setting (all but the ``--quick`` flag, unless
+        declared ``setting=True``, and the hidden refusals) gives its value,
+        converted by its ``convert`` where one is declared; ``prepare``
+        then finishes them (with ``args.out`` as the folder).
+
+        Parameters
+        ----------
+        args : argparse.Namespace
+            From the command line's parser, or any parser the options were added
+            to (:meth:`add_arguments`): values that ``--quick`` changes are
+            resolved here too.
+
+        Returns
+        -------
+        settings : dict
+
+        Examples
+        --------
+        >>> import argparse
+        >>> from intrinsic_rank.experiments import EXPERIMENTS
+        >>> ladder = EXPERIMENTS["ladder"]
+        >>> parser = argparse.ArgumentParser()
+        >>> ladder.add_arguments(parser)
+        >>> ladder.settings(parser.parse_args(["--quick", "--d", "8"]))["d"]
+        8
+        """
+        args = _resolve_quick(args)
+        values = {option.dest: option.setting_value(getattr(args, option.dest), self.module)
+                  for option in self.options if option.setting}
+        return self.prepare(values, getattr(args, "out", None))
 
     def validate(self, settings):
         """Check ``settings`` before any work: the experiment's ``check``.
@@ -441,6 +472,15 @@ EXPERIMENTS = {}
 def register(experiment):
     """Add ``experiment`` to :data:`EXPERIMENTS` and return it.
 
+    What would break the command line (every command's parser is built from the
+    registry) is refused here, in one line: an option that clashes with the
+    ones every command takes (``--seed``, ``--out``, ``--quiet``, ``--device``,
+    ``--threads``, ``--help``) or with another of its own; a reserved command
+    (``reproduce``, ``all``) or one that is not a plain word; quick or full
+    settings that are not JSON-able dicts; a ``json_name`` that leaves
+    ``--out``; an option ``type`` or ``convert`` (or a part) named by a string
+    that its module does not define, or a module that cannot be found.
+
     Parameters
     ----------
     experiment : Experiment
@@ -452,8 +492,25 @@ def register(experiment):
     Raises
     ------
     ValueError
-        If another experiment already has its name or command.
+        If another experiment already has its name or command, or for any of
+        the reasons above.
+    TypeError
+        If ``experiment`` is not an :class:`Experiment`.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from intrinsic_rank.experiments import EXPERIMENTS, register
+    >>> register(dataclasses.replace(EXPERIMENTS["ladder"], name="x", command="reproduce"))
+    Traceback (most recent call last):
+    ...
+    ValueError: experiment 'x': the command 'reproduce' is reserved (the command line's own)
     """
+    if not isinstance(experiment, Experiment):
+        raise TypeError(f"register() takes an Experiment; got {type(experiment).__name__}")
+    problem = refusal(experiment)
+    if problem is not None:
+        raise ValueError(f"experiment {experiment.name!r}: {problem}")
     for other in EXPERIMENTS.values():
         if other.name != experiment.name and other.command == experiment.command:
             raise ValueError(f"command {experiment.command!r} is already taken by {other.name!r}")

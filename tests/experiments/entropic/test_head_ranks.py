@@ -16,6 +16,7 @@ import torch
 
 from intrinsic_rank.experiments import EXPERIMENTS, Verdict
 from intrinsic_rank.experiments.entropic import (
+    HEAD_RANK_TRAINING,
     _head_measure,
     _real_heads,
     head_rank_findings,
@@ -100,7 +101,7 @@ def test_the_search_finds_what_training_every_rank_finds(measured):
     basis, _ = query_basis(fit[0], facts)
     every, _, _ = _head_measure._train_ranks(
         list(range(1, 16)), facts, fit, held, basis, restarts=0,
-        training={**_head_measure.TRAINING, **FAST}, random_state=0, device="cpu")
+        training={**HEAD_RANK_TRAINING, **FAST}, random_state=0, device="cpu")
     best = [min(every[r]["risk"], record["free_risks"][r - 1]) for r in range(1, 16)]
     for i, tol in enumerate(record["tolerances"]):
         brute = next((r for r, risk in enumerate(best, start=1) if risk <= tol), None)
@@ -193,7 +194,7 @@ def test_the_map_is_one_row_per_head_and_resumes_from_its_checkpoints(toy, tmp_p
     options = dict(n_fit=32, n_heldout=8, length=16, training=FAST, precision_draws=1,
                    checkpoint=str(tmp_path))
     calls = []
-    real = _real_heads.measure_head
+    real = _real_heads._measure_checked
 
     def counted(facts, *args, **kwargs):
         calls.append(facts.name)
@@ -201,7 +202,7 @@ def test_the_map_is_one_row_per_head_and_resumes_from_its_checkpoints(toy, tmp_p
             raise KeyboardInterrupt  # stopped while measuring the second head
         return real(facts, *args, **kwargs)
 
-    monkeypatch.setattr(_real_heads, "measure_head", counted)
+    monkeypatch.setattr(_real_heads, "_measure_checked", counted)
     with pytest.raises(KeyboardInterrupt):
         head_rank_map(toy, ["random"], ["L0H1", "L1H0", "L1H3"], **options)
     assert sorted(os.listdir(tmp_path / "random")) == ["L0H1.json", "L0H1.npz"]
@@ -491,7 +492,11 @@ def test_the_records_state_their_dtype_and_refuse_a_bad_seed(toy):
     (["--corpora", "poetry"], "give one or more distinct of"),
     (["--corpora", "prose"], "tokenizer"),
     (["--tolerances", "0,0.5"], "tolerance must be a finite real number in (0.0, 1.0)"),
-    (["--plant-tol", "0.03"], "--plant-tol 0.03 must be one of --tolerances"),
+    (["--plant-rank", "4", "--plant-tol", "0.03"],
+     "plant_tol (--plant-tol) 0.03 must be one of the tolerances (--tolerances)"),
+    (["--plant-rank", "4", "--plant-tol", "0.05", "--tolerances", "0.05"],
+     "plant_tol (--plant-tol) 0.05 makes every plant impossible"),
+    (["--jobs", "0"], "argument --jobs: must be an integer in [-1, 512] other than 0; got 0"),
     (["--lr", "1e300"], "--lr"),
     (["--device", "xla"], "xla"),
 ])
@@ -510,15 +515,15 @@ def test_bad_options_are_one_line(tmp_path, capsys, argv, message):
 def test_the_declared_defaults_are_the_functions_defaults():
     import inspect
 
-    from intrinsic_rank.experiments.entropic import HEAD_RANK_TRAINING, HEAD_RANKS, TOLERANCES
+    from intrinsic_rank.experiments.entropic import HEAD_RANKS, TOLERANCES
 
     full = HEAD_RANKS.full
     map_defaults = inspect.signature(head_rank_map).parameters
-    for key in ("n_fit", "n_heldout", "length", "distill", "restarts"):
+    for key in ("n_fit", "n_heldout", "length", "distill", "restarts", "n_jobs"):
         assert full[key] == map_defaults[key].default, key
     assert tuple(full["tolerances"]) == TOLERANCES == map_defaults["tolerances"].default
     for key in ("lr", "batch_size", "max_epochs", "patience"):
-        assert full[key] == HEAD_RANK_TRAINING[key] == _head_measure.TRAINING[key]
+        assert full[key] == HEAD_RANK_TRAINING[key]
 
 
 def test_random_restarts_are_kept_only_where_they_beat_the_data_aware_start(toy_data):

@@ -749,7 +749,8 @@ def test_help_states_the_new_defaults(capsys):
     for option in ("--inputs", "--half-length", "--score-measure", "--exclude-bos",
                    "--exclude-current-token", "--n-inputs"):
         (entry,) = [e for e in entries if e.split()[0] == option]
-        assert "(default: " in " ".join(entry.split()), option
+        # "(default: X)", or "(one of a, b; default: X)" after the choices the type states
+        assert re.search(r"[(;] ?default: ", " ".join(entry.split())), option
 
 
 @pytest.mark.slow

@@ -249,11 +249,11 @@ def _law_result(dense_errors):
     (["--epochs", "0"], "--epochs"),
     (["--n-seeds", "0"], "--n-seeds"),
     (["--bits", "2", "2", "3"], "--bits: 2 is given twice"),
-    (["--heads", "1", "1"], "--heads: 1 is given twice"),
+    (["--n-heads", "1", "1"], "--n-heads: 1 is given twice"),
     (["--feature-maps", "exp", "relu", "--map-bits", "9"], "--map-bits"),
     (["--bits", "2", "3", "--feature-maps", "exp", "relu", "--map-bits", "4"],
      "--map-bits: 4 is not among --bits"),
-    (["--bits", "2", "--heads", "100"], "--heads: 100 heads need at least 100 features"),
+    (["--bits", "2", "--n-heads", "100"], "--n-heads: 100 heads need at least 100 features"),
     (["--bits", "9"], "--bits"),
 ])
 def test_min_ip_law_options_are_checked_before_work(argv, message):

@@ -218,7 +218,7 @@ def test_cli_model_without_a_head_is_one_line(tmp_path, capsys):
         packaged_model_path("all-MiniLM-L6-v2")
     except ImportError as error:  # pragma: no cover - the test extra installs it
         pytest.skip(str(error))
-    assert main(["reach", "--model", "all-MiniLM-L6-v2", "--quick", "--out", str(tmp_path),
+    assert main(["reach", "all-MiniLM-L6-v2", "--quick", "--out", str(tmp_path),
                  "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "bidirectional encoder" in err
@@ -232,7 +232,7 @@ def test_full_and_quick_sizes():
     assert (full["n_memory"], full["n_targets"]) == ([1, 2, 3, 4, 5], 20)
     quick = settings(parser.parse_args(["reach", "--quick"]))
     assert (quick["n_memory"], quick["n_targets"]) == ([1, 2, 3, 4], 16)
-    given = settings(parser.parse_args(["reach", "--quick", "--n-memory", "1-2", "--targets", "3"]))
+    given = settings(parser.parse_args(["reach", "--quick", "--n-memory", "1-2", "--n-targets", "3"]))
     assert (given["n_memory"], given["n_targets"]) == ([1, 2], 3)
     assert EXPERIMENTS["reach"].full["n_memory"] == [1, 2, 3, 4, 5]
     assert EXPERIMENTS["reach"].full["n_targets"] == 20

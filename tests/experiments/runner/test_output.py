@@ -106,7 +106,7 @@ def toy():
         name="toy-signal", command="toy-signal", title="toy", paper="none", help="toy",
         description="toy", quick={}, full={}, run=_toy_run, tables=lambda result: [],
         plot=_toy_plot, verdicts=lambda result: [],
-        settings=lambda args: {}, summary=lambda result: [], extra_files=_toy_csv)
+        summary=lambda result: [], extra_files=_toy_csv)
     register(experiment)
     yield experiment
     EXPERIMENTS.pop("toy-signal", None)

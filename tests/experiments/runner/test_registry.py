@@ -101,7 +101,6 @@ def _toy(calls, plot=None):
         verdicts=lambda result: [("the toy counts", f"{len(result['records'])} rows",
                                   "agrees", "it does")],
         options=[Option("--size", type=int, default=2, help="how far to count")],
-        settings=lambda args: dict(size=args.size),
         summary=lambda result: ["Toy: counting", f"counted to {len(result['records'])}"],
         in_reproduce=False,
     )
@@ -228,7 +227,7 @@ def test_a_new_experiment_is_its_module_and_its_declaration(tmp_path, monkeypatc
         name="toy-module", command="toy-module", title="A toy", paper="none", help="a toy",
         description="Counts to --size.", full=dict(size=3), quick=dict(size=2),
         options=(Option("--quick", action="store_true", help=""),
-                 Option("--size", type=int, scale="size", help="how far to count")),
+                 Option("--size", type=int, scaled=True, help="how far to count")),
         module="toy_work_of_a_paper", in_reproduce=False))
     try:
         assert "toy_work_of_a_paper" not in sys.modules  # declared, not loaded
@@ -252,3 +251,198 @@ def test_reproduce_command_passes_the_device(toy, tmp_path, capsys):
     assert "piece  seconds  cached  agrees  partly  does_not_agree" in text
     report = (tmp_path / "report.md").read_text()
     assert "intrinsic-rank reproduce toy --quick --out" in report and "--device cpu:0" in report
+
+
+# -- declared once: what every registered experiment's options must be ------------------
+
+
+def _module_source(experiment):
+    import importlib.util
+
+    return pathlib.Path(importlib.util.find_spec(experiment.module).origin).read_text()
+
+
+def test_settings_come_from_the_options_and_no_module_retypes_their_names():
+    """An option's destination is its settings key: no ``_settings(args)``, no ``args.x``."""
+    import re
+
+    for experiment in EXPERIMENTS.values():
+        if experiment.module is None:
+            continue
+        source = _module_source(experiment)
+        assert "def _settings(" not in source, experiment.name
+        assert not re.search(r"\bargs\.\w", source), experiment.name
+        # every scaled option reads the scales under its own destination
+        for option in experiment.options:
+            if option.scaled:
+                assert option.default == experiment.full[option.dest], (experiment.name,
+                                                                        option.flag)
+
+
+def _flags_in_use():
+    """flag -> [(experiment, option)] over every registered experiment."""
+    used = {}
+    for experiment in EXPERIMENTS.values():
+        for option in experiment.options:
+            used.setdefault(option.flag, []).append((experiment.name, option))
+    return used
+
+
+def test_a_flag_several_commands_take_is_one_declaration():
+    """One flag, one meaning: a flag two commands take comes from one declaration."""
+    from intrinsic_rank.experiments.runner import SHARED_OPTIONS
+
+    shared = 0
+    for flag, users in _flags_in_use().items():
+        if len(users) < 2:
+            continue
+        origins = {id(option.origin) for _, option in users}
+        assert len(origins) == 1, (flag, [name for name, _ in users])
+        shared += 1
+        if flag != "--corpora":  # the Entropic Bound's own corpora, declared by that paper
+            assert users[0][1].origin is SHARED_OPTIONS[flag], flag
+    assert shared >= 10  # --quick, --epochs, --d, --n-samples, model, --n-memory, ...
+
+
+def test_the_sweeps_file_flags_mean_one_thing():
+    """``--targets`` is a file (the sweep's Y); a count of targets is ``--n-targets``."""
+    users = _flags_in_use()
+    assert [name for name, _ in users["--targets"]] == ["sweep"]
+    assert [name for name, _ in users["--n-targets"]] == ["reach"]
+    assert [name for name, _ in users["--heads"]] == ["head-ranks"]
+
+
+def _typed_range(text):
+    """A numeric range typed into help words: ``2..65536``, ``[1, 100]``, ``(0, 1000]``."""
+    import re
+
+    return re.search(r"\b\d[\d,^]*\s*\.\.\s*\d|[\[(]\s*-?\d[\d.e+^]*\s*,\s*-?\d", text)
+
+
+def test_bounds_and_choices_are_stated_by_the_type_not_typed_in_the_help():
+    checked = 0
+    for experiment in EXPERIMENTS.values():
+        for option in experiment.options:
+            if option.hidden or callable(option.help):
+                continue
+            described = option.described()
+            if described is None:
+                continue
+            checked += 1
+            assert described in option.help_text(), (experiment.name, option.flag)
+            choices = option.kwargs.get("choices")
+            if choices is None:  # bounds: the words say what it is, the type its range
+                assert not _typed_range(option.help), (experiment.name, option.flag)
+            else:  # choices: the words may explain them, not list them again
+                assert ", ".join(choices) not in option.help, (experiment.name, option.flag)
+    assert checked >= 50
+
+
+def test_every_epochs_option_says_what_an_epoch_is():
+    """``--epochs``: mini-batches where the code takes mini-batches (the estimator, the
+    distillation, the Min-IP fits), full-batch steps where one step sees every target."""
+    from intrinsic_rank.estimators import AttentionRankEstimator
+    from intrinsic_rank.experiments.runner import SHARED_OPTIONS
+
+    rule = "min(256, max(16, n // 8))"
+    epochs = [(name, option) for name, option in _flags_in_use()["--epochs"]]
+    assert len(epochs) == 7
+    for name, option in epochs:
+        assert option.origin is SHARED_OPTIONS["--epochs"]
+        assert ("mini-batches" in option.help) != ("full-batch" in option.help), name
+        if rule in option.help:  # AttentionRankEstimator's batch_size="auto", as written
+            estimator = AttentionRankEstimator()
+            assert estimator.batch_size == "auto"
+            for n in (10, 200, 2048, 10**5):
+                assert estimator._batch_size(n) == min(256, max(16, n // 8)), n
+    assert {name for name, option in epochs if rule in option.help} == {
+        "sweep", "ladder", "frontier"}
+    assert {name for name, option in epochs if "full-batch" in option.help} == {
+        "reach", "min-ip-law"}
+
+
+# -- register() refuses what would break the command line --------------------------------
+
+
+def _toy_declaration(**changes):
+    return dataclasses.replace(_toy([]), **changes)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(options=[Option("--out", help="x")]), "option --out clashes with the option every "
+     "command takes"),
+    (dict(options=[Option("--seed", type=int, help="x")]), "option --seed clashes"),
+    (dict(options=[Option("-h", "--hidden", help="x")]), "option -h clashes"),
+    (dict(options=[Option("--size", dest="device", help="x")]), "its destination 'device' is "
+     "one the command line uses itself"),
+    (dict(options=[Option("--size", dest="experiment", help="x")]), "destination 'experiment'"),
+    (dict(options=[Option("--size", help="x"), Option("--size", help="y")]),
+     "option --size is declared twice"),
+    (dict(options=[Option("--a", dest="size", help="x"), Option("--b", dest="size", help="y")]),
+     "options --a and --b share the destination 'size'"),
+    (dict(options=["--size"]), "its options must be Option declarations"),
+    (dict(options=[Option("--size", type=3, help="x")]), "its type must be callable"),
+    (dict(options=[Option("--size", type="_parse_size", help="x")]),
+     "its type '_parse_size' names a function of the experiment's module, and it has none"),
+    (dict(command="reproduce"), "the command 'reproduce' is reserved"),
+    (dict(name="all", command="all-run"), "the name 'all' is reserved"),
+    (dict(command="two words"), "must be a word of letters"),
+    (dict(command="--run"), "must be a word of letters"),
+    (dict(quick=None), "quick must be a dict of JSON-able settings"),
+    (dict(full=None), "full must be a dict of JSON-able settings"),
+    (dict(full=dict(size={1, 2})), "full must be a dict of JSON-able settings"),
+    (dict(json_name="../x"), "json_name '../x' must be a plain file name"),
+    (dict(json_name="a/b"), "json_name 'a/b'"),
+    (dict(json_name="/tmp/x"), "json_name '/tmp/x'"),
+    (dict(json_name=""), "json_name ''"),
+    (dict(json_name=".."), "json_name '..'"),
+])
+def test_register_refuses_in_one_line_what_would_break_the_cli(changes, message, capsys):
+    before = dict(EXPERIMENTS)
+    with pytest.raises(ValueError, match="^experiment '[^']*': ") as refused:
+        register(_toy_declaration(**changes))
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+    assert EXPERIMENTS == before
+    with pytest.raises(SystemExit) as stop:  # every command still builds
+        main(["sweep", "--help"])
+    assert stop.value.code == 0 and "usage: intrinsic-rank sweep" in capsys.readouterr().out
+
+
+def test_register_refuses_a_type_or_part_its_module_does_not_define(tmp_path, monkeypatch):
+    (tmp_path / "toy_work_without_types.py").write_text(
+        _WORK + "\n\nfrom os.path import join as _joined\n_aliased, _other = len, str\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    declared = dict(name="toy-typed", command="toy-typed", title="A toy", paper="none",
+                    help="a toy", description="d", full=dict(size=3), quick=dict(size=2),
+                    module="toy_work_without_types", in_reproduce=False)
+    for option, message in [
+        (Option("--size", type="_size_type", help="x"),
+         "option --size: its type names _size_type, which toy_work_without_types does not "
+         "define"),
+        (Option("--size", type=int, convert="_as_list", help="x"),
+         "option --size: its convert names _as_list"),
+    ]:
+        with pytest.raises(ValueError, match="^experiment 'toy-typed': ") as refused:
+            register(Experiment(options=(option,), **declared))
+        assert message in str(refused.value)
+    with pytest.raises(ValueError, match="its module 'no_such_module_here' cannot be found"):
+        register(Experiment(**dict(declared, module="no_such_module_here")))
+    (tmp_path / "toy_work_without_run.py").write_text(_WORK.replace("def _run", "def _walk"))
+    with pytest.raises(ValueError, match="the part run names _run, which toy_work_without_run "
+                                         "does not define"):
+        register(Experiment(**dict(declared, module="toy_work_without_run")))
+    # names given by an import or a tuple assignment are found too; nothing was imported
+    for name in ("_joined", "_aliased", "_other"):
+        experiment = register(Experiment(
+            options=(Option("--size", type=name, help="x"),), **declared))
+        EXPERIMENTS.pop(experiment.name)
+    assert "toy_work_without_types" not in sys.modules
+
+
+def test_the_command_lines_own_options_are_the_ones_register_refuses():
+    from intrinsic_rank.cli import _shared_options
+    from intrinsic_rank.experiments.runner import COMMON_FLAGS
+
+    parent = _shared_options("runs/x")
+    flags = {flag: action.dest for action in parent._actions for flag in action.option_strings}
+    assert flags == {flag: dest for flag, dest in COMMON_FLAGS.items() if dest != "help"}

@@ -250,7 +250,6 @@ _STOPPER = textwrap.dedent("""
             name=name, command=name, title=name, paper="none", help="h", description="d",
             quick={}, full={}, run=run, tables=lambda result: [], plot=plot,
             verdicts=lambda result: [("c", "m", "agrees", "e")],
-            settings=lambda args: {},
             summary=lambda result: [], in_reproduce=False))
 
     make("toy-first", False)
@@ -392,7 +391,6 @@ def _toy_experiment(name, calls, value=0.5, extra=None):
                                   "agrees" if result["records"][-1]["value"] > 0
                                   else "does not agree", "rows > 0")],
         options=[Option("--size", type=int, default=2, help="how far to count")],
-        settings=lambda args: dict(size=args.size),
         summary=lambda result: [f"{name}: counting"],
         in_reproduce=False,
     )
@@ -485,7 +483,7 @@ register(Experiment(
     quick=dict(size=1), full=dict(size=1), run=run,
     tables=lambda r: [("rows", r["records"], ["size", "value"])], plot=plot,
     verdicts=lambda r: [("c", "m", "agrees", "e")],
-    settings=lambda a: {}, summary=lambda r: [], in_reproduce=False))
+    summary=lambda r: [], in_reproduce=False))
 if len(sys.argv) > 2:
     open(ready, "w").close()
 reproduce("slow", out=out, progress=True)
