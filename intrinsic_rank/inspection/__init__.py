@@ -59,9 +59,9 @@ from ._head_io import (
     HeadFacts,
     head_activations,
     head_facts,
-    head_output,
     parse_head,
 )
+from ._head_recompute import head_attention, head_output
 from ._head_truncation import (
     QUANTISATION_BLOCK,
     QUANTISATION_LEVELS,
@@ -76,7 +76,6 @@ from ._impose import imposed_queries, lm_loss
 from ._calibration import (
     HeadBasis,
     model_query_bases,
-    output_rows,
     query_edits,
     query_loss_gradients,
     sequential_query_bases,
@@ -122,6 +121,7 @@ __all__ = [
     "corpus_token_ids",
     "decoder_cell_proportions",
     "head_activations",
+    "head_attention",
     "head_facts",
     "heal_queries",
     "head_output",
@@ -132,7 +132,6 @@ __all__ = [
     "metric_truncated_query",
     "model_query_bases",
     "output_error_curve",
-    "output_rows",
     "parse_head",
     "precision_floor",
     "quantisation_noise",

@@ -35,8 +35,8 @@ from ._query_metric import (
     query_output_metric,
 )
 
-__all__ = ["HeadBasis", "model_query_bases", "output_rows", "query_edits",
-           "query_loss_gradients", "sequential_query_bases"]
+__all__ = ["HeadBasis", "model_query_bases", "query_edits", "query_loss_gradients",
+           "sequential_query_bases"]
 
 METRICS = (None, "output")
 """The metrics a basis is cut in: None (the realised queries' own, data-aware) or the head's
@@ -59,7 +59,7 @@ class HeadBasis(NamedTuple):
         The realised queries' own basis (the data-aware truncation's); its
         ``energies`` are the query energy along each direction, largest first.
     w_o : ndarray of shape (head_dim, d_model)
-        The head's rows of the output projection (:func:`output_rows`).
+        The head's rows of the output projection (``facts.w_o``).
     output_energy : float or None
         The mean energy per position of the head's layer's attention output on the
         calibration windows (what ``curve`` is a share of); None when not measured.
@@ -78,55 +78,10 @@ class HeadBasis(NamedTuple):
         return self.plain.energies
 
 
-def output_rows(model, layer, head):
-    """A head's rows of its layer's output projection: ``(head_dim, d_model)``, float64.
-
-    The head's output ``Y`` (``head_dim`` wide) enters the residual stream as
-    ``Y @ w_o``; the projection's bias, if any, belongs to the layer.
-
-    Parameters
-    ----------
-    model : LoadedModel, model name or path, TinyCausalLM, transformers model or adapter
-    layer, head : int
-
-    Returns
-    -------
-    w_o : ndarray of shape (head_dim, d_model)
-
-    Examples
-    --------
-    >>> w_o = output_rows("default", 1, 2)
-    >>> w_o.shape
-    (16, 64)
-    """
-    bare, kind, label = _resolve(model)
-    facts = _facts_of(bare, kind, label, [(layer, head)])[layer, head]
-    return _rows(bare, kind, facts)
-
-
-def _rows(bare, kind, facts):
-    _, site = _sites(bare, kind, facts.layer)
-    cut = slice(facts.head * facts.head_dim, (facts.head + 1) * facts.head_dim)
-    weight = site.weight.detach().to("cpu", torch.float64)
-    # a Linear stores (out, in); GPT-2's Conv1D stores (in, out)
-    rows = weight[cut] if kind == "hf" and bare.config.model_type == "gpt2" else weight[:, cut].T
-    return rows.numpy().copy()
-
-
-def _output_bias(bare, kind, layer):
-    _, site = _sites(bare, kind, layer)
-    bias = getattr(site, "bias", None)
-    return None if bias is None else bias.detach().to("cpu", torch.float64).numpy()
-
-
-def _layer_energy(heads, rows, bias):
+def _layer_energy(heads):
     """Mean energy per position of a layer's attention output ``sum_h Y_h w_o,h + b_o``."""
-    total = None
-    for data, w_o in zip(heads, rows):
-        part = np.asarray(data.Y, dtype=np.float64) @ w_o
-        total = part if total is None else total + part
-    if bias is not None:
-        total = total + bias
+    total = sum(np.asarray(data.Y, dtype=np.float64) @ data.facts.w_o for data in heads)
+    total = total + np.asarray(heads[0].facts.b_o, dtype=np.float64)
     return float(np.mean(np.sum(total ** 2, axis=-1)))
 
 
@@ -182,28 +137,21 @@ def model_query_bases(model, input_ids, *, metric="output", max_windows=16, batc
     pairs = _all_pairs(bare, kind, label)
     data = head_activations(model, input_ids, pairs, batch_size=batch_size, device=device,
                             progress=progress)
-    rows = {key: _rows(bare, kind, data[key].facts) for key in pairs}
-    energy = {}
-    for layer in sorted({layer for layer, _ in pairs}):
-        keys = [key for key in pairs if key[0] == layer]
-        energy[layer] = _layer_energy([data[key] for key in keys], [rows[key] for key in keys],
-                                      _output_bias(bare, kind, layer))
-    bases = {}
-    for key in pairs:
-        bases[key] = _head_basis(data[key].X, data[key].facts, rows[key], energy[key[0]],
-                                 metric, max_windows)
-    return bases
+    energy = {layer: _layer_energy([data[key] for key in pairs if key[0] == layer])
+              for layer in sorted({layer for layer, _ in pairs})}
+    return {key: _head_basis(data[key].X, data[key].facts, energy[key[0]], metric, max_windows)
+            for key in pairs}
 
 
-def _head_basis(X, facts, w_o, layer_energy, metric, max_windows):
+def _head_basis(X, facts, layer_energy, metric, max_windows):
     plain = metric_query_basis(X, facts)
     if metric is None:
-        return HeadBasis(facts, plain, None, plain, w_o, layer_energy)
-    weights = query_output_metric(X, facts, w_o, max_windows=max_windows)
+        return HeadBasis(facts, plain, None, plain, facts.w_o, layer_energy)
+    weights = query_output_metric(X, facts, max_windows=max_windows)
     basis = metric_query_basis(X, facts, weights)
     curve = output_error_curve(basis, layer_energy) if layer_energy > 0 else \
         np.zeros(facts.head_dim + 1)
-    return HeadBasis(facts, basis, curve, plain, w_o, layer_energy)
+    return HeadBasis(facts, basis, curve, plain, facts.w_o, layer_energy)
 
 
 def query_edits(bases, ranks):
@@ -298,12 +246,11 @@ def sequential_query_bases(model, input_ids, ranks, *, metric="output", max_wind
             keys = [key for key in edited if key[0] == layer]
             for key in keys:
                 f = facts[key]
-                w_o = _rows(bare, kind, f)
                 weights = (None if metric is None else
-                           query_output_metric(X, f, w_o, max_windows=max_windows))
+                           query_output_metric(X, f, max_windows=max_windows))
                 plain = metric_query_basis(X, f)
                 basis = plain if weights is None else metric_query_basis(X, f, weights)
-                fitted[key] = HeadBasis(f, basis, None, plain, w_o, None)
+                fitted[key] = HeadBasis(f, basis, None, plain, f.w_o, None)
             edits, _ = query_edits(fitted, {key: edited[key] for key in keys})
             imposed.enter_context(imposed_queries(bare, edits))
 
@@ -356,13 +303,14 @@ def query_loss_gradients(model, input_ids, heads, *, batch_size=8, device="cpu")
 
     bare, kind, label = _resolve(model)
     pairs = [tuple(p) for p in heads]
-    facts = _facts_of(bare, kind, label, pairs)
+    layers = {}
+    facts = _facts_of(bare, kind, label, pairs, layers)
     ids, _ = check_token_inputs(input_ids, None, model_vocab_size(bare, kind),
                                 model_max_positions(bare, kind))
     batch_size = check_int(batch_size, "batch_size")
     owners = {}
     for key in pairs:
-        param, index, _ = _query_block(bare, kind, *key, facts[key].head_dim)
+        param, index, _ = _query_block(layers, *key)
         module = next(m for m in bare.modules()
                       if any(p is param for p in m.parameters(recurse=False)))
         rows = index if not isinstance(index, tuple) else index[1]

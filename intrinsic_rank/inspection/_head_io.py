@@ -39,15 +39,12 @@ from ..nn import (
     load_model,
     model_max_positions,
     model_vocab_size,
-    rope_tables,
-    rotate,
-    soft_cap,
     unwrap_model,
-    visible_keys,
 )
+from ._head_recompute import head_output
 
 __all__ = ["READ_FAMILIES", "SELF_CHECK_TOLERANCES", "SELF_CHECK_WINDOWS", "HeadData",
-           "HeadFacts", "head_activations", "head_facts", "head_output", "parse_head"]
+           "HeadFacts", "head_activations", "head_facts", "parse_head"]
 
 READ_FAMILIES = tuple(t for family in HEAD_FAMILIES.values() if family.recomputed
                       for t in family.model_types)
@@ -55,7 +52,6 @@ READ_FAMILIES = tuple(t for family in HEAD_FAMILIES.values() if family.recompute
 the recomputed families of :data:`~intrinsic_rank.nn.HEAD_FAMILIES`."""
 
 _READ_TEXT = ", ".join(family.title for family in HEAD_FAMILIES.values() if family.recomputed)
-_CHUNK_BYTES = 64 << 20  # the float64 working set of one chunk of head_output
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -353,111 +349,6 @@ def head_facts(model, layer, head):
     layer, head = check_int(layer, "layer", minimum=0), check_int(head, "head", minimum=0)
     bare, kind, label = _resolve(model)
     return _facts_of(bare, kind, label, [(layer, head)])[layer, head]
-
-
-# ----------------------------------------------------------------------------
-# recomputing a head
-
-
-def _as_inputs(X, d_model):
-    if isinstance(X, torch.Tensor):
-        X = X.detach().cpu().numpy()
-    X = np.asarray(X)
-    if X.dtype.kind not in "fiu" or X.ndim != 3 or X.shape[-1] != d_model or 0 in X.shape:
-        raise ValueError(f"X must be a real array of shape (n, L, {d_model}) (the head's "
-                         f"d_model); got shape {X.shape} and dtype {X.dtype}")
-    if not np.isfinite(X).all():
-        raise ValueError("X holds NaN or infinity")
-    return X
-
-
-def _as_query(w_q, facts):
-    w_q = np.asarray(w_q, dtype=np.float64)
-    if w_q.shape != (facts.d_model, facts.head_dim) or not np.isfinite(w_q).all():
-        raise ValueError(f"w_q must be a finite array of shape ({facts.d_model}, "
-                         f"{facts.head_dim}); got shape {w_q.shape}")
-    return w_q
-
-
-def _chunk_rows(facts, L):
-    """Sequences per chunk of :func:`head_output`: about ``_CHUNK_BYTES`` of float64 each."""
-    norms = sum(n.width for n in (facts.q_norm, facts.k_norm)
-                if n is not None and n.axis == "layer")
-    per_row = 8 * L * (2 * L + facts.d_model + 3 * facts.head_dim + norms)
-    return max(1, _CHUNK_BYTES // per_row)
-
-
-def head_output(X, facts, *, w_q=None):
-    """A head's output recomputed from its input with its own weights.
-
-    ``Y = softmax(cap(scale * rope(n_q(X w_q + b_q)) rope(n_k(X w_k + b_k))^T) + mask)
-    (X w_v + b_v)`` per sequence, positions ``0 .. L-1``: the recipe of
-    :class:`HeadFacts` (``n_q``, ``n_k`` its norms, ``cap`` its soft-capping,
-    ``mask`` causal and within its sliding window).
-
-    Parameters
-    ----------
-    X : ndarray or torch.Tensor of shape (n, L, d_model)
-        Inputs of the head's layer (as :func:`head_activations` returns them).
-    facts : HeadFacts
-    w_q : ndarray of shape (d_model, head_dim), default=None
-        A query projection in place of the head's own (for instance its
-        truncation to a low rank), *before* any norm (:class:`HeadFacts`'
-        Notes); ``b_q`` stays the head's.
-
-    Returns
-    -------
-    Y : ndarray of shape (n, L, head_dim), float64
-        Computed in float64 throughout, in chunks of about 64 MiB.
-
-    Raises
-    ------
-    ValueError
-        For ``X`` of another width or not a finite 3-D array, ``w_q`` of
-        another shape, or an output that overflows float64 (never NaN from
-        finite inputs).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from intrinsic_rank.nn import load_model
-    >>> loaded = load_model("default")
-    >>> ids = np.random.default_rng(0).integers(0, 64, size=(2, 12))
-    >>> data = head_activations(loaded, ids, [(1, 2)])[1, 2]
-    >>> Y = head_output(data.X, data.facts)
-    >>> bool(np.linalg.norm(Y - data.Y) / np.linalg.norm(data.Y) < 1e-5)
-    True
-    """
-    X = _as_inputs(X, facts.d_model)
-    w_q = facts.w_q if w_q is None else _as_query(w_q, facts)
-    n, L, _ = X.shape
-    # a float64 copy: the inputs may be read-only (memory-mapped by a parallel worker)
-    t = lambda a: torch.from_numpy(np.array(a, dtype=np.float64))  # noqa: E731
-    wq, wk, wv, bq, bk, bv = map(t, (w_q, facts.w_k, facts.w_v, facts.b_q, facts.b_k,
-                                     facts.b_v))
-    rope = (rope_tables(facts.inv_freq, L, scaling=facts.rope_scaling)
-            if facts.positional == "rope" else None)
-    hidden = ~visible_keys(L, facts.causal, facts.window)
-    rows = _chunk_rows(facts, L)
-    Y = np.empty((n, L, facts.head_dim))
-    with torch.no_grad():
-        for start in range(0, n, rows):
-            x = t(X[start:start + rows])
-            q, k, v = x @ wq + bq, x @ wk + bk, x @ wv + bv
-            if facts.q_norm is not None:
-                q = facts.q_norm.apply(q, x)
-            if facts.k_norm is not None:
-                k = facts.k_norm.apply(k, x)
-            if rope is not None:
-                q, k = rotate(q, *rope), rotate(k, *rope)
-            logits = soft_cap(facts.scale * (q @ k.transpose(-1, -2)), facts.softcap)
-            logits = logits.masked_fill(hidden, float("-inf"))
-            Y[start:start + rows] = (torch.softmax(logits, dim=-1) @ v).numpy()
-    if not np.isfinite(Y).all():
-        raise ValueError(f"head_output: {facts.name}'s output overflows float64 on these "
-                         f"inputs (largest |X| {float(np.abs(X).max()):.3g}): its projections "
-                         "or scores are beyond the range of a number")
-    return Y
 
 
 # ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import dataclasses
 import numpy as np
 
 from .._validation import check_int, check_seed, keyed_rng
-from ._head_io import _as_inputs, head_output
+from ._head_recompute import _as_inputs, head_output
 
 __all__ = ["QUANTISATION_BLOCK", "QUANTISATION_LEVELS", "precision_floor",
            "quantisation_noise", "query_basis", "relative_error", "truncated_head",

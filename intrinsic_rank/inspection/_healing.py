@@ -110,12 +110,12 @@ def _owner(bare, param):
     raise RuntimeError("the query parameter belongs to no module")  # pragma: no cover
 
 
-def _parametrize(bare, kind, facts, factors):
+def _parametrize(bare, layers, factors):
     """Parametrizations of the query weights (and biases): ``[(module, name, rows, keys)]``
     for the weights, and ``[(module, name, biases)]`` for the biases."""
     groups = {}
     for key, (A, a, C) in factors.items():
-        param, index, transposed = _query_block(bare, kind, *key, facts[key].head_dim)
+        param, index, transposed = _query_block(layers, *key)
         groups.setdefault(id(param), (param, []))[1].append((key, (index, transposed),
                                                              (A, a, C)))
     installed, biases = [], []
@@ -126,7 +126,7 @@ def _parametrize(bare, kind, facts, factors):
         installed.append((module, name, rows, [key for key, _, _ in items]))
         with_bias = {}
         for slot, (key, _, (_, a, _)) in enumerate(items):
-            block = _bias_block(bare, kind, *key, facts[key].head_dim)
+            block = _bias_block(layers, *key)
             if block is not None:
                 with_bias.setdefault(id(block[0]), (block[0], []))[1].append(
                     (block[1], slot, a))
@@ -248,7 +248,8 @@ def heal_queries(model, factors, train_ids, validation_ids, *, test_ids=None, ma
     bare, kind, label = _resolve(model)
     if not factors:
         raise ValueError("factors must name at least one head")
-    facts = _facts_of(bare, kind, label, list(factors))
+    layers = {}
+    facts = _facts_of(bare, kind, label, list(factors), layers)
     checked = {}
     for key, value in factors.items():
         try:
@@ -283,7 +284,7 @@ def heal_queries(model, factors, train_ids, validation_ids, *, test_ids=None, ma
             bare.to(device).eval()
             for p, _ in grads:
                 p.requires_grad_(False)
-            installed, biases = _parametrize(bare, kind, facts, checked)
+            installed, biases = _parametrize(bare, layers, checked)
             return _heal(bare, kind, installed, biases, train, val, test, max_steps, lr,
                          batch_size, eval_every, patience, min_fall, max_seconds, rng, device,
                          progress, start)

@@ -37,8 +37,7 @@ import numpy as np
 import torch
 
 from .._validation import check_int, check_real
-from ..nn import rope_tables, rotate
-from ._head_io import _as_inputs
+from ._head_recompute import _as_inputs, head_attention
 
 __all__ = ["MetricBasis", "metric_query_basis", "metric_truncated_query",
            "output_error_curve", "query_output_metric"]
@@ -81,39 +80,22 @@ def _check_w_o(w_o, facts):
     return w_o
 
 
-def _attention(facts, length):
-    """``attend(q, k, v)``: the head's softmax attention from its (unrotated) queries."""
-    tables = (rope_tables(facts.inv_freq, length, dtype=torch.float32)
-              if facts.positional == "rope" else None)
-    future = torch.ones(length, length, dtype=torch.bool).triu(1)
-
-    def attend(q, k, v):
-        if tables is not None:
-            q = rotate(q, *tables)
-        logits = facts.scale * (q @ k.transpose(-1, -2))
-        if facts.causal:
-            logits = logits.masked_fill(future, float("-inf"))
-        return torch.softmax(logits, dim=-1) @ v
-
-    return attend, tables
-
-
-def query_output_metric(X, facts, w_o, *, max_windows=None):
+def query_output_metric(X, facts, w_o=None, *, max_windows=None):
     """The output metric ``mean_i J_i^T J_i`` of a head's queries on its inputs.
 
     ``J_i`` is the derivative of the head's output through its slice of the
     output projection, ``O_i = Y_i w_o``, with respect to its query ``q_i``
-    (before rotation), keys and values held: computed exactly, by one
-    forward-mode derivative per query channel, in float32.
+    (before any norm or rotation), keys and values held: computed exactly, by
+    one forward-mode derivative per query channel through every step of the head
+    (:func:`~intrinsic_rank.inspection.head_attention`), in float32.
 
     Parameters
     ----------
     X : ndarray of shape (n, L, d_model)
         Inputs of the head's layer (after the pre-attention norm).
     facts : HeadFacts
-    w_o : ndarray of shape (head_dim, d_model)
-        The head's rows of the output projection (``facts.w_o`` where the
-        reader gives it).
+    w_o : ndarray of shape (head_dim, d_model) or None, default=None
+        The head's rows of the output projection; None: ``facts.w_o``.
     max_windows : int or None, default=None
         Use only the first windows (the metric is a mean; a few windows of a
         corpus give it to a few per cent).
@@ -135,36 +117,26 @@ def query_output_metric(X, facts, w_o, *, max_windows=None):
     >>> loaded = load_model("default")
     >>> ids = np.random.default_rng(0).integers(0, 64, (4, 12))
     >>> data = head_activations(loaded, ids, ["L1H2"])[1, 2]
-    >>> w_o = loaded.module.blocks[1].proj.weight.detach().numpy().T[32:48]
-    >>> metric = query_output_metric(data.X, data.facts, w_o)
+    >>> metric = query_output_metric(data.X, data.facts)
     >>> metric.shape, bool(np.allclose(metric, metric.T))
     ((16, 16), True)
     """
     X = _as_inputs(X, facts.d_model)
-    w_o = _check_w_o(w_o, facts)
+    w_o = _check_w_o(facts.w_o if w_o is None else w_o, facts)
     if max_windows is not None:
         X = X[:check_int(max_windows, "max_windows")]
     n, L, _ = X.shape
     hd = facts.head_dim
-    attend, tables = _attention(facts, L)
-    wq, wk, wv = (_tensor(w) for w in (facts.w_q, facts.w_k, facts.w_v))
-    bq, bk, bv = (_tensor(b) for b in (facts.b_q, facts.b_k, facts.b_v))
     gram = _tensor(w_o @ w_o.T)
     eye = torch.eye(hd)
     rows = max(1, _CHUNK_BYTES // (4 * L * (hd * (L + 2 * hd) + facts.d_model)))
     total = torch.zeros(hd, hd, dtype=torch.float64)
     with torch.no_grad():
         for start in range(0, n, rows):
-            x = _tensor(X[start:start + rows])
-            q, k, v = x @ wq + bq, x @ wk + bk, x @ wv + bv
-            if tables is not None:
-                k = rotate(k, *tables)
+            q, attend = head_attention(_tensor(X[start:start + rows]), facts)
 
-            def output(query, k=k, v=v):
-                return attend(query, k, v)
-
-            def tangent(direction, q=q, output=output):
-                return torch.func.jvp(output, (q,), (direction.expand_as(q),))[1]
+            def tangent(direction, q=q, attend=attend):
+                return torch.func.jvp(attend, (q,), (direction.expand_as(q),))[1]
 
             # (hd tangents, c, L, hd): column a of every J_i, through the values
             with warnings.catch_warnings():  # torch's own forward-mode rules still script

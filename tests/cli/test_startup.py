@@ -209,7 +209,8 @@ def test_every_model_taking_help_lists_the_packaged_models(capsys):
     from intrinsic_rank._packaged_models import PACKAGED_MODELS
 
     commands = _model_commands()
-    assert set(commands) == {"reach", "profile", "lm-geometry", "corpus-ranks", "head-ranks"}
+    assert set(commands) == {"reach", "profile", "lm-geometry", "corpus-ranks", "head-ranks",
+                             "model-rank"}
     for command in commands:
         text = _help_of(command, capsys)
         assert "'default' (the embedded model)" in text, command

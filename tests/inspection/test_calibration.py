@@ -16,7 +16,6 @@ from intrinsic_rank.inspection import (
     imposed_queries,
     lm_loss,
     model_query_bases,
-    output_rows,
     query_edits,
     query_loss_gradients,
     sequential_query_bases,
@@ -69,7 +68,7 @@ def _hooked_attention_output(model, layer):
 def test_the_heads_through_their_rows_are_the_layers_attention_output(model):
     pairs = [(1, h) for h in range(4)]
     data = head_activations(model, IDS, pairs)
-    total = sum(np.asarray(data[k].Y, np.float64) @ output_rows(model, *k) for k in pairs)
+    total = sum(np.asarray(data[k].Y, np.float64) @ data[k].facts.w_o for k in pairs)
     hooked = _hooked_attention_output(model, 1)
     bias = hooked - total  # what is left is the projection's bias, the same at every position
     assert np.allclose(bias, bias[0, 0], atol=1e-5)

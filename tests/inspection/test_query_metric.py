@@ -19,7 +19,6 @@ from intrinsic_rank.inspection import (
     metric_query_basis,
     metric_truncated_query,
     output_error_curve,
-    output_rows,
     query_basis,
     query_output_metric,
 )
@@ -46,7 +45,7 @@ def _llama():
 def head(request):
     model = load_model("default").module if request.param == "default" else _llama()
     data = head_activations(model, IDS, [(1, 2)])[1, 2]
-    return model, data, output_rows(model, 1, 2)
+    return model, data, data.facts.w_o
 
 
 def _finite_difference_metric(data, w_o, step=1e-4):

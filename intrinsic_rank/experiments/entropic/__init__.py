@@ -60,14 +60,6 @@ _CORPORA_OPTION = Option("--corpora", type="_corpus_list", scaled=True,
 """``--corpora``, which corpus-ranks, head-ranks and model-rank take (each with its own
 count)."""
 
-_N_FIT_OPTION = Option("--n-fit", type=bounded_int(2, 65536), scaled=True,
-                       help="training windows per corpus")
-"""``--n-fit``, the training windows of head-ranks and model-rank."""
-
-_N_TEST_OPTION = Option("--n-test", type=bounded_int(2, 65536), scaled=True,
-                        help="windows of the test documents for the model's loss")
-"""``--n-test``, the test windows of head-ranks and model-rank."""
-
 # -- sweep --------------------------------------------------------------------------------
 
 _SWEEP = dict(teachers=["linear", "softmax"], r_star=4, d=16, seq_len=8, n_samples=2048,
@@ -371,7 +363,7 @@ HEAD_RANKS = Experiment(
             "standard library's files, split by file)"),
         Option("--tolerances", type="_tolerance_list", scaled=True,
                help="comma-separated tolerances in (0, 1)"),
-        _N_FIT_OPTION,
+        shared_option("--n-fit", scaled=True),
         Option("--n-heldout", type=bounded_int(2, 65536), scaled=True,
                help="held-out windows per corpus"),
         shared_option("--length", type=bounded_int(4, 4096), scaled=True,
@@ -409,7 +401,7 @@ HEAD_RANKS = Experiment(
         Option("--no-impose", dest="impose", action="store_false", scaled=True,
                help="skip imposing the ranks on the model (done when every head is measured "
                "and nothing is planted)"),
-        _N_TEST_OPTION,
+        shared_option("--n-test", scaled=True),
         shared_option("--jobs", scaled=True, help="layers measured at once: " + JOBS_RULE),
     ),
     module=_MODULE.format("_head_ranks"),
@@ -465,10 +457,12 @@ MODEL_RANK = Experiment(
         Option("--budgets", type="_share_list", scaled=True,
                help="comma-separated shares of the total query rank every allocation is "
                "measured at, each in (0, 1)"),
-        _N_FIT_OPTION.replace(help="training windows per corpus (calibration, healing)"),
+        shared_option("--n-fit", scaled=True,
+                      help="training windows per corpus (calibration, healing)"),
         Option("--n-validation", type=bounded_int(2, 65536), scaled=True,
                help="validation windows per corpus (the search, healing's stop)"),
-        _N_TEST_OPTION.replace(help="test windows per corpus (every loss reported)"),
+        shared_option("--n-test", scaled=True,
+                      help="test windows per corpus (every loss reported)"),
         shared_option("--length", type=bounded_int(4, 4096), scaled=True,
                       help="tokens per window, BOS included"),
         Option("--metric-windows", type=bounded_int(1, 65536), scaled=True,

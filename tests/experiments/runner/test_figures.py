@@ -189,6 +189,39 @@ def _cell_shares():
                 tokens=tokens, config=dict(n_prompts=256))
 
 
+def _model_rank(n_layers=30, n_heads=9, corpora=("code", "prose")):
+    rng = np.random.default_rng(0)
+    rows, found, maps = [], [], []
+    kinds = ("output share", "weighted share", "uniform", "query energy", "r*_attn")
+    for corpus in corpora:
+        for share in (0.3, 0.4, 0.5, 0.6, 0.7):
+            for k, kind in enumerate(kinds):
+                for calibration in ("none", "output", "sequential")[:3 if k == 0 else 2]:
+                    loss = 1.77 * (1 + (0.7 - share) ** 2 * (1 + k) * (2 if calibration ==
+                                                                       "none" else 1))
+                    rows.append(dict(corpus=corpus, stage="grid", split="test", budget=share,
+                                     allocation=kind, calibration=calibration, healed=False,
+                                     rank_share=share, loss=loss, rise=loss / 1.77 - 1))
+        for eps, share in ((0.005, 0.62), (0.01, 0.5), (0.02, 0.44), (0.05, 0.35)):
+            found.append(dict(corpus=corpus, epsilon=eps, rank_share=share,
+                              test_loss=1.77 * (1 + 0.8 * eps), test_rise=0.8 * eps))
+        grid = rng.integers(1, 65, (n_layers, n_heads)).tolist()
+        maps.append(dict(corpus=corpus, epsilon=0.01, model=grid, attn=grid[::-1], tol=0.05,
+                         rho=0.3, low=0.2, high=0.4, n=n_layers * n_heads))
+    pairs = [dict(rise=float(r), **{p: float(r * rng.uniform(0.5, 2)) for p in (
+        "output share (first order)", "Fisher (query)", "head variance")})
+        for r in rng.exponential(0.002, 60)]
+    currency = dict(pairs=pairs, spearman={p: dict(rho=0.5, low=0.3, high=0.7, n=60) for p in (
+        "output share (first order)", "Fisher (query)", "head variance")})
+    history = [dict(step=s, kl=0.1, validation=2.96 * (1 + 0.01 / (1 + s / 20)),
+                    test=1.77 * (1 + 0.012 / (1 + s / 20))) for s in range(0, 201, 20)]
+    healing = dict(corpus=corpora[0], epsilon=0.01, rank_share=0.5, history=history,
+                   best_step=200)
+    return Bunch(rows=rows, r_star_model=found, maps=maps, currency=currency, healing=healing,
+                 unedited={c: dict(validation=2.96, test=1.77) for c in corpora},
+                 config=dict(model="smollm2-135m"))
+
+
 FIGURES = {
     "plot_sweep": lambda f: f(_sweep()),
     "plot_ladder": lambda f: f(_ladder()),
@@ -205,6 +238,10 @@ FIGURES = {
     "plot_accessibility": lambda f: f(_accessibility()),
     "plot_copy_cliff": lambda f: f(_copy()),
     "plot_cell_shares": lambda f: f(_cell_shares()),
+    "plot_model_rank": lambda f: f(_model_rank()),
+    "plot_model_rank_maps": lambda f: f(_model_rank()),
+    "plot_model_rank_healing": lambda f: f(_model_rank()),
+    "plot_model_rank_currency": lambda f: f(_model_rank()),
 }
 # the embedded model's shape too: one row of short maps, whose colour-bar labels are longer
 # than the maps are tall
@@ -212,6 +249,8 @@ CASES = [(name, FIGURES[name]) for name in sorted(FIGURES)] + [
     ("plot_head_profile", lambda f: f(_profile(n_layers=2, n_heads=4))),
     ("plot_head_scores", lambda f: f(_profile(n_layers=2, n_heads=4))),
     ("plot_head_rank_map", lambda f: f(_head_ranks(n_layers=2, n_heads=4))),
+    ("plot_model_rank_maps", lambda f: f(_model_rank(n_layers=2, n_heads=4,
+                                                     corpora=("random",)))),
 ]
 
 

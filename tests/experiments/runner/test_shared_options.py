@@ -26,16 +26,17 @@ def _jobs_options():
 
 
 def test_every_jobs_option_is_the_shared_one_with_one_default_and_its_rule():
-    from intrinsic_rank.experiments import head_rank_map
+    from intrinsic_rank.experiments import head_rank_map, model_rank
 
     users = _jobs_options()
-    assert [experiment.name for experiment, _ in users] == ["head-ranks"]
+    assert [experiment.name for experiment, _ in users] == ["head-ranks", "model-rank"]
     for experiment, option in users:
         assert option.origin is SHARED_OPTIONS["--jobs"] and option.dest == "n_jobs"
         assert option.default == DEFAULT_JOBS == experiment.full["n_jobs"]
         assert JOBS_RULE in option.help
     # the Python function the command runs has the same default
     assert inspect.signature(head_rank_map).parameters["n_jobs"].default == DEFAULT_JOBS
+    assert inspect.signature(model_rank).parameters["n_jobs"].default == DEFAULT_JOBS
 
 
 def test_the_jobs_help_states_run_parallels_thread_rule(monkeypatch):
