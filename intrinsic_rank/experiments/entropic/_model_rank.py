@@ -36,7 +36,7 @@ from ._model_search import (
     search_budget,
 )
 
-__all__ = ["BUDGETS", "EPSILONS", "GOAL_EPSILON", "GOAL_SHARE", "model_rank",
+__all__ = ["BUDGETS", "EPSILONS", "GOAL_EPSILON", "GOAL_SHARE", "check_budgets", "model_rank",
            "model_rank_verdicts"]
 
 EPSILONS = (0.005, 0.01, 0.02, 0.05)
@@ -257,6 +257,7 @@ def model_rank(model="smollm2-135m", *, save=None, checkpoint=None, n_jobs=1, pr
     if save is not None:
         save = _checked_save(save)
     loaded = model if isinstance(model, LoadedModel) else load_model(model, progress=progress)
+    check_budgets(loaded, s["budgets"])
     windows = {c: corpus_windows(loaded, c, n_fit=s["n_fit"], n_validation=s["n_validation"],
                                  n_test=s["n_test"], length=s["length"],
                                  random_state=s["random_state"]) for c in s["corpora"]}
@@ -354,6 +355,35 @@ def _measure_all(loaded, windows, records, s, checkpoint, device, steps):
                  currency=currency, healing=healing, transfer=transfer, unedited=unedited,
                  config=config, saved=None, evaluators=evaluators, factors=factors,
                  stage_seconds=seconds)
+
+
+def check_budgets(loaded, budgets):
+    """Refuse, before any work, a budget below one query rank per head of the model.
+
+    Parameters
+    ----------
+    loaded : LoadedModel
+    budgets : sequence of float
+        Shares of the total query rank.
+
+    Raises
+    ------
+    ValueError
+        Naming the smallest budget the model allows (one rank per head), and
+        also for a model whose heads the library does not read.
+    """
+    from ...inspection import head_facts
+    from ...nn import query_key_weights
+
+    layers = query_key_weights(loaded.module)
+    head_facts(loaded, 0, 0)  # a family the reader does not recompute: its one line, now
+    widths = [min(layer.d_model, layer.d_head) for layer in layers for _ in range(layer.n_heads)]
+    least = len(widths) / sum(widths)
+    low = [b for b in budgets if b < least]
+    if low:
+        raise ValueError(f"budgets {', '.join(f'{b:g}' for b in low)} are below one query rank "
+                         f"per head: {loaded.label} has {len(widths)} heads and a total query "
+                         f"rank of {sum(widths)}, so the smallest budget is {least:.4f}")
 
 
 def _checked_save(path):
@@ -637,6 +667,17 @@ def _check(settings):
     if checkpoint is not None and os.path.exists(checkpoint) and not os.path.isdir(checkpoint):
         raise ValueError(f"{checkpoint} is a file where the folder of the finished measurements "
                          "goes: move it, or give another --out")
+    from ..._packaged_models import model_heads
+
+    shape = model_heads(settings["model"])
+    if shape is not None:  # a packaged model: its size is known before it loads
+        heads = shape["n_layers"] * shape["n_heads"]
+        least = 1 / shape["width"]
+        low = [b for b in settings.get("budgets", ()) if b < least]
+        if low:
+            raise ValueError(f"budgets {', '.join(f'{b:g}' for b in low)} are below one query "
+                             f"rank per head: {settings['model']} has {heads} heads of width "
+                             f"{shape['width']}, so the smallest budget is {least:.4f}")
 
 
 def _share_list(text):

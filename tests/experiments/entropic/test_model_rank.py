@@ -241,3 +241,20 @@ def test_the_layer_weights_are_the_measured_rise_per_unit_of_share(result):
             rise = lm_loss(loaded, windows["validation"]) / base - 1
         assert weight == pytest.approx(rise / share, rel=1e-6) or rise <= 0
         assert weight > 0
+
+
+def test_a_budget_below_one_rank_per_head_and_an_unread_model_are_one_line(tmp_path, capsys):
+    # the embedded model: 8 heads of width 16, so the least budget is 8 / 128
+    with pytest.raises(ValueError, match="below one query rank per head.*0.0625"):
+        model_rank("default", **dict(SMALL, budgets=[0.05, 0.5]))
+    status = cli.main(["model-rank", "default", "--budgets", "0.05", "--out",
+                       str(tmp_path / "o"), "--quiet"])
+    assert status == 2 and "smallest budget is 0.0625" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    tf = pytest.importorskip("transformers")
+    encoder = tf.BertForMaskedLM(tf.BertConfig(hidden_size=16, num_attention_heads=2,
+                                               num_hidden_layers=1, intermediate_size=32,
+                                               vocab_size=64))
+    with pytest.raises(ValueError, match="encoder") as refused:
+        model_rank(encoder, **SMALL)
+    assert "\n" not in str(refused.value)
