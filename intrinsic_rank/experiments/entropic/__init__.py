@@ -418,8 +418,9 @@ _MODEL_RANK = dict(model="smollm2-135m", corpora=["code", "prose"],
                    epsilons=[0.005, 0.01, 0.02, 0.05], budgets=[0.3, 0.4, 0.5, 0.6, 0.7],
                    **MODEL_RANK_WINDOWS, metric_windows=16,
                    calibrations=["none", "output", "sequential"], map_distill="none",
-                   n_pairs=60, heal=True, heal_steps=400, heal_lr=1e-5, heal_batch=8,
-                   heal_every=20, heal_seconds=1200.0, save=None, save_epsilon=0.01,
+                   n_pairs=60, heal=True, heal_windows=256, heal_steps=400, heal_lr=1e-4,
+                   heal_batch=8, heal_every=20, heal_seconds=1200.0, save=None,
+                   save_epsilon=0.01,
                    n_jobs=DEFAULT_JOBS)
 
 MODEL_RANK = Experiment(
@@ -445,7 +446,7 @@ MODEL_RANK = Experiment(
     full=_MODEL_RANK,
     quick=dict(_MODEL_RANK, corpora=["code"], epsilons=[0.01, 0.05], budgets=[0.4, 0.6],
                n_fit=16, n_validation=8, n_test=8, length=64, metric_windows=4, n_pairs=8,
-               heal_steps=10, heal_every=5),
+               heal_windows=16, heal_steps=10, heal_every=5),
     options=(
         _QUICK,
         shared_option("model", scaled=True),
@@ -477,6 +478,9 @@ MODEL_RANK = Experiment(
                help="(head, rank) pairs measured alone to check the currency, 0 or at least 4"),
         Option("--no-heal", dest="heal", action="store_false", scaled=True,
                help="skip healing the low-rank queries"),
+        Option("--heal-windows", type=bounded_int(2, 65536), scaled=True,
+               help="training windows healing draws its batches from (more than --n-fit: "
+               "healing trains every head at once and would learn a few windows by heart)"),
         Option("--heal-steps", type=bounded_int(0, 10**6), scaled=True,
                help="the most healing steps (Adam, a batch of training windows each)"),
         Option("--heal-lr", type=bounded_float(0.0, 1.0, low_open=True), scaled=True,

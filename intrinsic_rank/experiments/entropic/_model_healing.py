@@ -2,7 +2,8 @@
 
 The factors at ``r*_model(save_epsilon)`` of the first corpus, cut in the heads' output
 metric, are distilled end to end toward the unedited model
-(:func:`~intrinsic_rank.inspection.heal_queries`): on the corpus's training windows,
+(:func:`~intrinsic_rank.inspection.heal_queries`): on ``heal_windows`` windows of the
+corpus's training documents (the calibration's first ones among them),
 stopped and chosen by its validation windows, the test loss recorded at each reading.
 A finished healing is kept in the run's checkpoint folder (the factors as ``.npz``, the
 history as JSON, with the key of what shaped them) and reused by a rerun of the same
@@ -14,6 +15,7 @@ import os
 import numpy as np
 
 from ...inspection import heal_queries
+from ._model_search import corpus_windows
 
 __all__ = ["heal_at"]
 
@@ -103,8 +105,12 @@ def heal_at(evaluator, found, settings, progress, checkpoint=None):
     kept = None if path is None else _cached_healing(path, key)
     if kept is None:
         _, factors = evaluator.edits(ranks, CALIBRATION)
+        train = corpus_windows(evaluator.loaded, evaluator.corpus,
+                               n_fit=settings["heal_windows"], n_validation=2, n_test=2,
+                               length=settings["length"],
+                               random_state=settings["random_state"])["train"]
         result = heal_queries(
-            evaluator.loaded, factors, evaluator.windows["train"],
+            evaluator.loaded, factors, train,
             evaluator.windows["validation"], test_ids=evaluator.windows["test"],
             max_steps=settings["heal_steps"], lr=settings["heal_lr"],
             batch_size=settings["heal_batch"], eval_every=settings["heal_every"],

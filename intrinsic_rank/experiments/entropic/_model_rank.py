@@ -64,14 +64,21 @@ def _head_map(ranks, n_layers, n_heads):
 
 
 def _map_records(loaded, corpora, settings, checkpoint, n_jobs, progress, device):
-    """The ``r*_attn`` map on every corpus (training-free unless distillation is asked)."""
+    """The ``r*_attn`` map on every corpus (training-free unless distillation is asked).
+
+    Read on at most head-ranks' own windows (:data:`HEAD_RANK_WINDOWS`, of the
+    training and validation documents): at the default sizes its parts are the ones a
+    ``head-ranks`` run of the same settings keeps.
+    """
+    from . import HEAD_RANK_WINDOWS
     from ._real_heads import head_rank_map
 
     distill = settings["map_distill"]
     result = head_rank_map(
-        loaded, list(corpora), "all", n_fit=settings["n_fit"],
-        n_heldout=settings["n_validation"], length=settings["length"], distill=distill,
-        precision_draws=0 if distill == "none" else 3,
+        loaded, list(corpora), "all", n_fit=min(settings["n_fit"], HEAD_RANK_WINDOWS["n_fit"]),
+        n_heldout=min(settings["n_validation"], HEAD_RANK_WINDOWS["n_heldout"]),
+        length=settings["length"],
+        distill=distill, precision_draws=0 if distill == "none" else 3,
         checkpoint=None if checkpoint is None else os.path.join(checkpoint, "head_ranks"),
         n_jobs=n_jobs, random_state=settings["random_state"], progress=progress,
         device=device)
@@ -181,7 +188,7 @@ def _checked(settings):
                          f"{', '.join(f'{e:g}' for e in s['epsilons'])}")
     for name, low in (("n_fit", 2), ("n_validation", 2), ("n_test", 2), ("length", 4),
                       ("metric_windows", 1), ("n_pairs", 0), ("heal_steps", 0),
-                      ("heal_batch", 1), ("heal_every", 1)):
+                      ("heal_batch", 1), ("heal_every", 1), ("heal_windows", 2)):
         s[name] = check_int(s[name], name, minimum=low)
     if 0 < s["n_pairs"] < 4:
         raise ValueError(f"n_pairs must be 0 (no currency check) or at least 4; got "
@@ -204,7 +211,8 @@ MODEL_RANK_DEFAULTS = dict(
     corpora=["code", "prose"], epsilons=list(EPSILONS), budgets=list(BUDGETS), n_fit=48,
     n_validation=32, n_test=32, length=128, metric_windows=16,
     calibrations=list(CALIBRATIONS), map_distill="none", n_pairs=60, heal=True,
-    heal_steps=400, heal_lr=1e-5, heal_batch=8, heal_every=20, heal_seconds=1200.0,
+    heal_windows=256, heal_steps=400, heal_lr=1e-4, heal_batch=8, heal_every=20,
+    heal_seconds=1200.0,
     save_epsilon=GOAL_EPSILON, random_state=0)
 """The settings of :func:`model_rank` a call does not give."""
 
