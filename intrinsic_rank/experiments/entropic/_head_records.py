@@ -2,7 +2,7 @@
 
 from ..._packaged_models import model_title
 
-__all__ = ["FINDINGS_TOL", "findings_tol", "model_name", "unplanted"]
+__all__ = ["FINDINGS_TOL", "answer_at", "findings_tol", "model_name", "unplanted"]
 
 FINDINGS_TOL = 0.05
 """The tolerance whose ``r*_attn`` the findings test (fixed before the run)."""
@@ -29,3 +29,46 @@ def findings_tol(tolerances):
 def unplanted(records):
     """The records of heads as trained (not planted) that hold an answer."""
     return [r for r in records if r.get("planted_rank") is None and r.get("r_star")]
+
+
+def answer_at(record, tol, key="r_star"):
+    """A head's answer at one of its measured tolerances: ``r*_attn(tol)`` by default.
+
+    Every per-tolerance list of a record (``r_star``, ``r_star_free``,
+    ``r_star_text``, ``r_star_lower``, ``below_precision``, ...) is read through
+    this accessor, in the order of the record's ``tolerances``.
+
+    Parameters
+    ----------
+    record : dict
+        One head's record (:func:`~intrinsic_rank.experiments.measure_head`, or a
+        row of a map's ``records``).
+    tol : float
+        One of ``record["tolerances"]``.
+    key : str, default="r_star"
+        The per-tolerance list to read.
+
+    Returns
+    -------
+    value
+        The rank (``None`` when no rank below the head's width reached ``tol``),
+        or the list's entry at ``tol``.
+
+    Raises
+    ------
+    ValueError
+        If ``tol`` was not measured for this record.
+
+    Examples
+    --------
+    >>> rec = dict(tolerances=[0.01, 0.05], r_star=[None, 7], r_star_free=[None, 9])
+    >>> answer_at(rec, 0.05), answer_at(rec, 0.01), answer_at(rec, 0.05, "r_star_free")
+    (7, None, 9)
+    """
+    tolerances = record["tolerances"]
+    try:
+        i = tolerances.index(tol)
+    except ValueError:
+        raise ValueError(f"tolerance {tol:g} was not measured for this head (its tolerances: "
+                         f"{', '.join(f'{t:g}' for t in tolerances)})") from None
+    return record[key][i]

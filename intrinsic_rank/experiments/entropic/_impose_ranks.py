@@ -26,6 +26,7 @@ import numpy as np
 from ...inspection import corpus_token_ids, head_facts, imposed_queries, lm_loss
 from ...nn import model_vocab_size, unwrap_model
 from ._head_measure import energy_rank, query_rows
+from ._head_records import answer_at
 
 __all__ = ["ALLOCATIONS", "GOAL_LOSS_RISE", "GOAL_RANK_SHARE", "allocation_ranks",
            "impose_verdicts", "impose_ranks"]
@@ -38,10 +39,6 @@ GOAL_LOSS_RISE = 0.01
 
 GOAL_RANK_SHARE = 0.5
 """The goal's budget: at most this share of the total query rank kept."""
-
-
-def _answer(record, tol, key="r_star"):
-    return record[key][record["tolerances"].index(tol)]
 
 
 def allocation_ranks(records, tol, kind):
@@ -74,11 +71,11 @@ def allocation_ranks(records, tol, kind):
     if kind not in ALLOCATIONS:
         raise ValueError(f"kind must be one of {', '.join(ALLOCATIONS)}; got {kind!r}")
     key = lambda r: (r["layer"], r["head"])  # noqa: E731
-    target = {key(r): _answer(r, tol) or r["width"] for r in records}
+    target = {key(r): answer_at(r, tol) or r["width"] for r in records}
     if kind == "r*_attn":
         return target
     if kind == "training-free":
-        return {key(r): _answer(r, tol, "r_star_free") or r["width"] for r in records}
+        return {key(r): answer_at(r, tol, "r_star_free") or r["width"] for r in records}
     if kind == "half":
         return {k: max(1, v // 2) for k, v in target.items()}
     budget = sum(target.values())

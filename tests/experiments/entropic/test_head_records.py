@@ -1,0 +1,21 @@
+"""What the figures, the answers and impose read from a map's records: one accessor."""
+
+import pytest
+
+from intrinsic_rank.experiments.entropic._head_records import answer_at
+
+RECORD = dict(tolerances=[0.01, 0.05, 0.2], r_star=[None, 7, 3], r_star_free=[None, 9, 3],
+              r_star_text=["> 15", "7", "3"])
+
+
+@pytest.mark.parametrize("tol, key, value", [
+    (0.01, "r_star", None), (0.05, "r_star", 7), (0.2, "r_star", 3),
+    (0.05, "r_star_free", 9), (0.01, "r_star_text", "> 15")])
+def test_each_tolerance_reads_its_own_entry(tol, key, value):
+    assert answer_at(RECORD, tol, key) == value
+
+
+def test_a_tolerance_not_measured_is_one_line():
+    with pytest.raises(ValueError, match=r"tolerance 0.1 was not measured for this head "
+                                         r"\(its tolerances: 0.01, 0.05, 0.2\)"):
+        answer_at(RECORD, 0.1)
