@@ -1,8 +1,23 @@
-"""What the figures and the answers of ``head-ranks`` read alike from a map's records."""
+"""What the figures, the answers and impose of ``head-ranks`` read alike from a map's records.
+
+Among them the rule for a head whose output does not vary (:func:`output_spread`,
+:data:`CONSTANT_OUTPUT`): its relative risk, a mean squared error over the variance of
+the head's output, has nothing to divide by, so such a head has no ``r*_attn``; its
+record says ``constant_output`` and holds no ranks.
+"""
+
+import numpy as np
 
 from ..._packaged_models import model_title
 
-__all__ = ["FINDINGS_TOL", "answer_at", "findings_tol", "model_name", "unplanted"]
+__all__ = ["CONSTANT_OUTPUT", "FINDINGS_TOL", "answer_at", "findings_tol", "model_name",
+           "output_spread", "unplanted"]
+
+CONSTANT_OUTPUT = 1e-5
+"""A head's output is constant when its pooled standard deviation over the held-out tokens
+is at most this share of its root mean square. At that spread the float32 rounding of a
+recomputed output alone (about 1e-7 of its size) is already a relative risk of 1e-4, so
+below it a relative risk measures rounding, not the head."""
 
 FINDINGS_TOL = 0.05
 """The tolerance whose ``r*_attn`` the findings test (fixed before the run)."""
@@ -72,3 +87,34 @@ def answer_at(record, tol, key="r_star"):
         raise ValueError(f"tolerance {tol:g} was not measured for this head (its tolerances: "
                          f"{', '.join(f'{t:g}' for t in tolerances)})") from None
     return record[key][i]
+
+
+def output_spread(Y):
+    """A head output's pooled standard deviation over its root mean square (0 when all zero).
+
+    The variance is pooled as in the relative risk: the mean over output
+    channels of the variance over every token of every window. A head is
+    constant when this is at most :data:`CONSTANT_OUTPUT`.
+
+    Parameters
+    ----------
+    Y : array-like of shape (..., head_dim)
+
+    Returns
+    -------
+    spread : float
+
+    Examples
+    --------
+    >>> Y = np.ones((4, 8, 3))
+    >>> output_spread(Y), output_spread(np.zeros((4, 8, 3)))
+    (0.0, 0.0)
+    >>> output_spread(Y + np.arange(8)[None, :, None]) > CONSTANT_OUTPUT
+    True
+    """
+    Y = np.asarray(Y, dtype=np.float64)
+    flat = Y.reshape(-1, Y.shape[-1])
+    size = float(np.sqrt(np.mean(flat ** 2)))
+    if size == 0:
+        return 0.0
+    return float(np.sqrt(np.mean(np.var(flat, axis=0)))) / size
