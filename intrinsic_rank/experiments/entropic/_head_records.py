@@ -104,6 +104,11 @@ def output_spread(Y):
     -------
     spread : float
 
+    Raises
+    ------
+    ValueError
+        If ``Y`` holds no token.
+
     Examples
     --------
     >>> Y = np.ones((4, 8, 3))
@@ -113,6 +118,9 @@ def output_spread(Y):
     True
     """
     Y = np.asarray(Y, dtype=np.float64)
+    if Y.ndim == 0 or Y.size == 0:
+        raise ValueError(f"Y must hold a head's output on at least one token; got shape "
+                         f"{Y.shape}")
     flat = Y.reshape(-1, Y.shape[-1])
     size = float(np.sqrt(np.mean(flat ** 2)))
     if size == 0:

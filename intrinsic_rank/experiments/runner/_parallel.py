@@ -39,6 +39,7 @@ import sys
 import threading
 import warnings
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -187,8 +188,9 @@ def run_parallel(function, kwargs_list, n_jobs=None, threads_per_job=None, progr
     Raises
     ------
     ValueError
-        If ``threads_per_job`` is not ``None`` or an integer of at least 1, or
-        ``function`` is not callable.
+        If ``threads_per_job`` is not ``None`` or an integer of at least 1,
+        ``function`` is not callable, or ``kwargs_list`` is not an iterable of
+        dicts.
 
     Examples
     --------
@@ -202,6 +204,14 @@ def run_parallel(function, kwargs_list, n_jobs=None, threads_per_job=None, progr
         raise ValueError(f"function must be callable; got {function!r}")
     if threads_per_job is not None:
         threads_per_job = check_int(threads_per_job, "threads_per_job", minimum=1)
+    if isinstance(kwargs_list, (str, bytes, Mapping)) or not isinstance(kwargs_list, Iterable):
+        raise ValueError(f"kwargs_list must be an iterable of dicts (the keyword arguments of "
+                         f"each call); got {type(kwargs_list).__name__}")
+    kwargs_list = list(kwargs_list)
+    for i, kwargs in enumerate(kwargs_list):
+        if not isinstance(kwargs, Mapping):
+            raise ValueError(f"kwargs_list[{i}] must be a dict of keyword arguments; got "
+                             f"{type(kwargs).__name__}")
     kwargs_list = [dict(kwargs) for kwargs in kwargs_list]
     rule = _ThreadRule(
         threads_per_job=threads_per_job,

@@ -19,3 +19,16 @@ def test_a_tolerance_not_measured_is_one_line():
     with pytest.raises(ValueError, match=r"tolerance 0.1 was not measured for this head "
                                          r"\(its tolerances: 0.01, 0.05, 0.2\)"):
         answer_at(RECORD, 0.1)
+
+
+def test_the_spread_of_a_head_output():
+    import numpy as np
+
+    from intrinsic_rank.experiments.entropic._head_records import CONSTANT_OUTPUT, output_spread
+
+    Y = np.random.default_rng(0).normal(size=(4, 8, 3)) + 5.0
+    expected = np.sqrt(np.mean(np.var(Y.reshape(-1, 3), axis=0)) / np.mean(Y ** 2))
+    assert output_spread(Y) == pytest.approx(expected, rel=1e-12)
+    assert output_spread(np.full((4, 8, 3), 2.5)) == 0.0 < CONSTANT_OUTPUT
+    with pytest.raises(ValueError, match="at least one token"):
+        output_spread(np.zeros((0, 3)))

@@ -304,3 +304,14 @@ def _stopped(tmp_path, when):
 def test_ctrl_c_twice_on_a_local_pool_is_one_line_and_130(tmp_path, when):
     status, err = _stopped(tmp_path, when)
     assert status == 130 and err == "toy: interrupted\n", err[-3000:]
+
+
+@pytest.mark.parametrize("kwargs_list, message", [
+    ("abc", "kwargs_list must be an iterable of dicts .*; got str"),
+    ({"x": 1}, "got dict"),
+    (5, "got int"),
+    ([{"x": 1}, 2], r"kwargs_list\[1\] must be a dict of keyword arguments; got int"),
+])
+def test_kwargs_that_are_not_dicts_are_one_line(kwargs_list, message):
+    with pytest.raises(ValueError, match=message):
+        run_parallel(len, kwargs_list)
