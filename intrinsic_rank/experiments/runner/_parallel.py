@@ -276,9 +276,17 @@ def _ctrl_c_kept_from_new_workers(active):
     from multiprocessing import resource_tracker
     from joblib.externals.loky.backend import resource_tracker as loky_tracker
 
-    # the trackers unblock the signal in the thread that starts them: started first
-    for tracker in (resource_tracker, loky_tracker):
-        tracker.ensure_running()
+    # the resource trackers (processes that remove what a dead pool leaves) unblock SIGINT
+    # in the thread that starts them: started first. They ignore SIGINT and SIGTERM, not
+    # SIGHUP: started with it blocked, a closed terminal cannot kill them midway (a new
+    # tracker would then be asked to forget what it never knew, and print tracebacks)
+    hangup = {signal.SIGHUP} if hasattr(signal, "SIGHUP") else set()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, hangup)
+    try:
+        for tracker in (resource_tracker, loky_tracker):
+            tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
     done = threading.Event()
     receiver = threading.Thread(target=done.wait, name="intrinsic-rank-ctrl-c", daemon=True)
     receiver.start()

@@ -256,7 +256,7 @@ def test_parallel_tasks_are_capped_by_omp_num_threads():
 _STOPPED_MAP = """
 import os, sys, time
 import numpy as np
-from intrinsic_rank._interrupts import StopGuard, end_program
+from intrinsic_rank._interrupts import StopGuard, Stopped, end_program
 from intrinsic_rank.experiments.runner import run_parallel
 
 def busy(folder, i, payload):
@@ -265,19 +265,20 @@ def busy(folder, i, payload):
         time.sleep(0.01)
 
 try:
-    with StopGuard():
+    with StopGuard(end_process=False):
         print("go", flush=True)
         # arrays small and large, as head-ranks sends: none may block the queue at a stop
         run_parallel(busy, [dict(folder=sys.argv[1], i=i, payload=[np.ones(n)
                                  for n in (100, 3000, 300_000)]) for i in range(4)],
                      n_jobs=2)
-except KeyboardInterrupt as stop:
-    end_program(stop, "toy")  # the command line's way out: one line, os._exit(130)
+except (KeyboardInterrupt, Stopped) as stop:
+    end_program(stop, "toy")  # the command line's way out: one line, os._exit(128 + signal)
 """
 
 
-def _stopped(tmp_path, when):
-    """Run the map of four endless tasks on two workers; Ctrl-C twice to the whole group."""
+def _stopped(tmp_path, when, signum=signal.SIGINT):
+    """Run the map of four endless tasks on two workers; the signal twice to the whole group
+    (Ctrl-C, or a closed terminal's SIGHUP)."""
     script = tmp_path / "stopped_map.py"
     script.write_text(_STOPPED_MAP)
     run = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE,
@@ -291,19 +292,24 @@ def _stopped(tmp_path, when):
             time.sleep(0.01)
     else:  # the pool starting: its workers are still importing
         time.sleep(0.3)
-    os.killpg(run.pid, signal.SIGINT)
+    os.killpg(run.pid, signum)
     time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(run.pid, signal.SIGINT)  # the second Ctrl-C, during the clean-up
+        os.killpg(run.pid, signum)  # the second one, during the clean-up
     _, err = run.communicate(timeout=120)
     time.sleep(1.0)  # loky's resource tracker reports leaks when the run has ended
     return run.returncode, err
 
 
-@pytest.mark.parametrize("when", ["starting", "running"])
-def test_ctrl_c_twice_on_a_local_pool_is_one_line_and_130(tmp_path, when):
-    status, err = _stopped(tmp_path, when)
-    assert status == 130 and err == "toy: interrupted\n", err[-3000:]
+@pytest.mark.parametrize("when, signame, status, line", [
+    ("starting", "SIGINT", 130, "toy: interrupted"),
+    ("running", "SIGINT", 130, "toy: interrupted"),
+    ("running", "SIGHUP", 129, "toy: stopped by SIGHUP"),
+])
+def test_a_stop_twice_on_a_local_pool_is_one_line(tmp_path, when, signame, status, line):
+    # no worker's traceback, no resource tracker's leak warning or traceback
+    got, err = _stopped(tmp_path, when, getattr(signal, signame))
+    assert got == status and err == line + "\n", err[-3000:]
 
 
 @pytest.mark.parametrize("kwargs_list, message", [
