@@ -187,7 +187,9 @@ def check_replaceable(checkpoint, corpora, names):
     for corpus in corpora:
         folder = os.path.join(checkpoint, corpus)
         if os.path.lexists(folder) and not os.path.isdir(folder):
-            raise ValueError(f"checkpoint: {folder} is a file where the folder of the "
+            what = ("a link that leads to no folder" if os.path.islink(folder) else
+                    "a file")
+            raise ValueError(f"checkpoint: {folder} is {what} where the folder of the "
                              f"finished heads of {corpus!r} goes; move it, or give another "
                              "checkpoint folder")
         if not os.path.isdir(folder):

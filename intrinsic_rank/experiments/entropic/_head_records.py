@@ -72,7 +72,8 @@ def answer_at(record, tol, key="r_star"):
     Raises
     ------
     ValueError
-        If ``tol`` was not measured for this record.
+        If ``tol`` was not measured for this record, or the record holds no
+        answers (a constant head, an unplantable plant).
 
     Examples
     --------
@@ -80,6 +81,11 @@ def answer_at(record, tol, key="r_star"):
     >>> answer_at(rec, 0.05), answer_at(rec, 0.01), answer_at(rec, 0.05, "r_star_free")
     (7, None, 9)
     """
+    if key not in record or "tolerances" not in record:
+        what = ("a constant head" if record.get("constant_output") else
+                "a plant that was not sharp" if record.get("plantable") is False else
+                "not a measured head's record")
+        raise ValueError(f"this record holds no {key} per tolerance ({what})")
     tolerances = record["tolerances"]
     try:
         i = tolerances.index(tol)

@@ -19,6 +19,10 @@ def test_a_tolerance_not_measured_is_one_line():
     with pytest.raises(ValueError, match=r"tolerance 0.1 was not measured for this head "
                                          r"\(its tolerances: 0.01, 0.05, 0.2\)"):
         answer_at(RECORD, 0.1)
+    with pytest.raises(ValueError, match=r"holds no r_star per tolerance \(a constant head\)"):
+        answer_at(dict(tolerances=[0.1], constant_output=True), 0.1)
+    with pytest.raises(ValueError, match="a plant that was not sharp"):
+        answer_at(dict(planted_rank=4, plantable=False), 0.1)
 
 
 def test_the_spread_of_a_head_output():
