@@ -209,6 +209,10 @@ def test_a_folder_where_a_part_goes_is_refused_before_any_measurement(toy, parts
     with pytest.raises(ValueError, match="is a file where the folder of the finished heads "
                                          "of 'random' goes"):
         _map(toy, parts)
+    (parts / "random").unlink()
+    (parts / "random").symlink_to(parts / "random")  # a link to itself: a loop
+    with pytest.raises(ValueError, match="is a link that leads to no folder where"):
+        _map(toy, parts)
     assert calls == []
 
 
