@@ -92,6 +92,12 @@ class StopGuard:
         A SIGTERM or SIGHUP that unwound the block over its default action ends
         the process by that signal when the block has cleaned up. The command
         line passes ``False``: it reports the stop itself.
+    then_hold : bool, default=False
+        Unwind on the first stop signal, then hold the ones that follow until
+        the block ends: a second Ctrl-C cannot cut short the clean-up that the
+        first one started (worker processes stopped, their semaphores
+        released). When the block ends by the first stop, the held ones are
+        dropped: they asked for what is already happening.
     program : bool, default=False
         The block is the program's last work: when it ends the stop signals are
         not given back to the caller's handlers. After a finished block they are
@@ -128,8 +134,11 @@ class StopGuard:
     True
     """
 
-    def __init__(self, *, held=False, deliver=True, end_process=True, program=False):
+    def __init__(self, *, held=False, deliver=True, end_process=True, then_hold=False,
+                 program=False):
         self.held = held
+        self.then_hold = then_hold
+        self._start_held = held
         self.deliver = deliver
         self.end_process = end_process
         self.program = program
@@ -141,6 +150,7 @@ class StopGuard:
         self.received.append(signum)
         if not self.held:
             self._raised.append(signum)
+            self.held = self.then_hold  # a later signal waits for the clean-up to finish
             raise _stop(signum)
 
     def _take_over(self, every):
@@ -156,6 +166,8 @@ class StopGuard:
 
     def __enter__(self):
         self.received, self._raised = [], []
+        if self.then_hold:  # a guard entered again unwinds its first signal again
+            self.held = self._start_held
         self._take_over(every=self.held)
         return self
 

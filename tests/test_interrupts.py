@@ -298,6 +298,26 @@ def test_a_guard_switches_from_unwinding_to_holding_once():
     assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL
 
 
+def test_a_then_hold_guard_unwinds_once_and_lets_the_clean_up_finish():
+    cleaned = []
+    with pytest.raises(KeyboardInterrupt) as info:
+        with StopGuard(then_hold=True) as guard:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                raise AssertionError("not reached: the first signal unwinds")
+            finally:  # the clean-up a second Ctrl-C must not cut short
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGTERM)
+                cleaned.append(True)
+    assert cleaned == [True] and guard.received == [signal.SIGINT, signal.SIGINT,
+                                                    signal.SIGTERM]
+    assert info.value.__context__ is None  # the first one, not one raised in the finally
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    with pytest.raises(KeyboardInterrupt):  # entered again, it unwinds again
+        with guard:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
 def test_an_inner_hold_delivers_to_the_outer_guard():
     with pytest.raises(Stopped) as info:
         with StopGuard(end_process=False) as outer:

@@ -37,14 +37,26 @@ def _name(layer, head):
 
 
 def _matrix(value, key):
-    """``value`` as a float64 array; ValueError naming the head for anything else."""
+    """``value`` as a float64 array; ValueError naming the head for anything else.
+
+    A complex array is refused, never cast: the cast would drop its imaginary part.
+    """
     if isinstance(value, torch.Tensor):
+        if value.is_complex():
+            raise ValueError(f"projections[{_name(*key)}] must be a real array; got a complex "
+                             f"tensor ({value.dtype})")
         value = value.detach().to("cpu", torch.float64).numpy()
     try:
-        return np.asarray(value, dtype=np.float64)
+        array = np.asarray(value)
+        complex_ = np.iscomplexobj(array) or (array.dtype == object and any(
+            isinstance(v, complex) for v in array.reshape(-1)))
+        if not complex_:
+            return np.asarray(array, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"projections[{_name(*key)}] must be a real array; got "
                          f"{type(value).__name__}") from None
+    raise ValueError(f"projections[{_name(*key)}] must be a real array; got a complex one "
+                     f"({array.dtype}): its imaginary part would be dropped")
 
 
 def _checked_projections(projections, bare, kind, label, layers):

@@ -7,6 +7,7 @@ Rooms of this package:
   model -- ``"default"``, a packaged name, a ``.pt`` file, a Hugging Face
   folder, an instance or an adapter -- and :func:`as_causal_lm` /
   :func:`as_model_adapter` wrap the result for reachability and geometry;
+  :func:`model_digest` (``_digest``) says which model it is by its content;
 * causal LMs and adapters (``_causal_lm``, ``_hf``), prompted LMs
   (``_prompted``) and their training (``_lm_training``);
 * the one reader of attention heads, a table of model families
@@ -84,6 +85,7 @@ from ._loading import (
     packaged_model_path,
 )
 from ._saving import save_model_folder
+from ._digest import model_digest
 from ._prompted import PromptedLM, random_prompt_hidden_states
 from ._registry import STUDENTS, make_student
 from ._rotary_students import RotarySoftmaxStudent
@@ -117,6 +119,7 @@ __all__ = [
     "as_model_adapter",
     "load_default_model",
     "load_model",
+    "model_digest",
     "packaged_model_path",
     "save_model_folder",
     "save_tiny_lm",

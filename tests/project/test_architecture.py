@@ -62,10 +62,10 @@ def test_import_linter_contracts_are_kept():
 
 
 #: the private modules every room may import from: the checks, the table of packaged
-#: models (which imports only typing, so that ``--help`` can list them without torch) and
-#: the stop signals (the standard library only)
+#: models (which imports only typing, so that ``--help`` can list them without torch),
+#: the stop signals and the atomic writer (the standard library only)
 _BASE_HOMES = ("intrinsic_rank._validation", "intrinsic_rank._packaged_models",
-               "intrinsic_rank._interrupts", "intrinsic_rank._lazy")
+               "intrinsic_rank._interrupts", "intrinsic_rank._atomic", "intrinsic_rank._lazy")
 
 
 def _private(part):

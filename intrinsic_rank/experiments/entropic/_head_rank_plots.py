@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..runner import pyplot, save_figure
-from ._head_records import findings_tol, model_name, unplanted
+from ._head_records import answer_at, findings_tol, model_name, unplanted
 
 __all__ = ["plot_head_rank_curves", "plot_head_rank_map", "plot_impose"]
 
@@ -21,7 +21,7 @@ def _grid(result, tol):
     for r in unplanted(result["records"]):
         if r["corpus"] != cfg["corpora"][0]:
             continue
-        value = r["r_star"][r["tolerances"].index(tol)]
+        value = answer_at(r, tol)
         grid[r["layer"], r["head"]] = r["width"] if value is None else value
         missed[r["layer"], r["head"]] = value is None
     return grid, missed

@@ -23,9 +23,11 @@ model file.
 
 import numpy as np
 
+from ..._validation import check_int
 from ...inspection import corpus_token_ids, head_facts, imposed_queries, lm_loss
-from ...nn import model_vocab_size, unwrap_model
+from ...nn import LoadedModel, load_model, model_vocab_size, unwrap_model
 from ._head_measure import energy_rank, query_rows
+from ._head_records import answer_at
 
 __all__ = ["ALLOCATIONS", "GOAL_LOSS_RISE", "GOAL_RANK_SHARE", "allocation_ranks",
            "impose_verdicts", "impose_ranks"]
@@ -38,10 +40,6 @@ GOAL_LOSS_RISE = 0.01
 
 GOAL_RANK_SHARE = 0.5
 """The goal's budget: at most this share of the total query rank kept."""
-
-
-def _answer(record, tol, key="r_star"):
-    return record[key][record["tolerances"].index(tol)]
 
 
 def allocation_ranks(records, tol, kind):
@@ -74,11 +72,11 @@ def allocation_ranks(records, tol, kind):
     if kind not in ALLOCATIONS:
         raise ValueError(f"kind must be one of {', '.join(ALLOCATIONS)}; got {kind!r}")
     key = lambda r: (r["layer"], r["head"])  # noqa: E731
-    target = {key(r): _answer(r, tol) or r["width"] for r in records}
+    target = {key(r): answer_at(r, tol) or r["width"] for r in records}
     if kind == "r*_attn":
         return target
     if kind == "training-free":
-        return {key(r): _answer(r, tol, "r_star_free") or r["width"] for r in records}
+        return {key(r): answer_at(r, tol, "r_star_free") or r["width"] for r in records}
     if kind == "half":
         return {k: max(1, v // 2) for k, v in target.items()}
     budget = sum(target.values())
@@ -133,16 +131,63 @@ def _loss_with(loaded, facts, projections, ranks, ids, batch_size, device, train
         return lm_loss(loaded, ids, batch_size=batch_size, device=device)
 
 
+def _checked_records(records, projections):
+    """The records that hold answers, with their projections; one line for any misuse.
+
+    A constant head (``constant_output``) has no answer and is left out: it keeps
+    its own query under every allocation.
+    """
+    if isinstance(records, (dict, str, bytes)) or not hasattr(records, "__len__"):
+        raise TypeError(f"impose_ranks: records must be a list of a map's records; got "
+                        f"{type(records).__name__}")
+    if len(records) == 0:
+        raise ValueError("impose_ranks: records is empty; give the unplanted records of one "
+                         "corpus of a map (head_rank_map(...).records)")
+    if not hasattr(projections, "__len__") or len(projections) != len(records):
+        got = len(projections) if hasattr(projections, "__len__") else type(projections).__name__
+        raise ValueError(f"impose_ranks: projections must hold one entry per record, in the "
+                         f"same order; got {got} for {len(records)} records")
+    if not all(isinstance(r, dict) for r in records):
+        raise TypeError("impose_ranks: every record must be a dict of a map's records")
+    corpora = {r.get("corpus") for r in records}
+    if len(corpora) != 1:
+        raise ValueError(f"impose_ranks: the records must be of one corpus; got "
+                         f"{sorted(map(str, corpora))}")
+    heads = [(r.get("layer"), r.get("head")) for r in records]
+    if len(set(heads)) != len(heads) or any(r.get("planted_rank") is not None for r in records):
+        raise ValueError("impose_ranks: give one unplanted record per head (a map's records "
+                         "of one corpus, without plants)")
+    kept = []
+    for record, projection in zip(records, projections):
+        if record.get("constant_output"):
+            continue
+        name = f"L{record.get('layer')}H{record.get('head')}"
+        if not isinstance(record.get("r_star"), list):
+            raise ValueError(f"impose_ranks: the record of {name} holds no r*_attn")
+        if not isinstance(projection, dict) or 0 not in projection:
+            raise ValueError(f"impose_ranks: the projections of {name} must be a dict of rank "
+                             "-> factors holding rank 0, the basis of its queries (the map's "
+                             "projections)")
+        kept.append((record, projection))
+    if not kept:
+        raise ValueError("impose_ranks: no record holds an r*_attn (every head is constant)")
+    if len({tuple(r["tolerances"]) for r, _ in kept}) != 1:
+        raise ValueError("impose_ranks: the records must share their tolerances (one map)")
+    return [r for r, _ in kept], [p for _, p in kept]
+
+
 def impose_ranks(loaded, records, projections, *, n_test=32, length=128, batch_size=8,
                  random_state=0, device="cpu", progress=False):
     """Held-out next-token loss of the LM with every allocation imposed, at every tolerance.
 
     Parameters
     ----------
-    loaded : LoadedModel
+    loaded : LoadedModel, or what :func:`~intrinsic_rank.nn.load_model` loads
+        The model the map measured.
     records : list of dict
         The unplanted records of one corpus of :func:`~intrinsic_rank.experiments.head_rank_map`,
-        one per head of the model.
+        one per head. A constant head (``constant_output``, no ``r*_attn``) keeps
+        its own query under every allocation; a head without a record too.
     projections : list of dict
         The map's projections of those records, in the same order.
     n_test, length : int, default=32, 128
@@ -155,13 +200,25 @@ def impose_ranks(loaded, records, projections, *, n_test=32, length=128, batch_s
     Returns
     -------
     result : dict
-        ``corpus``, ``unedited`` (the loss), ``total_rank`` (the sum of the heads'
-        widths) and ``rows``: per tolerance and allocation, ``tol``,
-        ``allocation``, ``total_rank``, ``rank_share``, ``loss`` and ``rise``
-        (relative to the unedited loss).
+        ``corpus``, ``unedited`` (the loss), ``total_rank`` (the sum of the
+        widths of the heads that hold an answer) and ``rows``: per tolerance and
+        allocation, ``tol``, ``allocation``, ``total_rank``, ``rank_share``,
+        ``loss`` and ``rise`` (relative to the unedited loss).
+
+    Raises
+    ------
+    ValueError
+        Empty records, projections that do not match them one to one, records of
+        several corpora, plants, or records without answers.
     """
     from ..runner import progress_steps
 
+    records, projections = _checked_records(records, projections)
+    n_test = check_int(n_test, "n_test", minimum=1)
+    length = check_int(length, "length", minimum=2)
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
+    if not isinstance(loaded, LoadedModel):
+        loaded = load_model(loaded, progress=progress)
     corpus = records[0]["corpus"]
     vocab = model_vocab_size(*unwrap_model(loaded.module))
     ids = corpus_token_ids(corpus, loaded.tokenizer, vocab, n_inputs=n_test, length=length,

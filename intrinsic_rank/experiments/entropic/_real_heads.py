@@ -14,9 +14,16 @@ by a sharp rank-``k`` plant, exact or moved by one quantisation step, and measur
 the same procedure; ``r*_attn(tol) == k`` is the test.
 
 **Checkpoints** (``checkpoint=folder``, :mod:`._head_parts`): every finished head (and
-corpus, and plant) is written there at once; a rerun with the same settings reads it
-back instead of measuring again, so an interrupted run loses only the heads it was
-measuring.
+corpus, and plant) is written there at once; a rerun of the same model on the same
+corpus with the same settings reads it back instead of measuring again (and skips the
+hooked forward passes when every head is there), so an interrupted run loses only the
+heads it was measuring. A head from another model, corpus, settings or version, or a
+damaged one, is measured again with one warning line saying why.
+
+**A constant head** (its held-out output varies by at most ``CONSTANT_OUTPUT`` of its
+size, ``_head_records``) has no ``r*_attn``: the relative risk divides by the
+output's variance. It is said in one warning line, and its record holds
+``constant_output`` and no ranks; imposing ranks leaves its query as it is.
 
 The experiment ``head-ranks`` around the map (its findings, tables, figures and
 command line) is :mod:`._head_ranks`; imposing the measured ranks on the model is
@@ -24,6 +31,7 @@ command line) is :mod:`._head_ranks`; imposing the measured ranks on the model i
 """
 
 import time
+import warnings
 
 import numpy as np
 from sklearn.utils import Bunch
@@ -38,11 +46,21 @@ from ...inspection import (
     profile_heads,
     quantisation_noise,
 )
-from ...nn import LoadedModel, load_model, model_vocab_size, unwrap_model
+from ...nn import LoadedModel, load_model, model_digest, model_vocab_size, unwrap_model
 from ..runner import DEFAULT_JOBS, run_parallel
 from . import DISTILL_MARGIN, HEAD_RANK_WINDOWS, TOLERANCES
 from ._head_measure import _measure_checked, query_rows
-from ._head_parts import load_part, part_path, save_part, settings_key
+from ._head_parts import (
+    check_checkpoint,
+    check_replaceable,
+    corpus_digest,
+    part_key,
+    part_name,
+    part_path,
+    save_part,
+    saved_parts,
+)
+from ._head_records import CONSTANT_OUTPUT, output_spread
 from ._head_settings import activation_batch, head_rank_settings
 from ._plants import plant_query
 
@@ -163,6 +181,12 @@ def _measure_one(facts, fit, heldout, plant, options, random_state, device):
         facts = made.facts
         fit = (fit[0], head_output(fit[0], facts).astype(np.float32))
         heldout = (heldout[0], head_output(heldout[0], facts).astype(np.float32))
+    spread = output_spread(heldout[1])
+    if spread <= CONSTANT_OUTPUT:  # no variance to measure a relative risk by: no answer
+        record.update(constant_output=True, output_spread=spread,
+                      tolerances=list(options["tolerances"]),
+                      width=int(min(facts.d_model, facts.head_dim)))
+        return record, {}
     weights = {}
     measured = _measure_checked(facts, fit, heldout, options, random_state=random_state,
                                 device=device, keep_weights=weights)
@@ -170,52 +194,49 @@ def _measure_one(facts, fit, heldout, plant, options, random_state, device):
     return record, _projections(record, facts, fit[0], weights)
 
 
-def measure_layer(layer, heads, fit_X, fit_Y, held_X, held_Y, facts, corpus, plants,
-                  options, checkpoint, settings_key, random_state, device):
-    """Measure the given heads of one layer on one corpus (the unit of :func:`run_parallel`).
+def measure_layer(layer, todo, fit_X, fit_Y, held_X, held_Y, facts, corpus, options,
+                  checkpoint, key, random_state, device):
+    """Measure some heads and plants of one layer on one corpus (a task of ``run_parallel``).
+
+    Each part is written to the checkpoint as soon as it is measured.
 
     Parameters
     ----------
     layer : int
-    heads : list of int
+    todo : list of (int, (int, bool) or None)
+        ``(head, plant)`` of each part to measure: the plant's rank and whether
+        it is approximate, or ``None`` for the head as trained.
     fit_X, held_X : ndarray of shape (n, L, d_model)
         The layer's inputs, training and held-out windows.
     fit_Y, held_Y : dict of int -> ndarray
         Each head's outputs.
     facts : dict of int -> HeadFacts
     corpus : str
-    plants : list of (int, bool) or [None]
-        Planted ranks and whether the plant is approximate; ``[None]`` for the
-        heads as trained.
     options : dict
         The measurement's options (:func:`head_rank_map`).
     checkpoint : str or None
         Folder of the finished heads; ``None`` keeps nothing.
-    settings_key : str
+    key : dict or None
+        The parts' key (``_head_parts.part_key``).
     random_state : int
     device : str
 
     Returns
     -------
     parts : list of (dict, dict)
-        ``(record, projections)`` per head and plant.
+        ``(record, projections)`` per entry of ``todo``.
     """
     parts = []
-    for head in heads:
-        for plant in plants:
-            base = None if checkpoint is None else part_path(checkpoint, corpus, layer, head,
-                                                              plant)
-            saved = None if base is None else load_part(base, settings_key)
-            if saved is None:
-                seed = keyed_seed(random_state, layer, head)
-                record, projections = _measure_one(
-                    facts[head], (fit_X, fit_Y[head]), (held_X, held_Y[head]), plant, options,
-                    seed, device)
-                record = dict(layer=layer, head=head, corpus=corpus, **record)
-                if base is not None:
-                    save_part(base, record, projections, settings_key)
-                saved = record, projections
-            parts.append(saved)
+    for head, plant in todo:
+        seed = keyed_seed(random_state, layer, head)
+        record, projections = _measure_one(
+            facts[head], (fit_X, fit_Y[head]), (held_X, held_Y[head]), plant, options, seed,
+            device)
+        record = dict(layer=layer, head=head, corpus=corpus, **record)
+        if checkpoint is not None:
+            save_part(part_path(checkpoint, corpus, layer, head, plant), record, projections,
+                      key)
+        parts.append((record, projections))
     return parts
 
 
@@ -275,8 +296,13 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
     precision_draws : int, default=3
         Draws of each head's precision floor (0 skips it).
     checkpoint : str or None, default=None
-        A folder keeping every finished head (module docstring); a rerun with the
-        same settings reuses them.
+        A folder keeping every finished head as it finishes (``_head_parts``). A
+        rerun reads a head back only when it was measured on the same model (its
+        weights and configuration, whatever its name), the same corpus text and
+        windows, with the same settings and intrinsic-rank version, and its files
+        are whole; any other head there is measured again, with one warning line
+        saying why. Checked before any work: an empty path, a file, or a folder
+        standing where a head's file goes is one ``ValueError``.
     n_jobs : int or None, default=DEFAULT_JOBS
         Layers measured at once (``run_parallel``): 1 (the default of ``--jobs``
         too) one at a time in this process, with its threads; -1 one per CPU, in
@@ -307,6 +333,7 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
     corpora, n_fit, n_heldout, length = (checked.corpora, checked.n_fit, checked.n_heldout,
                                          checked.length)
     options = checked.options
+    checkpoint = check_checkpoint(checkpoint)
     known = model_heads(model)
     if known is not None:  # a packaged model: its heads are checked before it loads
         pairs, plants = checked.for_model(known)
@@ -315,41 +342,27 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
     n_layers, n_heads, width = shape["n_layers"], shape["n_heads"], shape["width"]
     if known is None:
         pairs, plants = checked.for_model(shape)
+    if checkpoint is not None:  # a folder where a part goes: refused before any work
+        check_replaceable(checkpoint, corpora, [part_name(layer, head, plant)
+                                                for layer, head in pairs for plant in plants])
     types = {(h["layer"], h["head"]): h for h in select_heads(loaded, random_state=random_state,
                                                               device=device)}
     settings = dict(model=loaded.label, n_fit=n_fit, n_heldout=n_heldout, length=length,
                     random_state=random_state, **options)
-    key = settings_key(settings)
+    run = dict(loaded=loaded, pairs=pairs, plants=plants, settings=settings,
+               checkpoint=checkpoint, n_jobs=n_jobs, progress=progress, device=device,
+               model_key=None if checkpoint is None else model_digest(loaded))
     records, projections, sources = [], [], {}
     for corpus in corpora:
-        data = _corpus_data(loaded, corpus, pairs, n_fit, n_heldout, length, random_state,
-                            device, progress)
-        sources[corpus] = data.source
-        tasks = []
-        for layer in sorted({l for l, _ in pairs}):
-            heads_here = [h for l, h in pairs if l == layer]
-            first = heads_here[0]
-            tasks.append(dict(
-                layer=layer, heads=heads_here, fit_X=data.fit[layer, first].X,
-                held_X=data.held[layer, first].X,
-                fit_Y={h: data.fit[layer, h].Y for h in heads_here},
-                held_Y={h: data.held[layer, h].Y for h in heads_here},
-                facts={h: data.fit[layer, h].facts for h in heads_here}, corpus=corpus,
-                plants=plants, options=options, checkpoint=checkpoint, settings_key=key,
-                random_state=random_state, device=device))
-        profile = _profile_of(loaded, data.held_ids, length, random_state, device)
-        for parts in run_parallel(measure_layer, tasks, n_jobs=checked.n_jobs,
-                                  progress=progress):
-            for record, projection in parts:
-                head_key = (record["layer"], record["head"])
-                record.update(head_type=types[head_key]["head_type"],
-                              **{k: types[head_key][k] for k in ("induction_score",
-                                                                 "previous_token_score",
-                                                                 "sink_mass")},
-                              **profile.get(head_key, {}))
-                records.append(record)
-                projections.append(projection)
-        del data
+        parts, sources[corpus] = _map_corpus(corpus, run)
+        for record, projection in parts:
+            head_key = (record["layer"], record["head"])
+            record.update(head_type=types[head_key]["head_type"],
+                          **{k: types[head_key][k] for k in ("induction_score",
+                                                             "previous_token_score",
+                                                             "sink_mass")})
+            records.append(record)
+            projections.append(projection)
     config = dict(settings, model_title=model_title(loaded.label), corpora=list(corpora),
                   dtype="float32", heads="all" if checked.heads == "all" else
                   [head_name(*p) for p in pairs], plant_ranks=None if plants == [None] else
@@ -360,22 +373,95 @@ def head_rank_map(model="smollm2-135m", corpora=("code",), heads="all", *,
                  seconds=time.perf_counter() - start)
 
 
-def _corpus_data(loaded, corpus, pairs, n_fit, n_heldout, length, random_state, device,
-                 progress):
-    """Hooked inputs and outputs of the heads on a corpus's training and held-out windows."""
+# -- one corpus: its windows, the parts read back, the heads measured ---------------------
+
+
+def _map_corpus(corpus, run):
+    """Every part of one corpus, in (layer, head, plant) order, and the corpus's source.
+
+    The token windows are read first; they and the model decide the parts' key, so
+    the parts a checkpoint holds are read back (``_head_parts.saved_parts``) before the
+    hooked forward passes, which run only for the heads still to measure.
+    """
+    loaded, settings = run["loaded"], run["settings"]
+    windows = _corpus_windows(loaded, corpus, settings)
+    saved, key = {}, None
+    if run["checkpoint"] is not None:
+        key = part_key(run["model_key"], corpus_digest(windows.source, (windows.fit_ids,
+                                                                        windows.held_ids)),
+                       {k: v for k, v in settings.items() if k != "model"})
+        saved = saved_parts(run["checkpoint"], corpus, run["pairs"], run["plants"], key,
+                            settings["tolerances"])
+    todo = [(layer, head, plant) for layer, head in run["pairs"] for plant in run["plants"]
+            if (layer, head, plant) not in saved]
+    measured = _measure_parts(windows, corpus, todo, key, run) if todo else {}
+    profile = _profile_of(loaded, windows.held_ids, settings["length"],
+                          settings["random_state"], run["device"])
+    parts = []
+    for layer, head in run["pairs"]:
+        for plant in run["plants"]:
+            record, projection = saved.get((layer, head, plant)) or measured[layer, head, plant]
+            record.update(profile.get((layer, head), {}))
+            parts.append((record, projection))
+    return parts, windows.source
+
+
+def _measure_parts(windows, corpus, todo, key, run):
+    """Measure the parts ``todo`` (one task per layer), each written as it finishes."""
+    loaded, settings = run["loaded"], run["settings"]
+    pairs = list(dict.fromkeys((layer, head) for layer, head, _ in todo))
+    batch = activation_batch(head_facts(loaded, *pairs[0]).n_heads, settings["length"])
+    fit = head_activations(loaded, windows.fit_ids, pairs, batch_size=batch,
+                           device=run["device"], progress=run["progress"])
+    held = head_activations(loaded, windows.held_ids, pairs, batch_size=batch,
+                            device=run["device"], progress=run["progress"])
+    _say_constant_heads(held, pairs, corpus, [p for p in run["plants"] if p is None])
+    options = {k: settings[k] for k in ("tolerances", "distill", "margin", "restarts",
+                                        "training", "precision_draws", "plant_tol")}
+    tasks = []
+    for layer in dict.fromkeys(layer for layer, _ in pairs):
+        here = [(head, plant) for l, head, plant in todo if l == layer]
+        heads_here = list(dict.fromkeys(head for head, _ in here))
+        first = heads_here[0]
+        tasks.append(dict(
+            layer=layer, todo=here, fit_X=fit[layer, first].X, held_X=held[layer, first].X,
+            fit_Y={h: fit[layer, h].Y for h in heads_here},
+            held_Y={h: held[layer, h].Y for h in heads_here},
+            facts={h: fit[layer, h].facts for h in heads_here}, corpus=corpus,
+            options=options, checkpoint=run["checkpoint"], key=key,
+            random_state=settings["random_state"], device=run["device"]))
+    measured = {}
+    for task, parts in zip(tasks, run_parallel(measure_layer, tasks, n_jobs=run["n_jobs"],
+                                               progress=run["progress"])):
+        for (head, plant), part in zip(task["todo"], parts):
+            measured[task["layer"], head, plant] = part
+    return measured
+
+
+def _say_constant_heads(held, pairs, corpus, unplanted):
+    """One warning per head whose held-out output is constant (measured without an answer)."""
+    if not unplanted:
+        return
+    for layer, head in pairs:
+        spread = output_spread(held[layer, head].Y)
+        if spread <= CONSTANT_OUTPUT:
+            warnings.warn(f"head-ranks: {head_name(layer, head)} ({corpus}) has a constant "
+                          f"output on the held-out windows (spread {spread:.1e} of its size): "
+                          "a relative risk has no variance to divide by, so it has no "
+                          "r*_attn; its record says constant_output, and it keeps its own "
+                          "query when ranks are imposed", UserWarning, stacklevel=5)
+
+
+def _corpus_windows(loaded, corpus, settings):
+    """The training and held-out token windows of a corpus, and what the corpus is."""
     from ...inspection import corpus_record
 
     vocab = model_vocab_size(*unwrap_model(loaded.module))
-    fit_ids = corpus_token_ids(corpus, loaded.tokenizer, vocab, n_inputs=n_fit, length=length,
-                               random_state=random_state, split="train")
-    held_ids = corpus_token_ids(corpus, loaded.tokenizer, vocab, n_inputs=n_heldout,
-                                length=length, random_state=random_state, split="validation")
-    batch = activation_batch(head_facts(loaded, *pairs[0]).n_heads, length)
-    fit = head_activations(loaded, fit_ids, pairs, batch_size=batch, device=device,
-                           progress=progress)
-    held = head_activations(loaded, held_ids, pairs, batch_size=batch, device=device,
-                            progress=progress)
-    return Bunch(fit=fit, held=held, held_ids=held_ids,
+    ids = {split: corpus_token_ids(corpus, loaded.tokenizer, vocab, n_inputs=settings[n],
+                                   length=settings["length"],
+                                   random_state=settings["random_state"], split=split)
+           for split, n in (("train", "n_fit"), ("validation", "n_heldout"))}
+    return Bunch(fit_ids=ids["train"], held_ids=ids["validation"],
                  source=corpus_record(corpus, loaded.tokenizer))
 
 
@@ -389,8 +475,8 @@ def _profile_of(loaded, ids, length, random_state, device):
 
 
 MAP_COLUMNS = ["layer", "head", "head_type", "corpus", "planted_rank", "plant_noise",
-               "precision_floor", "induction_score", "previous_token_score", "sink_mass",
-               "kernel_energy_rank", "attn_energy_rank"]
+               "constant_output", "precision_floor", "induction_score", "previous_token_score",
+               "sink_mass", "kernel_energy_rank", "attn_energy_rank"]
 """The columns of :func:`records_frame` before the per-tolerance ones."""
 
 

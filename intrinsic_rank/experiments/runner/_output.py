@@ -31,10 +31,10 @@ import json
 import math
 import os
 import stat
-import tempfile
 
 import numpy as np
 
+from ..._atomic import replaced_atomically
 from ..._validation import check_output_file, check_output_folder
 
 __all__ = [
@@ -203,12 +203,6 @@ def write_csv(path, records, columns=None):
     write_text(path, stream.getvalue())
 
 
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 @contextlib.contextmanager
 def atomic_file(path, suffix=".tmp", *, companion=True):
     """Write a file atomically: yield a temporary path beside ``path``, then rename it.
@@ -217,7 +211,8 @@ def atomic_file(path, suffix=".tmp", *, companion=True):
     block ends normally the file gets the usual permissions and replaces
     ``path`` in one rename; when it raises (an error, an interrupt) the
     temporary file is removed and ``path`` is left as it was. Missing folders
-    are created. Inside an output stage (``_stage.output_stage``) the rename
+    are created (the package's one writer, ``intrinsic_rank._atomic``'s
+    ``replaced_atomically``). Inside an output stage (``_stage.output_stage``) the rename
     waits for the end of the stage, which renames all of its files together.
 
     Parameters
@@ -244,24 +239,11 @@ def atomic_file(path, suffix=".tmp", *, companion=True):
     >>> open(target).read()
     'done'
     """
-    path = os.path.abspath(os.fspath(path))
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
-                                   suffix=suffix)
-    try:  # from the first moment the temporary file exists, a signal removes it
-        os.close(handle)
-        stage = _STAGE.get()
+    stage = _STAGE.get()
+    rename = None if stage is None else (
+        lambda tmp, target: stage.add(target, tmp, companion=companion))
+    with replaced_atomically(path, suffix=suffix, rename=rename) as tmp:
         yield tmp
-        os.chmod(tmp, 0o666 & ~_umask())
-        if stage is None:
-            os.replace(tmp, path)
-        else:
-            stage.add(path, tmp, companion=companion)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 # -- the output stage (``_stage``) sets this while a run's files are staged --------

@@ -20,18 +20,33 @@ process, caps ``k`` (``k = min(k, OMP_NUM_THREADS)``): the same rule the command
 line follows, so that ``OMP_NUM_THREADS=1`` keeps every task on one thread. A
 run of one job in the calling process (plain sequential execution) keeps the
 caller's thread setting.
+
+Stop signals. Ctrl-C in a terminal reaches every process of the run. Local worker
+processes (joblib's loky backend) ignore it, from their start on: the calling process
+unwinds (``KeyboardInterrupt``) and joblib stops the workers, and a second Ctrl-C
+during that clean-up waits for it to finish instead of cutting it short
+(``_interrupts.StopGuard(then_hold=True)``). So a stopped run prints no worker's
+traceback and leaves no worker, file or semaphore behind, even when the program then
+leaves at once, as the command line does. For that, each call starts its own local
+workers and stops them when it ends (joblib would keep them for the next call), and
+arrays travel to them as memory-mapped files above 4 KB (joblib's ``max_nbytes``).
 """
 
+import gc
 import os
+import signal
 import sys
 import threading
+import warnings
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import joblib
 import torch
 
+from ..._interrupts import StopGuard, Stopped
 from ..._validation import check_int
 
 __all__ = ["run_parallel"]
@@ -173,8 +188,9 @@ def run_parallel(function, kwargs_list, n_jobs=None, threads_per_job=None, progr
     Raises
     ------
     ValueError
-        If ``threads_per_job`` is not ``None`` or an integer of at least 1, or
-        ``function`` is not callable.
+        If ``threads_per_job`` is not ``None`` or an integer of at least 1,
+        ``function`` is not callable, or ``kwargs_list`` is not an iterable of
+        dicts.
 
     Examples
     --------
@@ -188,6 +204,14 @@ def run_parallel(function, kwargs_list, n_jobs=None, threads_per_job=None, progr
         raise ValueError(f"function must be callable; got {function!r}")
     if threads_per_job is not None:
         threads_per_job = check_int(threads_per_job, "threads_per_job", minimum=1)
+    if isinstance(kwargs_list, (str, bytes, Mapping)) or not isinstance(kwargs_list, Iterable):
+        raise ValueError(f"kwargs_list must be an iterable of dicts (the keyword arguments of "
+                         f"each call); got {type(kwargs_list).__name__}")
+    kwargs_list = list(kwargs_list)
+    for i, kwargs in enumerate(kwargs_list):
+        if not isinstance(kwargs, Mapping):
+            raise ValueError(f"kwargs_list[{i}] must be a dict of keyword arguments; got "
+                             f"{type(kwargs).__name__}")
     kwargs_list = [dict(kwargs) for kwargs in kwargs_list]
     rule = _ThreadRule(
         threads_per_job=threads_per_job,
@@ -199,17 +223,136 @@ def run_parallel(function, kwargs_list, n_jobs=None, threads_per_job=None, progr
     tasks = (
         joblib.delayed(_call_with_threads)(function, kwargs, rule) for kwargs in kwargs_list
     )
-    if not progress:
-        return joblib.Parallel(n_jobs=n_jobs)(tasks)
-    from tqdm.auto import tqdm
+    options = _worker_options(n_jobs)
+    # the first stop signal unwinds; one after it waits until joblib has stopped the workers
+    with StopGuard(then_hold=True):
+        try:
+            return _collect(tasks, len(kwargs_list), n_jobs, progress, options)
+        except (KeyboardInterrupt, Stopped) as stop:
+            stopped = stop
+        finally:
+            if options:
+                _release_local_pool()
+        # joblib has stopped the workers; the frames of the stop's traceback still hold its
+        # pool (queues, semaphores): let them go now, before the caller may end the process
+        stopped.__traceback__ = stopped.__context__ = None
+        del tasks
+        gc.collect()
+        raise stopped
 
+
+def _release_local_pool():
+    """Stop the local pool of worker processes and let its semaphores go.
+
+    joblib keeps its pool of loky processes alive for the next call. A program
+    that a stop signal ends later (the command line leaves at once, ``os._exit``,
+    without Python's exit handlers) would leave that pool's semaphores registered,
+    and loky's resource tracker would warn of leaks. So each call starts its own
+    workers (a few seconds) and stops them when it ends.
+    """
+    reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = getattr(reusable, "_executor", None)  # loky's pool, if one was started
+    if executor is not None:  # joblib's terminate also removes its memory-mapped arrays
+        stop = getattr(executor, "terminate", None)
+        stop(kill_workers=True) if stop is not None else executor.shutdown(kill_workers=True)
+    gc.collect()  # the pool's queues and locks, held in reference cycles
+
+
+@contextmanager
+def _ctrl_c_kept_from_new_workers(active):
+    """Start worker processes with Ctrl-C blocked, and this process still interruptible.
+
+    A new process inherits the signal mask of the thread that starts it, so with
+    SIGINT blocked in this thread (and in the threads joblib starts from it) a worker
+    cannot be interrupted while it imports what it needs, before its initializer
+    ignores the signal. A thread started first, with SIGINT unblocked, receives a
+    Ctrl-C in their place; Python then runs the handler in the main thread as
+    always, so the caller unwinds with ``KeyboardInterrupt`` as before.
+    """
+    if not (active and hasattr(signal, "pthread_sigmask")
+            and threading.current_thread() is threading.main_thread()):
+        yield
+        return
+    from multiprocessing import resource_tracker
+    from joblib.externals.loky.backend import resource_tracker as loky_tracker
+
+    # the resource trackers (processes that remove what a dead pool leaves) unblock SIGINT
+    # in the thread that starts them: started first. They ignore SIGINT and SIGTERM, not
+    # SIGHUP: started with it blocked, a closed terminal cannot kill them midway (a new
+    # tracker would then be asked to forget what it never knew, and print tracebacks)
+    hangup = {signal.SIGHUP} if hasattr(signal, "SIGHUP") else set()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, hangup)
+    try:
+        for tracker in (resource_tracker, loky_tracker):
+            tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+    done = threading.Event()
+    receiver = threading.Thread(target=done.wait, name="intrinsic-rank-ctrl-c", daemon=True)
+    receiver.start()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        done.set()
+        receiver.join()
+
+
+def _worker_options(n_jobs):
+    """Local worker processes ignore Ctrl-C: the caller's process handles it and stops them.
+
+    A terminal sends Ctrl-C to every process of the foreground group, the workers
+    included; a worker would print its own ``KeyboardInterrupt`` traceback. Only for
+    joblib's default process backend (loky): Dask, Ray and threads are left alone.
+    ``signal.signal`` itself is the initializer, so that a worker ignores the signal
+    before it imports anything of the task (and until then the signal is blocked:
+    :func:`_ctrl_c_kept_from_new_workers`).
+    """
+    backend, _ = joblib.parallel.get_active_backend()
+    if not isinstance(backend, joblib.parallel.LokyBackend) or (
+            joblib.effective_n_jobs(n_jobs) == 1):
+        return {}
+    # max_nbytes: every array above 4 KB travels as a memory-mapped file, so that a task's
+    # message stays far below a pipe's buffer (64 KB). A larger one, half written to a
+    # worker that a stop then kills, blocks the queue's feeding thread for good, and
+    # with it the queue's semaphores, which loky's tracker reports leaked at the exit.
+    return dict(initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN),
+                max_nbytes="4K")
+
+
+def _collect(tasks, n_tasks, n_jobs, progress, options):
+    """The tasks' results through joblib, with a progress bar over finished tasks if asked."""
     backend, _ = joblib.parallel.get_active_backend()
     # joblib's Ray backend cannot stream results: its bar moves once, at the end
     streams = getattr(backend, "supports_return_generator", False)
-    results = joblib.Parallel(n_jobs=n_jobs, return_as="generator" if streams else "list")(tasks)
+    if not (progress or options) or not streams:
+        results = joblib.Parallel(n_jobs=n_jobs, **options)(tasks)
+        return _counted(results, n_tasks, progress)
+    results = None
+    try:
+        # a local pool starts and takes its first tasks with the stop signals held: joblib
+        # cleans up after a stop only once it is iterating (a stop before would leave the
+        # pool's files and semaphores behind); a held stop acts right after
+        with StopGuard(held=True), _ctrl_c_kept_from_new_workers(bool(options)):
+            results = joblib.Parallel(n_jobs=n_jobs, return_as="generator", **options)(tasks)
+        return _counted(results, n_tasks, progress)
+    except BaseException:
+        if results is not None:
+            with warnings.catch_warnings():  # joblib's note on the tasks a stop cancelled
+                warnings.simplefilter("ignore")
+                results.close()  # joblib stops the workers
+        raise
+
+
+def _counted(results, n_tasks, progress):
+    if not progress:
+        return list(results)
+    from tqdm.auto import tqdm
+
     collected = []
     # disable=None: no bar when stderr is not a terminal (CI logs, pipes)
-    with tqdm(total=len(kwargs_list), desc="tasks", disable=None) as bar:
+    with tqdm(total=n_tasks, desc="tasks", disable=None) as bar:
         for result in results:
             collected.append(result)
             bar.update(1)

@@ -12,8 +12,8 @@ where the command writes one of its files.
 import contextlib
 import json
 import os
-import tempfile
 
+from ..._atomic import replaced_atomically
 from ..._interrupts import StopGuard
 from ..._validation import check_paths_apart
 from ._output import _STAGE, read_json
@@ -270,17 +270,12 @@ class OutputStage:
     def _write_record(self, record, names):
         """The folder's list of this run's files; the run is in, so a failure is ignored,
         and the temporary file is removed whatever stood in the record's way."""
-        tmp = None
         try:
-            handle, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{self.name}.",
-                                           suffix=".tmp")
-            with os.fdopen(handle, "w") as stream:
-                json.dump(names, stream)
-            os.replace(tmp, record)
+            with replaced_atomically(record) as tmp:
+                with open(tmp, "w") as stream:
+                    json.dump(names, stream)
         except OSError:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.remove(tmp)
+            pass
 
     def discard(self):
         """Remove the staged temporary files: the folder stays as the earlier run left it."""

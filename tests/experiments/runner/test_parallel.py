@@ -4,8 +4,13 @@ Every parallel run is compared with the sequential one: the same seeds and the
 same torch thread count must give the same records, bit for bit.
 """
 
+import contextlib
 import doctest
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import joblib
 import pytest
@@ -244,3 +249,75 @@ def test_parallel_tasks_are_capped_by_omp_num_threads():
     rule = _ThreadRule(threads_per_job=None, slots=1, caller_pid=-1, omp_threads=1)
     assert rule.threads() == 1  # cpu_count // 1 would be every core
     assert _ThreadRule(threads_per_job=3, slots=1, caller_pid=-1, omp_threads=1).threads() == 3
+
+
+# -- Ctrl-C from a terminal: every process of the group gets it ------------------------
+
+_STOPPED_MAP = """
+import os, sys, time
+import numpy as np
+from intrinsic_rank._interrupts import StopGuard, Stopped, end_program
+from intrinsic_rank.experiments.runner import run_parallel
+
+def busy(folder, i, payload):
+    open(os.path.join(folder, f"started{i}"), "w").close()
+    while True:  # until the run is stopped
+        time.sleep(0.01)
+
+try:
+    with StopGuard(end_process=False):
+        print("go", flush=True)
+        # arrays small and large, as head-ranks sends: none may block the queue at a stop
+        run_parallel(busy, [dict(folder=sys.argv[1], i=i, payload=[np.ones(n)
+                                 for n in (100, 3000, 300_000)]) for i in range(4)],
+                     n_jobs=2)
+except (KeyboardInterrupt, Stopped) as stop:
+    end_program(stop, "toy")  # the command line's way out: one line, os._exit(128 + signal)
+"""
+
+
+def _stopped(tmp_path, when, signum=signal.SIGINT):
+    """Run the map of four endless tasks on two workers; the signal twice to the whole group
+    (Ctrl-C, or a closed terminal's SIGHUP)."""
+    script = tmp_path / "stopped_map.py"
+    script.write_text(_STOPPED_MAP)
+    run = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert run.stdout.readline() == "go\n"
+    if when == "running":  # both workers inside a task
+        for _ in range(6000):
+            if len(list(tmp_path.glob("started*"))) >= 2:
+                break
+            time.sleep(0.01)
+    else:  # the pool starting: its workers are still importing
+        time.sleep(0.3)
+    os.killpg(run.pid, signum)
+    time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(run.pid, signum)  # the second one, during the clean-up
+    _, err = run.communicate(timeout=120)
+    time.sleep(1.0)  # loky's resource tracker reports leaks when the run has ended
+    return run.returncode, err
+
+
+@pytest.mark.parametrize("when, signame, status, line", [
+    ("starting", "SIGINT", 130, "toy: interrupted"),
+    ("running", "SIGINT", 130, "toy: interrupted"),
+    ("running", "SIGHUP", 129, "toy: stopped by SIGHUP"),
+])
+def test_a_stop_twice_on_a_local_pool_is_one_line(tmp_path, when, signame, status, line):
+    # no worker's traceback, no resource tracker's leak warning or traceback
+    got, err = _stopped(tmp_path, when, getattr(signal, signame))
+    assert got == status and err == line + "\n", err[-3000:]
+
+
+@pytest.mark.parametrize("kwargs_list, message", [
+    ("abc", "kwargs_list must be an iterable of dicts .*; got str"),
+    ({"x": 1}, "got dict"),
+    (5, "got int"),
+    ([{"x": 1}, 2], r"kwargs_list\[1\] must be a dict of keyword arguments; got int"),
+])
+def test_kwargs_that_are_not_dicts_are_one_line(kwargs_list, message):
+    with pytest.raises(ValueError, match=message):
+        run_parallel(len, kwargs_list)
