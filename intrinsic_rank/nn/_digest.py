@@ -13,7 +13,7 @@ import json
 import numpy as np
 import torch
 
-from ._heads import unwrap_model
+from ._families import unwrap_model
 
 __all__ = ["model_digest"]
 

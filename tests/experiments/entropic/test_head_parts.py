@@ -31,13 +31,13 @@ def toy():
 @pytest.fixture
 def calls(monkeypatch):
     measured = []
-    real = _real_heads.measure_head
+    real = _real_heads._measure_checked
 
     def counted(facts, *args, **kwargs):
         measured.append(facts.name)
         return real(facts, *args, **kwargs)
 
-    monkeypatch.setattr(_real_heads, "measure_head", counted)
+    monkeypatch.setattr(_real_heads, "_measure_checked", counted)
     return measured
 
 
