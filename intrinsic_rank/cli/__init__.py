@@ -418,7 +418,7 @@ def main(argv=None):
         with StopGuard(deliver=False, end_process=False, program=as_program) as guard:
             args = _build_parser().parse_args(argv)
             name = f"intrinsic-rank {args.command}"
-            with _ThreadSetting(args.threads, name):
+            with _ThreadSetting(args.threads, name), _one_line_warnings(name):
                 if args.experiment is None:
                     status = _run_reproduce(args)
                 else:
@@ -457,6 +457,39 @@ def main(argv=None):
     except OSError as error:  # a disk full, a folder removed under us: one line, no traceback
         print(f"{name}: error: {error}", file=sys.stderr)
         return 1
+
+
+class _one_line_warnings:
+    """Warnings of a command in one line each: ``intrinsic-rank CMD: warning: message``.
+
+    Python's default form names the file and line of the code that warned and
+    prints that line of source: a reader of the command wants the message.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with _one_line_warnings("intrinsic-rank demo"):
+    ...     text = warnings.formatwarning("a head is constant", UserWarning, "x.py", 3)
+    >>> text
+    'intrinsic-rank demo: warning: a head is constant\\n'
+    """
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        import warnings
+
+        self.saved = warnings.formatwarning
+        warnings.formatwarning = lambda message, *args, **kwargs: \
+            f"{self.name}: warning: {message}\n"
+        return self
+
+    def __exit__(self, *exc):
+        import warnings
+
+        warnings.formatwarning = self.saved
+        return False
 
 
 def _give_missing_streams_a_sink():

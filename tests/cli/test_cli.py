@@ -454,3 +454,19 @@ def test_help_says_the_files_written_and_what_quick_changes(capsys, command):
 def test_a_choice_called_default_is_not_a_stated_default(capsys):
     text = " ".join(_help(capsys, "reach").split())
     assert "a .pt file of save_tiny_lm (default: default)" in text
+
+
+def test_a_commands_warning_is_one_line_naming_the_command(tmp_path):
+    import subprocess
+    import sys
+
+    # a program of its own: inside pytest, pytest itself catches and prints warnings
+    done = subprocess.run([sys.executable, "-m", "intrinsic_rank", "sweep", "--rank-grid",
+                           "1,2", "--n-samples", "256", "--epochs", "3", "--out",
+                           str(tmp_path / "o"), "--quiet"], capture_output=True, text=True,
+                          timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "warning:" in line]
+    assert warned, done.stderr
+    assert all(line.startswith("intrinsic-rank sweep: warning: ") for line in warned)
+    assert ".py:" not in done.stderr and "warnings.warn" not in done.stderr

@@ -22,6 +22,7 @@ from intrinsic_rank.inspection import (
     ordinary_token_ids,
 )
 from intrinsic_rank.nn import TinyCausalLM, TinyLMAdapter, load_model, packaged_model_path
+from seeded import own_weights
 
 VOCAB, WIDTH, HEADS, KV_HEADS, LAYERS = 100, 32, 4, 2, 3
 D_HEAD = WIDTH // HEADS
@@ -48,12 +49,13 @@ def _gpt2_kw(**kw):
 
 def _sharpened(model):
     """Query/key weights x 20 (logits of order 5) and every q/k/v bias ~ N(0, 0.5)."""
+    generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(("q_proj.weight", "k_proj.weight", "c_attn.weight")):
                 p.mul_(20.0)
             if name.endswith(("q_proj.bias", "k_proj.bias", "v_proj.bias", "c_attn.bias")):
-                p.normal_(0.0, 0.5)
+                p.copy_(0.5 * torch.randn(p.shape, generator=generator))
     return model.eval()
 
 
@@ -74,8 +76,7 @@ def models():
     tf = _tf()
     built = {}
     for name, build in BUILDS.items():
-        torch.manual_seed(0)
-        built[name] = _sharpened(build(tf))
+        built[name] = _sharpened(own_weights(build(tf), 0, gain=0.1))
     return built
 
 
@@ -249,9 +250,8 @@ def test_heads_of_one_layer_share_x_and_requests_keep_their_order(models):
 
 def test_training_mode_and_dropout_are_restored_and_left_out(models):
     tf = _tf()
-    torch.manual_seed(0)
-    model = _sharpened(tf.GPT2LMHeadModel(tf.GPT2Config(**_gpt2_kw(attn_pdrop=0.5,
-                                                                   resid_pdrop=0.5))))
+    model = _sharpened(own_weights(tf.GPT2LMHeadModel(tf.GPT2Config(
+        **_gpt2_kw(attn_pdrop=0.5, resid_pdrop=0.5))), 0, gain=0.1))
     model.train()
     item = head_activations(model, IDS, [(1, 1)])[1, 1]
     assert model.training and model.transformer.h[1].attn.training

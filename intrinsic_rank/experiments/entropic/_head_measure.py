@@ -48,6 +48,7 @@ from ...estimators import refinement_ranks
 from ...inspection import precision_floor, query_basis, truncation_risks
 from ...nn import RotarySoftmaxStudent, distill_slots
 from . import DISTILL_MARGIN, TOLERANCES
+from ._head_records import CONSTANT_OUTPUT, output_spread
 from ._head_settings import measure_options
 
 __all__ = ["RESOLUTION", "energy_rank", "measure_head", "query_rows", "rank_text"]
@@ -248,6 +249,13 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
         share of that energy the first ``r`` directions hold, ``r = 1 ..
         width``), ``precision_floor``, ``fit_seconds`` and ``seconds``.
 
+    Raises
+    ------
+    ValueError
+        For a head whose held-out output is constant (its spread at most
+        :data:`~._head_records.CONSTANT_OUTPUT` of its size): a relative risk has
+        nothing to divide by, and such a head has no ``r*_attn``.
+
     Examples
     --------
     >>> from intrinsic_rank.inspection import head_activations
@@ -260,6 +268,11 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
     (16, True)
     """
     options = measure_options(tolerances, distill, margin, restarts, training, precision_draws)
+    spread = output_spread(heldout[1])
+    if spread <= CONSTANT_OUTPUT:
+        raise ValueError(f"{facts.name}: its held-out output is constant (spread {spread:.2g} "
+                         f"of its size, at most {CONSTANT_OUTPUT:g}): a relative risk has "
+                         "nothing to divide by, so it has no r*_attn")
     return _measure_checked(facts, fit, heldout, options, random_state=random_state,
                             device=device, keep_weights=keep_weights)
 

@@ -23,7 +23,7 @@ from ..runner import (
     save_plot,
     write_csv,
 )
-from ._head_records import FINDINGS_TOL, findings_tol, model_name, unplanted
+from ._head_records import FINDINGS_TOL, answer_at, findings_tol, model_name, unplanted
 from . import PLANT_SHARPNESS
 from ._head_settings import check_tolerances, head_rank_settings
 from ._real_heads import head_name
@@ -48,7 +48,7 @@ mass, its static kernel's and realised attention's energy ranks."""
 
 def _rank_at(record, tol):
     """``r*_attn(tol)``, a not-reached fit as its width (the rule of the findings)."""
-    value = record["r_star"][record["tolerances"].index(tol)]
+    value = answer_at(record, tol)
     return record["width"] if value is None else value
 
 
@@ -87,7 +87,7 @@ def _correlations(records, tol):
     rows = []
     for corpus in dict.fromkeys(r["corpus"] for r in records):
         here = [r for r in records if r["corpus"] == corpus]
-        reached = [r for r in here if r["r_star"][r["tolerances"].index(tol)] is not None]
+        reached = [r for r in here if answer_at(r, tol) is not None]
         for score in SCORES:
             for label, subset in (("all heads, not reached as the width", here),
                                   ("reached fits only", reached)):
@@ -221,7 +221,7 @@ def planted_recovery(records):
     for k, noisy in dict.fromkeys((r["planted_rank"], r["plant_noise"]) for r in planted):
         here = [r for r in planted if (r["planted_rank"], r["plant_noise"]) == (k, noisy)]
         counted = [r for r in here if r.get("plantable")]
-        found = [r for r in counted if r["r_star"][r["tolerances"].index(r["plant_tol"])] == k]
+        found = [r for r in counted if answer_at(r, r["plant_tol"]) == k]
         rows.append(dict(
             planted_rank=k, plant="approximate" if noisy else "exact", heads=len(here),
             plantable=len(counted), found=len(found),
@@ -288,20 +288,18 @@ def _summary_rows(result):
         if not here:
             continue
         for tol in result["config"]["tolerances"]:
-            i = here[0]["tolerances"].index(tol)
-            reached = [r["r_star"][i] for r in here if r["r_star"][i] is not None]
-            free = [r["r_star_free"][i] for r in here if r["r_star_free"][i] is not None]
+            answers = [(answer_at(r, tol), answer_at(r, tol, "r_star_free")) for r in here]
+            reached = [a for a, _ in answers if a is not None]
+            free = [f for _, f in answers if f is not None]
             rows.append(dict(
                 corpus=corpus, tol=tol, heads=len(here), reached=len(reached),
                 median=float(np.median(reached)) if reached else None,
                 q10=float(np.quantile(reached, 0.1)) if reached else None,
                 q90=float(np.quantile(reached, 0.9)) if reached else None,
                 median_free=float(np.median(free)) if free else None,
-                lowered=sum(1 for r in here if r["r_star"][i] is not None
-                            and (r["r_star_free"][i] is None or r["r_star"][i] <
-                                 r["r_star_free"][i])),
-                below_precision=sum(1 for r in here if r["below_precision"][i]),
-                total_rank_share=sum(r["r_star"][i] or r["width"] for r in here)
+                lowered=sum(1 for a, f in answers if a is not None and (f is None or a < f)),
+                below_precision=sum(1 for r in here if answer_at(r, tol, "below_precision")),
+                total_rank_share=sum(a or r["width"] for r, (a, _) in zip(here, answers))
                 / sum(r["width"] for r in here)))
     return rows
 
@@ -348,12 +346,14 @@ def _csv_rows(result):
                                      "plant_noise", "plantable", "precision_floor",
                                      "induction_score", "previous_token_score", "sink_mass",
                                      "kernel_energy_rank", "attn_energy_rank", "fit_seconds")}
+        row.update(constant_output=bool(r.get("constant_output")),
+                   output_spread=r.get("output_spread"))
         if r.get("r_star"):
-            for i, tol in enumerate(tolerances):
-                row[f"r_attn@{tol:g}"] = r["r_star_text"][i]
-                row[f"r_free@{tol:g}"] = (r["r_star_free"][i] if r["r_star_free"][i] is not None
-                                          else f"> {r['width'] - 1}")
-                row[f"below_precision@{tol:g}"] = r["below_precision"][i]
+            for tol in tolerances:
+                free = answer_at(r, tol, "r_star_free")
+                row[f"r_attn@{tol:g}"] = answer_at(r, tol, "r_star_text")
+                row[f"r_free@{tol:g}"] = free if free is not None else f"> {r['width'] - 1}"
+                row[f"below_precision@{tol:g}"] = answer_at(r, tol, "below_precision")
             for rank, risk in enumerate(r["risks"], start=1):
                 row[f"risk_r{rank}"] = risk
         rows.append(row)

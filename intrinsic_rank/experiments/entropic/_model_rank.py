@@ -24,7 +24,7 @@ from ...inspection import save_low_rank_model
 from ._allocations import MODEL_ALLOCATIONS
 from ._head_ranks import _corpus_list  # noqa: F401 - the type of --corpora, looked up here
 from ._head_ranks import spearman_interval
-from ._head_records import findings_tol
+from ._head_records import answer_at, findings_tol
 from ._model_currency import currency_check
 from ._model_healing import heal_at
 from ._model_search import (
@@ -144,8 +144,7 @@ def _maps(evaluator, found, records, save_epsilon, n_layers, n_heads):
     here = [r for r in records or () if r["corpus"] == evaluator.corpus and r.get("r_star")]
     if here:
         tol = findings_tol(here[0]["tolerances"])
-        attn = {(r["layer"], r["head"]): (r["r_star"][r["tolerances"].index(tol)]
-                                          or r["width"]) for r in here}
+        attn = {(r["layer"], r["head"]): answer_at(r, tol) or r["width"] for r in here}
         keys = sorted(set(attn) & set(ranks))
         rho, low, high = spearman_interval([attn[k] for k in keys], [ranks[k] for k in keys])
         out.update(attn=_head_map(attn, n_layers, n_heads), tol=tol, rho=rho, low=low,

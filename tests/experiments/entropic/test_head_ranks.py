@@ -483,16 +483,15 @@ def test_a_file_where_the_finished_heads_go_is_refused_before_any_work(tmp_path,
     assert sorted(os.listdir(out)) == ["head_ranks.parts"]
 
 
-def test_a_head_with_zero_values_reads_rank_one_without_training(toy_data):
+def test_a_head_with_zero_values_has_no_r_attn_and_says_why(toy_data):
     import dataclasses
 
     facts, fit, held = _pair(toy_data, (0, 0))
     silent = dataclasses.replace(facts, w_v=np.zeros_like(facts.w_v),
                                  b_v=np.zeros_like(facts.b_v))
     zero = (fit[0], np.zeros_like(fit[1])), (held[0], np.zeros_like(held[1]))
-    record = measure_head(silent, *zero, precision_draws=1)
-    assert record["r_star"] == [1] * 5 and record["trained"] == {}
-    assert record["precision_floor"] == 0.0
+    with pytest.raises(ValueError, match="L0H0: its held-out output is constant .* no r\\*_attn"):
+        measure_head(silent, *zero, precision_draws=1)
 
 
 def test_the_records_state_their_dtype_and_refuse_a_bad_seed(toy):
