@@ -30,6 +30,8 @@ def parse_args(argv=None):
                         help="comma-separated corpora (default: the command's)")
     parser.add_argument("--jobs", type=int, default=2,
                         help="layers of the map at once, one thread each (default: 2)")
+    parser.add_argument("--n-fit", type=int, default=None,
+                        help="training windows per corpus (default: the command's)")
     parser.add_argument("--no-heal", action="store_true", help="skip healing")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     return parser.parse_args(argv)
@@ -64,6 +66,8 @@ def main(argv=None):
         settings["corpora"] = args.corpora.split(",")
     if args.no_heal:
         settings["heal"] = False
+    if args.n_fit:
+        settings["n_fit"] = args.n_fit
     print(f"torch {torch.__version__}, 1 thread, map with {args.jobs} job(s), device "
           f"{args.device}, {os.cpu_count()} CPUs; {'--quick' if args.quick else 'defaults'}; "
           f"load average {os.getloadavg()[0]:.2f}")

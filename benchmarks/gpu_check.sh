@@ -9,7 +9,9 @@
 #   5. only with HEAD_RANKS=1: the map of r*_attn over all 270 heads of SmolLM2-135M-Instruct
 #      on the four corpora with 768 training windows, and the ranks imposed on the model
 #      (bench_head_ranks.py; hours on one CPU thread);
-#   6. only with REACH_SMOLLM2=1: the reachability paper's protocol on SmolLM2-135M-Instruct
+#   6. only with MODEL_RANK=1: r*_model of SmolLM2-135M-Instruct on code and prose with 768
+#      training windows, healing included (bench_model_rank.py; its stages timed);
+#   7. only with REACH_SMOLLM2=1: the reachability paper's protocol on SmolLM2-135M-Instruct
 #      (the reach command: m = 1..5, 20 random targets per length, AdamW 3000 steps,
 #      patience 500, lengths until two zero-accessibility points), its JSON in
 #      $OUT/reach_smollm2/reach.json. About an hour on one GPU (a cramming step of
@@ -45,6 +47,10 @@ if [ "${HEAD_RANKS:-0}" = "1" ]; then
   timeout 10800 python benchmarks/bench_head_ranks.py --device cuda --jobs 1 --impose \
     --corpora random,repeated,prose,code --n-fit 768 --skip-baseline \
     > "$OUT/bench_head_ranks_cuda.txt" 2>&1 || status=1
+fi
+if [ "${MODEL_RANK:-0}" = "1" ]; then
+  timeout 10800 python benchmarks/bench_model_rank.py --device cuda --jobs 1 --n-fit 768 \
+    --corpora code,prose > "$OUT/bench_model_rank_cuda.txt" 2>&1 || status=1
 fi
 if [ "${REACH_SMOLLM2:-0}" = "1" ]; then
   timeout 10800 python -c "from intrinsic_rank.cli import main; raise SystemExit(main())" \
