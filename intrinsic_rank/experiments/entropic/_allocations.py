@@ -8,8 +8,6 @@ which keeps the head whole) with ``sum_h r_h`` at a budget. Four rules:
   in the layer's attention output, as a share of it) summed over heads and
   minimised under the budget -- a Lagrangian pick per head, then the ranks left
   over given where they remove the most error (:func:`budget_allocation`);
-* **weighted share**: the same, each layer's curves weighted by the loss that layer's
-  output error was measured to cost (a per-layer sensitivity, as ASVD measures one);
 * **uniform**: the same rank for every head, one more for the first heads when the
   budget is not a multiple of the number of heads;
 * **query energy**: every head at the rank keeping all but a share ``e`` of its
@@ -27,9 +25,8 @@ from ..._validation import check_int
 __all__ = ["MODEL_ALLOCATIONS", "attn_allocation", "budget_allocation",
            "query_energy_allocation", "uniform_allocation"]
 
-MODEL_ALLOCATIONS = ("output share", "weighted share", "uniform", "query energy", "r*_attn")
-"""The allocations of :func:`~intrinsic_rank.experiments.model_rank`, this library's two
-first."""
+MODEL_ALLOCATIONS = ("output share", "uniform", "query energy", "r*_attn")
+"""The allocations of :func:`~intrinsic_rank.experiments.model_rank`, this library's first."""
 
 
 def _check_budget(budget, widths):

@@ -12,8 +12,6 @@ training windows:
   output, to first order (the allocation's currency);
 * **output share (measured)**: the same share, from the head's output recomputed
   at that rank;
-* **weighted share (first order)**: the first-order share times its layer's measured
-  sensitivity (:meth:`~._model_search.ModelEvaluator.layer_weights`);
 * **head variance**: the head's own relative error (its output's error over its
   output's variance: the currency of ``r*_attn``), at the data-aware truncation;
 * **query energy**: the share of the realised queries' energy the rank drops;
@@ -41,8 +39,8 @@ from ._head_ranks import spearman_interval
 
 __all__ = ["PROXIES", "currency_check"]
 
-PROXIES = ("output share (first order)", "output share (measured)",
-           "weighted share (first order)", "head variance", "query energy", "Fisher (query)")
+PROXIES = ("output share (first order)", "output share (measured)", "head variance",
+           "query energy", "Fisher (query)")
 """The proxies :func:`currency_check` compares with the measured rise of the loss."""
 
 
@@ -64,7 +62,7 @@ def _cut(head, basis, rank):
     return dataclasses.replace(head.facts, w_q=A @ C, b_q=a @ C)
 
 
-def _head_proxies(head, rank, data, gradient, weight):
+def _head_proxies(head, rank, data, gradient):
     X, Y = data.X, np.asarray(data.Y, dtype=np.float64)
     cut = _cut(head, head.basis, rank)
     error = (head_output(X, cut) - Y) @ head.w_o
@@ -79,7 +77,6 @@ def _head_proxies(head, rank, data, gradient, weight):
     return {
         "output share (first order)": float(head.curve[rank]),
         "output share (measured)": measured_share,
-        "weighted share (first order)": weight * float(head.curve[rank]),
         "head variance": float(variance),
         "query energy": float(energies[rank:].sum() / max(energies.sum(), 1e-300)),
         "Fisher (query)": 0.5 * float(np.sum(np.sum(g * dq, axis=-1) ** 2)),
@@ -115,14 +112,13 @@ def currency_check(evaluator, *, n_pairs=60, n_windows=16, random_state=0):
     gradients = query_loss_gradients(evaluator.loaded, ids, heads,
                                      device=evaluator.device)
     base = evaluator.unedited("validation")
-    weights = evaluator.layer_weights()
     rows = []
     for layer in sorted({key[0] for key in heads}):
         data = head_activations(evaluator.loaded, ids, [k for k in heads if k[0] == layer],
                                 device=evaluator.device)
         for (key, rank) in [p for p in pairs if p[0][0] == layer]:
             head = evaluator.bases["output"][key]
-            proxies = _head_proxies(head, rank, data[key], gradients[key], weights[layer])
+            proxies = _head_proxies(head, rank, data[key], gradients[key])
             loss = evaluator.loss({key: rank}, "output", "validation",
                                   label=f"pair L{key[0]}H{key[1]} r{rank}")
             rows.append(dict(layer=key[0], head=key[1], rank=rank, rise=loss / base - 1.0,

@@ -14,7 +14,7 @@ from ._allocations import MODEL_ALLOCATIONS
 __all__ = ["plot_model_rank", "plot_model_rank_currency", "plot_model_rank_healing",
            "plot_model_rank_maps"]
 
-_COLOURS = dict(zip(MODEL_ALLOCATIONS, ("C3", "C4", "C0", "C2", "C1")))
+_COLOURS = dict(zip(MODEL_ALLOCATIONS, ("C3", "C0", "C2", "C1")))
 _STYLES = {"output": "-", "none": "--", "sequential": ":"}
 
 

@@ -43,7 +43,7 @@ from ._allocations import (
     uniform_allocation,
 )
 
-__all__ = ["CALIBRATIONS", "DEFAULT_ALLOCATION", "PROBE_SHARE", "RESOLUTION", "ModelEvaluator",
+__all__ = ["CALIBRATIONS", "DEFAULT_ALLOCATION", "RESOLUTION", "ModelEvaluator",
            "check_shares", "corpus_windows", "search_budget"]
 
 CALIBRATIONS = ("none", "output", "sequential")
@@ -54,9 +54,6 @@ inputs the already-edited layers produce."""
 
 DEFAULT_ALLOCATION = "output share"
 """The allocation the budget search, the saved model and the verdicts use."""
-
-PROBE_SHARE = 0.5
-"""A layer's sensitivity is read with its heads cut to this share of their width."""
 
 RESOLUTION = 128
 """The budget search stops when its bracket is at most ``1 / RESOLUTION`` of the total
@@ -165,7 +162,6 @@ class ModelEvaluator:
         self.total = int(sum(self.widths.values()))
         self.map_risks = map_risks
         self.sequential = {}
-        self._weights = None
 
     # -- losses ----------------------------------------------------------------------
 
@@ -209,37 +205,11 @@ class ModelEvaluator:
 
     # -- allocations -----------------------------------------------------------------
 
-    def layer_weights(self):
-        """Each layer's measured loss per unit of output share (a per-layer sensitivity).
-
-        The layer's heads alone are cut to ``PROBE_SHARE`` of their width (in their
-        output metric) and the rise of the validation loss is divided by the summed
-        first-order output share of that cut. A layer whose cut does not raise the
-        loss gets a tenth of the smallest positive weight.
-        """
-        if self._weights is None:
-            base = self.unedited("validation")
-            rises = {}
-            for layer in sorted({key[0] for key in self.keys}):
-                heads = {k: h for k, h in self.bases["output"].items() if k[0] == layer}
-                ranks = {k: max(1, int(round(PROBE_SHARE * self.widths[k]))) for k in heads}
-                share = sum(float(h.curve[ranks[k]]) for k, h in heads.items())
-                loss = self.loss(ranks, "output", "validation", label=f"layer {layer} probe")
-                rises[layer] = (loss / base - 1.0) / share if share > 0 else 0.0
-            positive = [v for v in rises.values() if v > 0]
-            floor = 0.1 * min(positive) if positive else 1.0
-            self._weights = {layer: max(v, floor) for layer, v in rises.items()}
-        return self._weights
-
     def allocation(self, kind, budget):
         """The ranks of one allocation at a total ``budget`` (an integer number of ranks)."""
         heads = self.bases["output"]
         if kind == "output share":
             return budget_allocation({k: h.curve for k, h in heads.items()}, budget)
-        if kind == "weighted share":
-            weights = self.layer_weights()
-            return budget_allocation({k: weights[k[0]] * h.curve for k, h in heads.items()},
-                                     budget)
         if kind == "uniform":
             return uniform_allocation(self.widths, budget)
         if kind == "query energy":

@@ -32,16 +32,14 @@ def test_the_frame_holds_every_allocation_calibration_and_budget(result):
     frame = out.frame
     grid = frame[frame.stage == "grid"]
     assert set(grid.corpus) == {"random", "repeated"}
-    assert set(grid.allocation) == {"output share", "weighted share", "uniform",
-                                    "query energy", "r*_attn"}
+    assert set(grid.allocation) == {"output share", "uniform", "query energy", "r*_attn"}
     assert set(grid[grid.allocation == "output share"].calibration) == {"none", "output",
                                                                         "sequential"}
     assert set(grid[grid.allocation == "uniform"].calibration) == {"none", "output"}
     # every allocation of one budget keeps the same total (uniform exactly; the others
     # within the step of their shared threshold)
     for _, rows in grid.groupby(["corpus", "budget"]):
-        exact = rows[rows.allocation.isin(["output share", "weighted share",
-                                           "uniform"])].total_rank
+        exact = rows[rows.allocation.isin(["output share", "uniform"])].total_rank
         assert exact.nunique() == 1
         assert abs(rows.total_rank - exact.iloc[0]).max() <= 8
     for row in out.rows:
@@ -220,27 +218,6 @@ def test_an_interrupted_run_leaves_the_model_as_it_was(monkeypatch):
         model_rank(loaded, **dict(SMALL, n_pairs=0, heal=False))
     after = loaded.module.state_dict()
     assert all(torch.equal(after[k], v) for k, v in before.items())
-
-
-def test_the_layer_weights_are_the_measured_rise_per_unit_of_share(result):
-    from intrinsic_rank.nn import load_model
-
-    out, folder = result
-    loaded = load_model("default")
-    windows = _model_search.corpus_windows(loaded, "random", n_fit=12, n_validation=6,
-                                           n_test=6, length=24, random_state=0)
-    evaluator = _model_search.ModelEvaluator(loaded, "random", windows, metric_windows=3)
-    weights = evaluator.layer_weights()
-    base = evaluator.unedited("validation")
-    for layer, weight in weights.items():
-        heads = {k: h for k, h in evaluator.bases["output"].items() if k[0] == layer}
-        ranks = {k: 8 for k in heads}  # half of the width 16
-        share = sum(float(h.curve[8]) for h in heads.values())
-        with __import__("intrinsic_rank.inspection", fromlist=["x"]).imposed_queries(
-                loaded, evaluator.edits(ranks, "output")[0]):
-            rise = lm_loss(loaded, windows["validation"]) / base - 1
-        assert weight == pytest.approx(rise / share, rel=1e-6) or rise <= 0
-        assert weight > 0
 
 
 def test_a_budget_below_one_rank_per_head_and_an_unread_model_are_one_line(tmp_path, capsys):

@@ -192,7 +192,7 @@ def _cell_shares():
 def _model_rank(n_layers=30, n_heads=9, corpora=("code", "prose")):
     rng = np.random.default_rng(0)
     rows, found, maps = [], [], []
-    kinds = ("output share", "weighted share", "uniform", "query energy", "r*_attn")
+    kinds = ("output share", "uniform", "query energy", "r*_attn")
     for corpus in corpora:
         for share in (0.3, 0.4, 0.5, 0.6, 0.7):
             for k, kind in enumerate(kinds):
