@@ -253,7 +253,7 @@ def measure_head(facts, fit, heldout, *, tolerances=TOLERANCES, distill="auto",
     ------
     ValueError
         For a head whose held-out output is constant (its spread at most
-        :data:`~._head_records.CONSTANT_OUTPUT` of its size): a relative risk has
+        1e-5 of its size): a relative risk has
         nothing to divide by, and such a head has no ``r*_attn``.
 
     Examples

@@ -236,8 +236,9 @@ def model_rank(model="smollm2-135m", *, save=None, checkpoint=None, n_jobs=1, pr
     progress : bool, default=False
     device : str, default="cpu"
     **settings
-        Any of :data:`MODEL_RANK_DEFAULTS`: ``corpora``, ``epsilons``, ``budgets``,
-        the windows (``n_fit`` training, ``n_validation``, ``n_test``,
+        Any of these (their defaults are ``MODEL_RANK_DEFAULTS`` in this module,
+        also shown by ``intrinsic-rank model-rank --help``): ``corpora``,
+        ``epsilons``, ``budgets``, the windows (``n_fit`` training, ``n_validation``, ``n_test``,
         ``length``), ``metric_windows``, ``calibrations``, ``map_distill`` (the
         ``r*_attn`` map's distillation, None for no map), ``n_pairs`` (the
         currency check), ``heal`` and its ``heal_*`` settings, ``save_epsilon``,
