@@ -35,7 +35,7 @@ numpy and scipy only.
 
 import importlib
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 
 _LAZY_ESTIMATORS = (

@@ -39,7 +39,7 @@ import zlib
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from .._validation import check_allocation, format_bytes
 
 __all__ = ["MODEL_FORMAT", "ModelVersionWarning", "load_model_file", "load_xy",
