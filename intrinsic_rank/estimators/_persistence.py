@@ -40,7 +40,7 @@ import zlib
 import numpy as np
 
 from .._version import __version__
-from .._validation import check_allocation, format_bytes
+from .._validation import check_allocation, check_output_file, format_bytes
 
 __all__ = ["MODEL_FORMAT", "ModelVersionWarning", "load_model_file", "load_xy",
            "save_model_file"]
@@ -280,7 +280,11 @@ def save_model_file(estimator, path, *, atomic_file=None):
     Raises
     ------
     ValueError
-        If ``estimator`` is not a fitted scikit-learn estimator.
+        One line, before anything is pickled: ``estimator`` is not a fitted
+        scikit-learn estimator, or ``path`` cannot be written as a file (empty, a
+        folder, something else than a regular file, under a file or a read-only
+        folder: :func:`~intrinsic_rank._validation.check_output_file`); or the
+        write itself failed (a full disk).
 
     Examples
     --------
@@ -294,7 +298,7 @@ def save_model_file(estimator, path, *, atomic_file=None):
     import joblib
 
     _check_estimator(estimator, "estimator")
-    path = os.fspath(path)
+    path = check_output_file(os.fspath(path), "path")
     body = io.BytesIO()
     joblib.dump({"format": MODEL_FORMAT, "version": __version__, "estimator": estimator},
                 body)
@@ -302,13 +306,17 @@ def save_model_file(estimator, path, *, atomic_file=None):
     header = {"format": MODEL_FORMAT, "version": __version__,
               "estimator": _class_name(estimator), "size": len(body)}
     header["sha256"] = _digest(header, body)
-    with (_replaced_atomically if atomic_file is None else atomic_file)(path) as tmp:
-        with open(tmp, "wb") as stream:
-            stream.write(_MAGIC)
-            stream.write(json.dumps(header, sort_keys=True).encode() + b"\n")
-            stream.write(body)
-            stream.flush()
-            os.fsync(stream.fileno())
+    try:
+        with (_replaced_atomically if atomic_file is None else atomic_file)(path) as tmp:
+            with open(tmp, "wb") as stream:
+                stream.write(_MAGIC)
+                stream.write(json.dumps(header, sort_keys=True).encode() + b"\n")
+                stream.write(body)
+                stream.flush()
+                os.fsync(stream.fileno())
+    except OSError as error:  # found only while writing: a full disk, a folder gone
+        raise ValueError(f"path: cannot write {path!r} "
+                         f"({error.strerror or type(error).__name__})") from None
     return path
 
 
