@@ -337,7 +337,7 @@ def step_costs(args, ref):
     """
     import torch
 
-    from intrinsic_rank.estimators._batching import RankwiseMSELoss
+    from intrinsic_rank.estimators._net import RankwiseMSELoss
     from intrinsic_rank.nn import make_student
 
     torch.set_num_threads(args.threads)

@@ -1,10 +1,10 @@
 """AttentionRankEstimator: the attention-native intrinsic rank of a task.
 
 The estimator's flow, each step one idea in its own module: the parameter rules
-(:mod:`._attention_checks`), the data on the device (:mod:`._training_data`), the
-attention class of ``attention="auto"`` (:mod:`._attention_class`), the batched training
+(:mod:`._attention_params`), the data on the device (:mod:`._training_data`), the
+attention class of ``attention="auto"`` (:mod:`._selection`), the batched training
 runs (:mod:`._rank_runs`), rank selection and the adaptive search (:mod:`._selection`),
-and the evidence checks of a sweep (:mod:`._evidence`). What stays here is the
+and the evidence checks of a sweep (:mod:`._selection`). What stays here is the
 estimator's API and the order of the steps. The user guide
 (``docs/attention_rank_estimator.md``) explains the estimator at length.
 """
@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import spectral
 from .._validation import draw_seed
 from ..nn import STUDENTS, RotarySoftmaxStudent
-from ._attention_checks import (
+from ._attention_params import (
     check_causal,
     check_feature_map,
     check_init_weights,
@@ -30,23 +30,19 @@ from ._attention_checks import (
     check_value_map,
     rank_limit_text,
     ranks_within_limit,
+    resolve_optimizer,
 )
-from ._attention_class import choose_attention, compare_classes, grid_in_class
-from ._batching import rankwise_risks
 from ._callbacks import warn_if_loss_never_fell
-from ._compute_dtype import COMPUTE_DTYPES, resolve_compute_dtype
 from ._errors import TrainingDivergedError
-from ._evidence import judge_sweep, reference_risk, sweep_records
 from ._fitted import fits_from_scratch
-from ._inputs import validate_sequences
-from ._options import resolve_optimizer
+from ._inputs import SequenceRegressorMixin, validate_sequences
+from ._net import COMPUTE_DTYPES, rankwise_risks, resolve_compute_dtype
 from ._params import Boolean, Callbacks, Device, Integer, Options, Real, Rule, Seed, validate_params
-from ._rank_runs import (adaptive_runs, kept_outputs, merged_net, run_history, slot_kernels,
-                         slot_mixers, train_run)
-from ._restarts import gather_restart_risks, restart_warning
+from ._rank_runs import (adaptive_runs, gather_restart_risks, kept_outputs, merged_net,
+                         restart_warning, run_history, slot_kernels, slot_mixers, train_run)
 from ._scaling import rows_as_tensor
-from ._scoring import SequenceRegressorMixin
-from ._selection import coarse_rank_grid
+from ._selection import (choose_attention, coarse_rank_grid, compare_classes, grid_in_class,
+                         judge_sweep, reference_risk, sweep_records)
 from ._training_data import heldout_variance, training_data
 
 __all__ = ["AttentionRankEstimator"]

@@ -19,8 +19,8 @@ import numpy as np
 from skorch.callbacks import Callback
 
 from . import _scaling
-from ._batching import output_entries_per_row, rankwise_risks
 from ._errors import TrainingDivergedError, TrainingFinished
+from ._net import output_entries_per_row, rankwise_risks
 
 __all__ = ["DIVERGENCE_FACTOR", "LOSS_FALL_RTOL", "MONITORED_INSTEAD", "DivergenceCheck",
            "FitProgress", "PlateauStopping", "RankwiseEpochLoss", "user_callbacks",

@@ -11,10 +11,9 @@ from ..datasets import attention_mixer
 from .. import operator_fit as fits
 from ._attention_rank import AttentionRankEstimator
 from ._fitted import fits_from_scratch
-from ._inputs import validate_sequences
+from ._inputs import SequenceRegressorMixin, validate_sequences
 from ._params import Callbacks, Options, Real, Rule, Seed, validate_params
 from ._scaling import MAX_UNIT_FACTOR, scale_factor
-from ._scoring import SequenceRegressorMixin
 
 __all__ = ["EnergyEffectiveRank"]
 

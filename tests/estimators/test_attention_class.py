@@ -14,7 +14,7 @@ import pytest
 from intrinsic_rank import AttentionRankEstimator
 from intrinsic_rank.cli import main
 from intrinsic_rank.datasets import make_attention_task, make_fixed_operator_task
-from intrinsic_rank.estimators._attention_class import AUTO_ATTENTION, choose_attention
+from intrinsic_rank.estimators._selection import AUTO_ATTENTION, choose_attention
 from intrinsic_rank.experiments.entropic._sweep import sweep_warnings
 
 

@@ -6,14 +6,14 @@ import torch
 
 from intrinsic_rank import AttentionRankEstimator
 from intrinsic_rank.datasets import make_attention_task
-from intrinsic_rank.estimators import _compute_dtype
-from intrinsic_rank.estimators._batching import RankwiseMSELoss
-from intrinsic_rank.estimators._compute_dtype import (
+from intrinsic_rank.estimators import _net as net_module
+from intrinsic_rank.estimators._net import (
     COMPUTE_DTYPES,
+    RankSweepNet,
+    RankwiseMSELoss,
     resolve_compute_dtype,
     training_autocast,
 )
-from intrinsic_rank.estimators._net import RankSweepNet
 from intrinsic_rank.nn import STUDENTS, make_student
 
 
@@ -38,7 +38,7 @@ def test_auto_is_float32_on_the_cpu_and_an_explicit_request_is_kept():
 def test_auto_on_cuda_follows_the_device_capability(monkeypatch, native, emulated, auto):
     """The answer follows what the device supports (faked here: no GPU in the default run)."""
     support = {False: native, True: emulated}
-    monkeypatch.setattr(_compute_dtype, "_cuda_bfloat16",
+    monkeypatch.setattr(net_module, "_cuda_bfloat16",
                         lambda device, including_emulation: support[including_emulation])
     assert resolve_compute_dtype("auto", "cuda:0") == auto
     assert resolve_compute_dtype("float32", "cuda:0") == "float32"

@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from intrinsic_rank import AttentionRankEstimator, EnergyEffectiveRank, ReachabilityEstimator
 from intrinsic_rank.datasets import make_attention_task, make_random_targets
-from intrinsic_rank.estimators._options import check_student_options
+from intrinsic_rank.estimators._attention_params import check_student_options
 from intrinsic_rank.nn import STUDENTS
 
 X_SHORT, Y_SHORT = make_attention_task("linear", n_samples=96, seq_len=3, d=4, rank=2, random_state=0)

@@ -24,7 +24,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import intrinsic_rank.estimators as estimators_module
 from intrinsic_rank import AttentionRankEstimator
 from intrinsic_rank.datasets import make_attention_task
-from intrinsic_rank.estimators._scoring import SequenceRegressorMixin
+from intrinsic_rank.estimators._inputs import SequenceRegressorMixin
 
 CHEAP = dict(max_epochs=3, batch_size=64, random_state=0)
 # EnergyEffectiveRank's recovery student is a parameter with its own settings
