@@ -17,14 +17,15 @@ import numpy as np
 import torch
 
 from .._validation import check_int
-from ..nn import KERNEL_STUDENT_MAPS
-from ._params import Boolean
+from ..nn import KERNEL_STUDENT_MAPS, STUDENTS
+from ._net import COMPUTE_DTYPES
+from ._params import Integers, Reals, StrOptions, callbacks_rule, device_rule
 
-__all__ = ["MAX_HIDDEN", "POSITIONAL", "RESERVED_STUDENT_OPTIONS", "SEQUENCE_CLASSES",
-           "check_causal", "check_feature_map", "check_init_weights", "check_n_init",
-           "check_positional", "check_rank_grid", "check_student_options",
-           "check_student_options_of", "check_value_map", "rank_limit_text",
-           "ranks_within_limit", "resolve_optimizer", "student_parameters"]
+__all__ = ["MAX_HIDDEN", "MAX_N_INIT", "PARAMETER_CONSTRAINTS", "PARAMETER_RULES", "POSITIONAL",
+           "RESERVED_STUDENT_OPTIONS", "SEQUENCE_CLASSES", "check_causal", "check_feature_map",
+           "check_init_weights", "check_n_init", "check_positional", "check_rank_grid",
+           "check_student_options", "check_student_options_of", "check_value_map",
+           "rank_limit_text", "ranks_within_limit", "resolve_optimizer", "student_parameters"]
 
 
 POSITIONAL = ("rope",)
@@ -33,18 +34,19 @@ POSITIONAL = ("rope",)
 SEQUENCE_CLASSES = ("linear", "softmax")
 """The classes that take ``causal``, ``value_map`` and ``init_weights``."""
 
+MAX_N_INIT = 100
+"""The most restarts ``n_init`` may ask for. Each restart is a whole training of every rank
+(the batched run grows by one slot per rank and restart), so ``n_init=100`` already costs
+about a hundred fits; a larger count is refused in one line instead of running for days."""
+
 
 def check_feature_map(estimator, value):
-    """``feature_map``: a nonnegative map of ``attention="kernel"`` students."""
+    """``feature_map`` (one of :data:`~intrinsic_rank.nn.KERNEL_STUDENT_MAPS`): kernel
+    students only."""
     if estimator.attention != "kernel":
         raise ValueError(
             f"feature_map applies to attention='kernel' only; got attention="
             f"{estimator.attention!r} with feature_map={value!r}"
-        )
-    if not isinstance(value, str) or value not in KERNEL_STUDENT_MAPS:
-        raise ValueError(
-            f"unknown feature_map {value!r}; use one of "
-            f"{list(KERNEL_STUDENT_MAPS)} (nonnegative maps: the Min-IP theorem applies)"
         )
     return value
 
@@ -53,13 +55,11 @@ def check_rank_grid(estimator, value):
     """A sweep's grid: ``"auto"`` or distinct integers ``>= 1``, sorted (limits need the data)."""
     if estimator.rank is not None:
         raise ValueError("give either rank (one student) or rank_grid (a sweep), not both")
-    if isinstance(value, str):
-        if value != "auto":
-            raise ValueError(f"rank_grid must be a list of ranks or 'auto'; got {value!r}")
+    if isinstance(value, str):  # "auto", the only string the constraints accept
         return value
-    grid = np.asarray(value)
+    grid = np.asarray(value, dtype=object)
     if grid.ndim != 1 or grid.size == 0:
-        raise ValueError(f"rank_grid must be a non-empty 1-D list; got {value!r}")
+        raise ValueError(f"rank_grid must be a non-empty 1-D list; got {value!r:.200}")
     # the entries as given: numpy would read [True, 2] as [1, 2]
     entries = value.tolist() if isinstance(value, np.ndarray) else list(value)
     checked = [check_int(r, "every entry of rank_grid") for r in entries]
@@ -69,18 +69,15 @@ def check_rank_grid(estimator, value):
 
 
 def check_causal(estimator, value):
-    """``causal``: a boolean, ``True`` only for the classes of :data:`SEQUENCE_CLASSES`."""
-    value = Boolean().check(value, "causal", estimator)
+    """``causal=True``: only for the classes of :data:`SEQUENCE_CLASSES`."""
     if value and estimator.attention not in SEQUENCE_CLASSES:
         raise ValueError(f"causal=True applies to attention in {list(SEQUENCE_CLASSES)}; got "
                          f"attention={estimator.attention!r}")
-    return value
+    return bool(value)
 
 
 def check_positional(estimator, value):
-    """``positional``: one of :data:`POSITIONAL`, for ``attention="softmax"``."""
-    if value not in POSITIONAL:
-        raise ValueError(f"positional must be None or one of {list(POSITIONAL)}; got {value!r}")
+    """``positional="rope"``: for ``attention="softmax"``."""
     if estimator.attention != "softmax":
         raise ValueError(f"positional={value!r} applies to attention='softmax' (the rotary "
                          f"heads of causal LMs); got attention={estimator.attention!r}")
@@ -92,7 +89,11 @@ def check_value_map(estimator, value):
     if estimator.attention not in SEQUENCE_CLASSES:
         raise ValueError(f"value_map applies to attention in {list(SEQUENCE_CLASSES)}; got "
                          f"attention={estimator.attention!r}")
-    array = np.asarray(value, dtype=np.float64)
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("value_map must be a finite 2-D array of shape (d, d_out) of "
+                         "numbers") from None
     if array.ndim != 2 or not np.all(np.isfinite(array)):
         raise ValueError(f"value_map must be a finite 2-D array of shape (d, d_out); got "
                          f"shape {array.shape}" + ("" if array.ndim != 2 else
@@ -105,25 +106,24 @@ def check_init_weights(estimator, value):
     if estimator.attention not in SEQUENCE_CLASSES:
         raise ValueError(f"init_weights applies to attention in {list(SEQUENCE_CLASSES)}; got "
                          f"attention={estimator.attention!r}")
-    if not isinstance(value, Mapping) or set(value) != {"query", "key"}:
+    if set(value) != {"query", "key"}:
         raise ValueError("init_weights must be None or a dict with exactly the keys 'query' "
                          f"and 'key' (arrays of shape (d, k)); got {value!r:.200}")
-    arrays = {name: np.asarray(value[name], dtype=np.float64) for name in ("query", "key")}
-    for name, array in arrays.items():
-        if array.ndim != 2 or not np.all(np.isfinite(array)):
+    arrays = {}
+    for name in ("query", "key"):
+        try:
+            arrays[name] = np.asarray(value[name], dtype=np.float64)
+        except (TypeError, ValueError):
+            arrays[name] = np.empty(0)
+        if arrays[name].ndim != 2 or not np.all(np.isfinite(arrays[name])):
             raise ValueError(f"init_weights[{name!r}] must be a finite 2-D array of shape "
-                             f"(d, k); got shape {array.shape}")
+                             f"(d, k); got shape {arrays[name].shape}")
     return arrays
 
 
 def check_n_init(estimator, value):
-    """``n_init`` other than ``"auto"``: an integer ``>= 1``, and 1 with ``init_weights``
-    (every restart would start from the same teacher)."""
-    try:
-        value = check_int(value, "n_init", 1)
-    except ValueError:
-        raise ValueError(f"n_init must be 'auto' or an integer >= 1; got {value!r}") from None
-    if value > 1 and estimator.init_weights is not None:
+    """``n_init``: 1 with ``init_weights`` (every restart would start from the same teacher)."""
+    if value != "auto" and value > 1 and estimator.init_weights is not None:
         raise ValueError(f"n_init={value} restarts from independent random draws, but "
                          "init_weights starts every slot from the same teacher; give "
                          "n_init=1 with init_weights")
@@ -378,8 +378,6 @@ def check_student_options(options, attention, student_class, name="student_optio
     ...
     ValueError: student_options['hidden'] must be an integer in [1, 65536]; got 2.5
     """
-    from collections.abc import Mapping
-
     if options is None:
         return {}
     if not isinstance(options, Mapping):
@@ -397,3 +395,53 @@ def check_student_options(options, attention, student_class, name="student_optio
                          f"its student accepts {allowed or 'no options'}")
     return {key: _OPTION_CHECKS[key](value, key) if key in _OPTION_CHECKS else value
             for key, value in options.items()}
+
+
+PARAMETER_CONSTRAINTS = {
+    "attention": [StrOptions({*STUDENTS, "auto"})],
+    "feature_map": [None, StrOptions(set(KERNEL_STUDENT_MAPS))],
+    "rank": [None, Integers(1)],
+    "rank_grid": [None, StrOptions({"auto"}), "array-like"],
+    "max_epochs": [Integers(1)],
+    "lr": [Reals(0.0, closed="neither")],
+    "batch_size": [StrOptions({"auto"}), Integers(1)],
+    "init_scale": [Reals(0.0, closed="neither")],
+    "n_init": [StrOptions({"auto"}), Integers(1, MAX_N_INIT, closed="both")],
+    "optimizer": [str, type],
+    "weight_decay": [Reals(0.0)],
+    "noise_floor": [None, Reals(0.0)],
+    "tol": [Reals(0.0)],
+    "validation_fraction": [Reals(0.0, 0.9, closed="both")],
+    "early_stopping": ["boolean"],
+    "n_iter_no_change": [Integers(1)],
+    "student_options": [None, Mapping],
+    "random_state": ["random_state"],
+    "device": [str, torch.device],
+    "verbose": [Integers(0)],
+    "callbacks": [None, list, tuple],
+    "compute_dtype": [StrOptions(set(COMPUTE_DTYPES))],
+    "causal": ["boolean"],
+    "positional": [None, StrOptions(set(POSITIONAL))],
+    "rope_theta": [Reals(0.0, closed="neither")],
+    "value_map": [None, "array-like"],
+    "init_weights": [None, Mapping],
+}
+"""``AttentionRankEstimator._parameter_constraints``: every parameter in scikit-learn's own
+form, checked first in ``fit`` (and by scikit-learn's ``_validate_params()``)."""
+
+PARAMETER_RULES = {
+    "feature_map": check_feature_map,
+    "rank_grid": check_rank_grid,
+    "n_init": check_n_init,
+    "optimizer": lambda estimator, value: resolve_optimizer(value),
+    "student_options": check_student_options_of,
+    "device": device_rule,
+    "callbacks": callbacks_rule,
+    "causal": check_causal,
+    "positional": check_positional,
+    "value_map": check_value_map,
+    "init_weights": check_init_weights,
+}
+"""``AttentionRankEstimator._parameter_rules``: what the constraints cannot say (a parameter
+that depends on another, a device that exists here), and the value ``fit`` uses
+(:func:`~._params.checked_params`)."""

@@ -185,6 +185,10 @@ class DivergenceCheck(Callback):
         slot that diverges is left behind (``diverged_``; its slot never shares
         arithmetic with another) and training stops only when every restart of
         some rank has diverged.
+    spare : bool, default=False
+        Whether the slots are spare restarts of ranks trained already (the probes and
+        second restarts of ``n_init="auto"``): a slot that diverges is left behind,
+        and the run ends without an error once every slot has.
 
     Examples
     --------
@@ -192,9 +196,10 @@ class DivergenceCheck(Callback):
     2.0
     """
 
-    def __init__(self, loss_limit=None, restarts=False):
+    def __init__(self, loss_limit=None, restarts=False, spare=False):
         self.loss_limit = loss_limit
         self.restarts = restarts
+        self.spare = spare
 
     def on_train_begin(self, net, X=None, y=None, **kwargs):
         self.initial_loss_ = None
@@ -207,15 +212,23 @@ class DivergenceCheck(Callback):
             self.initial_loss_ = per_rank.tolist()
         else:  # in chunks: never all (n, R, ...) outputs at once
             self.initial_loss_ = [float(v) for v in rankwise_risks(net, X, y)[0]]
-        self._check(net, self.initial_loss_, "at initialisation")
+        self._check(net, self.initial_loss_, "at initialisation", at_start=True)
 
     def on_batch_end(self, net, training=False, **kwargs):
         if training:
             losses = net.history[-1, "batches", -1, "train_loss_per_rank"]
             self._check(net, losses, f"at epoch {len(net.history)}")
 
-    def _check(self, net, losses, when):
+    def _check(self, net, losses, when, at_start=False):
         ranks = [int(r) for r in net.module_.ranks]
+        if self.spare:
+            # every slot may be left behind: each is a spare of a rank trained already
+            ranks = list(range(len(losses)))
+            losses = self._left_behind(ranks, losses)
+            if len(self.diverged_) == len(losses) and not at_start:
+                # ends the loop (skorch's on_train_begin runs outside it: not there)
+                raise TrainingFinished("every spare restart diverged")
+            return
         if self.restarts:
             losses = self._left_behind(ranks, losses)
         bad = list(dict.fromkeys(r for r, v in zip(ranks, losses) if not np.isfinite(v)))

@@ -278,7 +278,7 @@ def validate_sequences(estimator, X, Y=_NO_TARGET, reset=True, keep_float32=Fals
             )
     n, L, d = X.shape
     if reset:
-        estimator._x_ndim = ndim
+        estimator.x_ndim_ = ndim
         estimator.seq_len_ = L
         estimator.token_dim_ = d
     elif L != estimator.seq_len_:

@@ -17,13 +17,15 @@ restarts of the rank finally selected end further apart than the selection's tol
 the fit depends on its initialisation and says so (:func:`restart_warning`).
 """
 
+import math
+
 import numpy as np
 import torch
 
 from .._validation import check_allocation
 from ..nn import RotarySoftmaxStudent
 from . import _scaling
-from ._attention_params import SEQUENCE_CLASSES, check_init_weights, resolve_optimizer
+from ._attention_params import SEQUENCE_CLASSES
 from ._callbacks import (
     DivergenceCheck,
     FitProgress,
@@ -31,11 +33,13 @@ from ._callbacks import (
     RankwiseEpochLoss,
     user_callbacks,
 )
-from ._net import RankSweepNet, RankwiseMSELoss, TensorBatchIterator, forward_chunks, rankwise_risks
+from ._net import (RankSweepNet, RankwiseMSELoss, TensorBatchIterator, forward_chunks,
+                   rankwise_risks, release_freed_memory)
 from ._selection import adaptive_rank_search
 
-__all__ = ["adaptive_runs", "best_restarts", "build_net", "copy_slots", "gather_restart_risks",
-           "kept_history", "kept_outputs", "merged_net", "restart_slots", "restart_warning",
+__all__ = ["EVALUATION_OUTPUTS", "PROBE_FRACTION", "adaptive_runs", "best_restarts", "build_net",
+           "copy_slots", "evaluation_rows", "gather_restart_risks", "kept_history",
+           "kept_outputs", "merged_net", "restart_slots", "restart_warning", "restarts_needed",
            "run_history", "slot_kernels", "slot_mixers", "train_run"]
 
 
@@ -44,7 +48,7 @@ def _feature_map(estimator):
     return {} if estimator.feature_map is None else {"feature_map": estimator.feature_map}
 
 
-def _sequence_options(estimator, data):
+def _sequence_options(estimator, data, attention):
     """The student arguments of ``causal``, ``positional`` and ``value_map``, in training units.
 
     A known value map acts on ``X`` and produces ``Y``: trained on ``X * x_scale``
@@ -52,15 +56,15 @@ def _sequence_options(estimator, data):
     exact).
     """
     options = {}
-    if estimator.attention_ not in SEQUENCE_CLASSES:
+    if attention not in SEQUENCE_CLASSES:
         return options
-    rotary = estimator._student_class(estimator.attention_) is RotarySoftmaxStudent
+    rotary = estimator._student_class(attention) is RotarySoftmaxStudent
     if estimator.causal or rotary:
         options["causal"] = bool(estimator.causal)
     if rotary:
         options["rope_theta"] = float(estimator.rope_theta)
-    if estimator.value_map is not None:
-        value_map = np.asarray(estimator.value_map, dtype=np.float64)
+    if data.value_map is not None:
+        value_map = data.value_map
         expected = (estimator.token_dim_, estimator.d_out_)
         if value_map.shape != expected:
             raise ValueError(f"value_map must have shape (d, d_out) = {expected} for these "
@@ -69,39 +73,50 @@ def _sequence_options(estimator, data):
     return options
 
 
-def build_net(estimator, ranks, data, extra_callbacks=(), restarts=None):
+def build_net(estimator, ranks, data, attention, extra_callbacks=(), restarts=None,
+              max_epochs=None, spare=False):
     """The net of one batched run over ``ranks``: the estimator's callbacks, then the user's.
 
     Parameters
     ----------
     estimator : AttentionRankEstimator
-        During ``fit`` (``attention_``, the data's sizes and ``compute_dtype_`` set).
+        During ``fit`` (the data's sizes set).
     ranks : list of int
     data : Bunch
-        :func:`~._training_data.training_data` (seed, device, sizes, divergence limit).
+        :func:`~._training_data.training_data` (seed, device, sizes, divergence limit)
+        with the fit's resolved settings (``compute_dtype``, ``optimizer``,
+        ``callbacks``, ``value_map``, ...).
+    attention : str
+        The class of the students.
     extra_callbacks : sequence of (name, callback), default=()
         Rules of this run (the plateau rule of ``early_stopping``).
     restarts : list of int or None, default=None
         The restart index of each slot (``n_init``); None: every slot is restart 0.
+    max_epochs : int or None, default=None
+        The run's epochs; None: the estimator's ``max_epochs``.
+    spare : bool, default=False
+        The slots are spare restarts (``n_init="auto"``): one that diverges is left
+        behind, never an error (:class:`~._callbacks.DivergenceCheck`).
 
     Returns
     -------
     net : RankSweepNet
         Not initialised.
     """
-    callbacks = [("rankwise_loss", RankwiseEpochLoss()),
-                 ("divergence", DivergenceCheck(data.limit, restarts=restarts is not None)),
+    divergence = DivergenceCheck(data.limit, restarts=restarts is not None, spare=spare)
+    callbacks = [("rankwise_loss", RankwiseEpochLoss()), ("divergence", divergence),
                  *extra_callbacks]
     if estimator.verbose == 1:
         callbacks.append(("progress", FitProgress(postfix={"summed_loss": "train_loss"})))
-    callbacks.extend(user_callbacks(estimator.callbacks))
+    callbacks.extend(user_callbacks(data.callbacks))
     # student_options cannot hold the keys the estimator sets (RESERVED_STUDENT_OPTIONS)
     options = {**(estimator.student_options or {}), **_feature_map(estimator),
-               **_sequence_options(estimator, data)}
+               **_sequence_options(estimator, data, attention)}
     if restarts is not None:
         options["restarts"] = restarts
+    batch_size = estimator._batch_size(len(data.X_train))
     return RankSweepNet(
-        module=estimator._student_class(estimator.attention_),
+        module=estimator._student_class(attention),
         module__d=estimator.token_dim_,
         module__d_out=estimator.d_out_,
         module__ranks=ranks,
@@ -111,29 +126,51 @@ def build_net(estimator, ranks, data, extra_callbacks=(), restarts=None):
         module__final_only=estimator.target_ == "final",
         **{f"module__{key}": value for key, value in options.items()},
         criterion=RankwiseMSELoss,
-        optimizer=resolve_optimizer(estimator.optimizer),
+        optimizer=data.optimizer,
         optimizer__weight_decay=estimator.weight_decay,
         lr=estimator.lr,
-        max_epochs=estimator.max_epochs,
-        batch_size=estimator._batch_size(len(data.X_train)),
+        max_epochs=estimator.max_epochs if max_epochs is None else max_epochs,
+        batch_size=batch_size,
         train_split=None,
         iterator_train=TensorBatchIterator,
         iterator_train__shuffle=True,
         iterator_train__seed=data.seed,
         iterator_valid=TensorBatchIterator,
+        iterator_valid__batch_size=evaluation_rows(len(ranks), estimator.seq_len_,
+                                                   estimator.d_out_, batch_size),
         callbacks=callbacks,
         verbose=int(estimator.verbose >= 2),
         device=data.device,
-        compute_dtype=getattr(estimator, "compute_dtype_", "float32"),
+        compute_dtype=data.compute_dtype,
     )
 
 
-def train_run(estimator, ranks, data):
+EVALUATION_OUTPUTS = 2**20
+"""Outputs (float32 entries, 4 MiB) a batch of an evaluation holds at most: every risk,
+prediction and kernel a fit evaluates goes through the net in batches of
+:func:`evaluation_rows` sequences, in one pass and in chunks alike."""
+
+
+def evaluation_rows(n_slots, seq_len, d_out, batch_size):
+    """Sequences per evaluation batch: the training batch, or fewer where its outputs of
+    every slot would exceed :data:`EVALUATION_OUTPUTS` (at least 8).
+
+    Examples
+    --------
+    >>> evaluation_rows(3, 8, 6, 64), evaluation_rows(13, 32, 64, 256)
+    (64, 39)
+    """
+    per_row = max(1, int(n_slots) * int(seq_len) * int(d_out))
+    return int(min(batch_size, max(8, EVALUATION_OUTPUTS // per_row)))
+
+
+def train_run(estimator, ranks, data, attention):
     """Train one batched net over ``ranks`` on the training part (one round of a search).
 
     With ``n_init > 1`` every rank trains ``n_init`` restarts in the same run, and the
-    one with the lowest training risk is the rank's (:mod:`._rank_runs`). With
-    ``init_weights`` every slot starts from the teacher's truncation instead of a
+    one with the lowest training risk is the rank's. With ``n_init="auto"`` a rank
+    trains a second restart only where its first needs one (:func:`restarts_needed`).
+    With ``init_weights`` every slot starts from the teacher's truncation instead of a
     random draw.
 
     Parameters
@@ -141,18 +178,22 @@ def train_run(estimator, ranks, data):
     estimator : AttentionRankEstimator
     ranks : list of int
     data : Bunch
+    attention : str
 
     Returns
     -------
     net : RankSweepNet
         Trained, with ``run_ranks_`` (``ranks``), ``kept_slots_`` (the slot of each
-        rank: its own for ``n_init=1``, its best restart's otherwise) and
-        ``restart_risks_`` (``(R, n_init)`` training risks in the units of ``Y``; None
-        for ``n_init=1``).
+        rank: its own for ``n_init=1`` and ``"auto"``, its best restart's otherwise),
+        ``restart_risks_`` (``(R, n_init)`` training risks in the units of ``Y``, NaN
+        for a restart not trained; None for ``n_init=1``) and ``restart_record_``
+        (``"auto"`` only: ``probe_epochs`` and the ``restarted`` ranks).
     """
-    n_init = estimator.n_init_
+    n_init = data.n_init
+    if n_init == "auto":
+        return _restarts_where_needed(estimator, ranks, data, attention)
     if n_init == 1:
-        net = _fit(estimator, ranks, data)
+        net = _fit(estimator, ranks, data, attention)
         net.run_ranks_, net.kept_slots_, net.restart_risks_ = list(ranks), list(
             range(len(ranks))), None
         return net
@@ -161,27 +202,108 @@ def train_run(estimator, ranks, data):
     check_allocation(4 * n_slots * max(ranks) * min(estimator.token_dim_, estimator.seq_len_),
                      "n_init", f"{n_init} restarts of {len(ranks)} rank(s)")
     slots, restarts = restart_slots(ranks, n_init)
-    net = _fit(estimator, slots, data, restarts)
-    values, _ = rankwise_risks(net, data.X_train, data.Y_train)
-    best, net.restart_risks_ = best_restarts(np.asarray(values) / data.y_scale**2, n_init)
+    net = _fit(estimator, slots, data, attention, restarts)
+    best, net.restart_risks_ = best_restarts(_training_risks(net, data), n_init)
     net.run_ranks_ = list(ranks)
     net.kept_slots_ = [i * n_init + int(b) for i, b in enumerate(best)]
     return net
 
 
-def _fit(estimator, ranks, data, restarts=None):
+PROBE_FRACTION = 0.2
+"""The share of the first run's epochs a probe restart trains (``n_init="auto"``)."""
+
+
+def _training_risks(net, data):
+    """Training risk of every slot of a run, in the units of ``Y`` (``inf`` if not finite)."""
+    values, _ = rankwise_risks(net, data.X_train, data.Y_train)
+    values = np.asarray(values, dtype=float) / data.y_scale**2
+    return np.where(np.isfinite(values), values, np.inf)
+
+
+def restarts_needed(ranks, first, probe, tolerance):
+    """The ranks whose first restart stopped in a poorer basin: they train a second one.
+
+    A rank needs a restart when a short probe of its second restart already ends below
+    the first's final training risk by more than ``tolerance``, or when its first ends
+    above a smaller rank's by more than ``tolerance``: a rank-``r`` student can
+    represent every smaller rank's solution, so it ending worse is an optimisation
+    failure, not the task.
+
+    Parameters
+    ----------
+    ranks : sequence of int
+        Ascending.
+    first : array-like of shape (R,)
+        The first restarts' final training risks.
+    probe : array-like of shape (R,)
+        The probes' training risks (``inf`` for one that diverged).
+    tolerance : float
+        ``tol`` times the variance of the training targets.
+
+    Returns
+    -------
+    needed : list of int
+        Indices into ``ranks``.
+
+    Examples
+    --------
+    >>> restarts_needed([1, 2, 3], [0.5, 0.01, 0.2], [0.6, 0.3, 0.3], 0.02)  # rank 3 > rank 2
+    [2]
+    >>> restarts_needed([3], [0.53], [0.08], 0.02)  # the probe beat the first already
+    [0]
+    """
+    first, probe = np.asarray(first, dtype=float), np.asarray(probe, dtype=float)
+    best_below = np.minimum.accumulate(np.concatenate([[np.inf], first[:-1]]))
+    worse_than_smaller = first > best_below + tolerance
+    probe_beats_it = probe < first - tolerance
+    return [i for i in range(len(ranks)) if worse_than_smaller[i] or probe_beats_it[i]]
+
+
+def _restarts_where_needed(estimator, ranks, data, attention):
+    """``n_init="auto"``: every rank once, a short probe of a second restart, and a whole
+    second restart of the ranks that need one (:func:`restarts_needed`), kept where it
+    ends lower. Every run holds one slot per rank, so the memory is ``n_init=1``'s."""
+    R = len(ranks)
+    net = _fit(estimator, ranks, data, attention)
+    first = _training_risks(net, data)
+    probe_epochs = max(1, math.ceil(PROBE_FRACTION * len(net.history)))
+    probe = _fit(estimator, ranks, data, attention, [1] * R, max_epochs=probe_epochs,
+                 spare=True, plateau=False)
+    needed = restarts_needed(ranks, first, _training_risks(probe, data),
+                             data.restart_tolerance)
+    del probe
+    risks = np.column_stack([first, np.full(R, np.nan)])
+    if needed:
+        second = _fit(estimator, [ranks[i] for i in needed], data, attention,
+                      [1] * len(needed), spare=True)
+        risks[needed, 1] = _training_risks(second, data)
+        kept = [(j, i) for j, i in enumerate(needed) if risks[i, 1] < risks[i, 0]]
+        copy_slots(second.module_, net.module_, kept)  # the second restart where it won
+        replaced = {i for _, i in kept}
+        net.module_.restarts = tuple(int(i in replaced) for i in range(R))
+    net.run_ranks_, net.kept_slots_ = list(ranks), list(range(R))
+    net.restart_risks_ = risks if needed else risks[:, :1]
+    net.restart_record_ = {"probe_epochs": probe_epochs,
+                           "restarted": [int(ranks[i]) for i in needed]}
+    return net
+
+
+def _fit(estimator, ranks, data, attention, restarts=None, max_epochs=None, spare=False,
+         plateau=True):
     """Train one net over ``ranks`` (slots), from random draws or the teacher's weights."""
     callbacks = []
-    if data.patience is not None:
+    if data.patience is not None and plateau:
         callbacks.append(("plateau", PlateauStopping(data.X_held, data.Y_held, data.patience,
                                                      data.min_delta)))
-    net = build_net(estimator, ranks, data, extra_callbacks=callbacks, restarts=restarts)
-    if estimator.init_weights is None:
+    net = build_net(estimator, ranks, data, attention, extra_callbacks=callbacks,
+                    restarts=restarts, max_epochs=max_epochs, spare=spare)
+    release_freed_memory()  # what the previous run's evaluations freed
+    if data.init_weights is None:
         net.fit(data.X_train, data.Y_train)
         return net
     # a warm start: skorch's fit is initialize() then partial_fit()
     net.initialize()
-    weights = check_init_weights(estimator, estimator.init_weights)
+    weights = data.init_weights
     # scores of tokens scaled by x_scale: each projection divided by it
     net.module_.start_from(weights["query"] / data.x_scale, weights["key"] / data.x_scale)
     net.partial_fit(data.X_train, data.Y_train)
@@ -198,7 +320,7 @@ def heldout_risks(net, data):
             for s in net.kept_slots_]
 
 
-def adaptive_runs(estimator, coarse, data):
+def adaptive_runs(estimator, coarse, data, attention):
     """``rank_grid="auto"``: a coarse batched grid, then batched bisection of the bracket.
 
     Parameters
@@ -207,6 +329,7 @@ def adaptive_runs(estimator, coarse, data):
     coarse : list of int
         The coarse grid (:func:`~._selection.coarse_rank_grid`).
     data : Bunch
+    attention : str
 
     Returns
     -------
@@ -218,14 +341,14 @@ def adaptive_runs(estimator, coarse, data):
     nets = []
 
     def evaluate(ranks):
-        nets.append(train_run(estimator, ranks, data))
+        nets.append(train_run(estimator, ranks, data, attention))
         return heldout_risks(nets[-1], data)
 
     adaptive_rank_search(coarse, evaluate, data.variance, estimator.tol, estimator.noise_floor)
     return nets, sorted({r for net in nets for r in net.run_ranks_})
 
 
-def merged_net(estimator, nets, ranks, data):
+def merged_net(estimator, nets, ranks, data, attention):
     """One initialised net over the union of the runs' ranks, with their kept slots.
 
     Parameters
@@ -235,12 +358,13 @@ def merged_net(estimator, nets, ranks, data):
         Trained runs; each rank of ``ranks`` is a slot of one of them.
     ranks : list of int
     data : Bunch
+    attention : str
 
     Returns
     -------
     net : RankSweepNet
     """
-    net = build_net(estimator, ranks, data)
+    net = build_net(estimator, ranks, data, attention)
     net.initialize()
     slot_of = {r: i for i, r in enumerate(ranks)}
     for part in nets:
@@ -332,7 +456,8 @@ def slot_kernels(module, attention, X_t, x_scale):
         elif attention == "kernel":
             # no static d x d kernel: the kernel between the data's distinct
             # tokens (at most 512), of rank <= the feature rank
-            tokens = torch.unique(X_t.reshape(-1, X_t.shape[-1]), dim=0)
+            tokens = X_t[:len(X_t)]  # a tensor (a part given as Rows is gathered)
+            tokens = torch.unique(tokens.reshape(-1, tokens.shape[-1]), dim=0)
             step = max(1, -(-len(tokens) // 512))
             kernels = module.token_kernel(tokens[::step])
         else:
@@ -485,9 +610,21 @@ def gather_restart_risks(nets, ranks):
     Returns
     -------
     risks : ndarray of shape (R, n_init)
+        ``n_init`` the most restarts any rank trained; NaN where a rank trained fewer.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Run
+    >>> runs = [Run(run_ranks_=[1, 2], restart_risks_=np.array([[0.5], [0.1]])),
+    ...         Run(run_ranks_=[3], restart_risks_=np.array([[0.4, 0.05]]))]
+    >>> gather_restart_risks(runs, [1, 3]).tolist()
+    [[0.5, nan], [0.4, 0.05]]
     """
     by_rank = {r: row for net in nets for r, row in zip(net.run_ranks_, net.restart_risks_)}
-    return np.array([by_rank[int(r)] for r in ranks])
+    rows = [np.asarray(by_rank[int(r)], dtype=float) for r in ranks]
+    width = max(len(row) for row in rows)
+    return np.array([np.pad(row, (0, width - len(row)), constant_values=np.nan)
+                     for row in rows])
 
 
 def restart_warning(rank, risks, threshold):
@@ -514,6 +651,7 @@ def restart_warning(rank, risks, threshold):
     'the 2 restarts (n_init) of rank 3 end at trainin'
     """
     risks = np.asarray(risks, dtype=float)
+    risks = risks[~np.isnan(risks)]  # a restart not trained (n_init="auto")
     if len(risks) < 2:
         return None
     spread = float(np.max(risks) - np.min(risks))

@@ -137,5 +137,6 @@ def test_bfloat16_training_finds_the_same_rank_on_a_teacher(kind, seed):
 
 def test_an_unknown_compute_dtype_is_one_line():
     X, Y = make_attention_task("linear", n_samples=40, seq_len=3, d=3, rank=1, random_state=0)
-    with pytest.raises(ValueError, match="AttentionRankEstimator: compute_dtype must be one of"):
+    with pytest.raises(ValueError, match="The 'compute_dtype' parameter of "
+                                         "AttentionRankEstimator must be a str among"):
         AttentionRankEstimator(rank=1, max_epochs=1, compute_dtype="float16").fit(X, Y)

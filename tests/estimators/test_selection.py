@@ -110,11 +110,12 @@ def test_auto_matches_the_full_grid_on_more_teachers(kind, d, L, r_star, seed):
 
 def test_bad_ranks_string_names_the_parameter():
     X, Y = make_attention_task("linear", n_samples=32, seq_len=3, d=2, rank=1, random_state=0)
-    with pytest.raises(ValueError, match="rank_grid must be a list of ranks or 'auto'"):
+    with pytest.raises(ValueError, match="The 'rank_grid' parameter of AttentionRankEstimator "
+                                         "must be None, a str among {'auto'} or an array-like"):
         AttentionRankEstimator(rank_grid="all").fit(X, Y)
-    with pytest.raises(ValueError, match="n_iter_no_change must be an integer >= 1; got 0"):
+    with pytest.raises(ValueError, match="The 'n_iter_no_change' parameter .* Got 0 instead"):
         AttentionRankEstimator(rank_grid=[1, 2], early_stopping=True, n_iter_no_change=0).fit(X, Y)
-    with pytest.raises(ValueError, match="early_stopping must be True or False; got 10"):
+    with pytest.raises(ValueError, match="The 'early_stopping' parameter .* Got 10 instead"):
         AttentionRankEstimator(rank_grid=[1, 2], early_stopping=10).fit(X, Y)
 
 
