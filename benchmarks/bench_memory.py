@@ -30,17 +30,6 @@ SIZES = ((4096, 32, 64), (2048, 32, 64), (8192, 32, 64), (4096, 64, 32), (4096, 
 QUICK_SIZES = ((4096, 32, 64),)
 
 
-def _status_mb(key):
-    """``VmRSS`` or ``VmHWM`` (the peak) of this process, in MB, from ``/proc``."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def worker(spec):
     """One fit in this process: its peak and the RSS at each step, as a JSON line."""
     import warnings
@@ -51,19 +40,19 @@ def worker(spec):
     from intrinsic_rank import AttentionRankEstimator
 
     sys.path.insert(0, HERE)
-    from bench_scale import float32_teacher
+    from bench_scale import _rss_mb, float32_teacher
 
     warnings.simplefilter("ignore")
-    imported = _status_mb("VmRSS")
+    imported = _rss_mb("VmRSS")
     X, Y = float32_teacher(spec["n"], spec["L"], spec["d"], max(1, spec["d"] // 8),
                            spec["seed"])
-    before = _status_mb("VmRSS")
+    before = _rss_mb("VmRSS")
     start = time.perf_counter()
     est = AttentionRankEstimator(rank_grid="auto", n_init=spec["n_init"],
                                  max_epochs=spec["epochs"], random_state=spec["seed"],
                                  device=spec["device"]).fit(X, Y)
     seconds = time.perf_counter() - start
-    peak = _status_mb("VmHWM")
+    peak = _rss_mb("VmHWM")
     return dict(spec, seconds=seconds, import_mb=imported, before_fit_mb=before, peak_mb=peak,
                 fit_mb=peak - before, data_mb=(X.nbytes + Y.nbytes) / 2**20,
                 rank=int(est.rank_), rounds=est.search_rounds_)
