@@ -74,7 +74,7 @@ def _sequence_options(estimator, data, attention):
 
 
 def build_net(estimator, ranks, data, attention, extra_callbacks=(), restarts=None,
-              max_epochs=None, spare=False):
+              max_epochs=None, spare=False, probe=False):
     """The net of one batched run over ``ranks``: the estimator's callbacks, then the user's.
 
     Parameters
@@ -97,6 +97,9 @@ def build_net(estimator, ranks, data, attention, extra_callbacks=(), restarts=No
     spare : bool, default=False
         The slots are spare restarts (``n_init="auto"``): one that diverges is left
         behind, never an error (:class:`~._callbacks.DivergenceCheck`).
+    probe : bool, default=False
+        A probe of ``n_init="auto"``, which only decides whether a rank needs a second
+        restart: the user's callbacks (a ``Checkpoint``) do not run on it.
 
     Returns
     -------
@@ -108,7 +111,8 @@ def build_net(estimator, ranks, data, attention, extra_callbacks=(), restarts=No
                  *extra_callbacks]
     if estimator.verbose == 1:
         callbacks.append(("progress", FitProgress(postfix={"summed_loss": "train_loss"})))
-    callbacks.extend(user_callbacks(data.callbacks))
+    if not probe:
+        callbacks.extend(user_callbacks(data.callbacks))
     # student_options cannot hold the keys the estimator sets (RESERVED_STUDENT_OPTIONS)
     options = {**(estimator.student_options or {}), **_feature_map(estimator),
                **_sequence_options(estimator, data, attention)}
@@ -268,7 +272,7 @@ def _restarts_where_needed(estimator, ranks, data, attention):
     first = _training_risks(net, data)
     probe_epochs = max(1, math.ceil(PROBE_FRACTION * len(net.history)))
     probe = _fit(estimator, ranks, data, attention, [1] * R, max_epochs=probe_epochs,
-                 spare=True, plateau=False)
+                 spare=True, probe=True)
     needed = restarts_needed(ranks, first, _training_risks(probe, data),
                              data.restart_tolerance)
     del probe
@@ -289,14 +293,15 @@ def _restarts_where_needed(estimator, ranks, data, attention):
 
 
 def _fit(estimator, ranks, data, attention, restarts=None, max_epochs=None, spare=False,
-         plateau=True):
-    """Train one net over ``ranks`` (slots), from random draws or the teacher's weights."""
+         probe=False):
+    """Train one net over ``ranks`` (slots), from random draws or the teacher's weights
+    (a probe: without the plateau rule and the user's callbacks)."""
     callbacks = []
-    if data.patience is not None and plateau:
+    if data.patience is not None and not probe:
         callbacks.append(("plateau", PlateauStopping(data.X_held, data.Y_held, data.patience,
                                                      data.min_delta)))
     net = build_net(estimator, ranks, data, attention, extra_callbacks=callbacks,
-                    restarts=restarts, max_epochs=max_epochs, spare=spare)
+                    restarts=restarts, max_epochs=max_epochs, spare=spare, probe=probe)
     release_freed_memory()  # what the previous run's evaluations freed
     if data.init_weights is None:
         net.fit(data.X_train, data.Y_train)

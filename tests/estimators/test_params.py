@@ -77,9 +77,10 @@ def test_the_estimator_refuses_a_fractional_hidden_size():
     (dict(rank_grid=[np.True_, 2]), "every entry of rank_grid must be an integer >= 1; got "
                                     "(np.)?True"),
     (dict(rank_grid=np.array([True, False])), "every entry of rank_grid must be an integer"),
-    (dict(rank=True), r"The 'rank' parameter of AttentionRankEstimator must be an int in the "
-                      r"range \[1, inf\) or None\. Got True instead\."),
-    (dict(rank=np.True_), "The 'rank' parameter of AttentionRankEstimator must be an int"),
+    (dict(rank=True), r"The 'rank' parameter of AttentionRankEstimator must be None or an int "
+                      r"in the range \[1, inf\)\. Got True instead\."),
+    (dict(rank=np.True_), "The 'rank' parameter of AttentionRankEstimator must be None or an "
+                          "int"),
 ])
 def test_booleans_are_not_ranks(params, match):
     with pytest.raises(ValueError, match=match):
@@ -179,7 +180,7 @@ def test_parameter_errors_name_the_estimator_and_the_parameter(est, data):
 @pytest.mark.parametrize(
     "params, match",
     [
-        (dict(rank=0), "The 'rank' parameter .* must be an int in the range .* Got 0"),
+        (dict(rank=0), "The 'rank' parameter .* must be None or an int in the range .* Got 0"),
         (dict(rank=6), r"rank=6 exceeds the token dimension d = 5"),
         (dict(attention="fixed", rank=5), r"rank=5 exceeds the sequence length L = 4"),
         (dict(rank_grid=[1, 2, 9]), r"rank 9 in rank_grid exceeds the token dimension d = 5"),
@@ -187,7 +188,7 @@ def test_parameter_errors_name_the_estimator_and_the_parameter(est, data):
         (dict(rank_grid=[]), "rank_grid must be a non-empty"),
         (dict(rank_grid=[1, 1]), "duplicates"),
         (dict(rank_grid=[1, 2], rank=2), "either rank .* or rank_grid"),
-        (dict(rank=2.5), "The 'rank' parameter .* must be an int"),
+        (dict(rank=2.5), "The 'rank' parameter .* must be None or an int"),
         (dict(attention="cosine"), "The 'attention' parameter .* must be a str among .* Got "
                                    "'cosine' instead"),
         (dict(optimizer="lion"), "^AttentionRankEstimator: unknown optimizer 'lion'"),
@@ -196,7 +197,8 @@ def test_parameter_errors_name_the_estimator_and_the_parameter(est, data):
         (dict(batch_size=0), "The 'batch_size' parameter .* Got 0 instead"),
         (dict(validation_fraction=1.5, rank_grid=[1]),
          r"The 'validation_fraction' parameter .* must be a float in the range \[0\.0, 0\.9\]"),
-        (dict(noise_floor=-0.1), r"The 'noise_floor' parameter .* \[0\.0, inf\) or None"),
+        (dict(noise_floor=-0.1), r"The 'noise_floor' parameter .* None or a float in the range "
+                                 r"\[0\.0, inf\)"),
         (dict(device="tpu:9"), "^AttentionRankEstimator: unknown device"),
         (dict(verbose=-1), "The 'verbose' parameter .* Got -1 instead"),
     ],
