@@ -63,7 +63,8 @@ def _load():
 
 def basins(seeds):
     """Folds below R² 0.99 and sweeps at the wrong rank, and their time, per setting."""
-    out = {n: dict(bad=0, warned=0, wrong=0, t_folds=0.0, t_sweeps=0.0) for n in SETTINGS}
+    out = {n: dict(bad=0, warned=0, wrong=0, t_folds=0.0, t_sweeps=0.0, fold_restarts=0,
+                   sweep_restarts=0) for n in SETTINGS}
     for seed in seeds:
         X, Y = make_attention_task("linear", n_samples=600, seq_len=8, d=6, rank=2,
                                    noise=0.05, random_state=seed)
@@ -75,18 +76,22 @@ def basins(seeds):
                 out[n_init]["bad"] += low
                 out[n_init]["warned"] += w
                 out[n_init]["t_folds"] += t
+                out[n_init]["fold_restarts"] += len(est.search_rounds_[0].get("restarted", []))
         for n_init in SETTINGS:
             est, t, _ = _fit(X, Y, attention="linear", rank_grid=[1, 2, 3, 4, 5, 6],
                              n_init=n_init)
             out[n_init]["wrong"] += est.rank_ != 2
             out[n_init]["t_sweeps"] += t
+            out[n_init]["sweep_restarts"] += len(est.search_rounds_[0].get("restarted", []))
     base = out[1]
     for n_init in SETTINGS:
         row = out[n_init]
         print(f"n_init={n_init}: {row['bad']} of {3 * len(seeds)} folds below R2 0.99 "
               f"({row['warned']} folds warned of restarts), {row['wrong']} of {len(seeds)} "
               f"sweeps at the wrong rank; time {row['t_folds'] / base['t_folds']:.2f}x "
-              f"(folds), {row['t_sweeps'] / base['t_sweeps']:.2f}x (sweeps)")
+              f"(folds), {row['t_sweeps'] / base['t_sweeps']:.2f}x (sweeps)"
+              + (f"; auto restarted {row['fold_restarts']} fold(s) and {row['sweep_restarts']} "
+                 "rank(s) of the sweeps" if n_init == "auto" else ""))
     for n_init in [n for n in SETTINGS if n != 1]:
         row = out[n_init]
         print(f"n_init_{n_init}_folds_below_099: {row['bad']} (target <= 0)")
