@@ -83,15 +83,18 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     init_scale : float, default=0.1
         Factor matrices start ``N(0, init_scale^2 / fan_in)``; small values give the
         implicit low-rank bias behind the recovery principle.
-    n_init : int or "auto", default="auto"
-        Independent initialisations of every rank, trained in the same batched run;
-        the one with the lowest training risk is kept, and a
-        :class:`~sklearn.exceptions.ConvergenceWarning` says when the restarts of the
-        selected rank end further apart than ``tol`` times the target variance.
-        ``"auto"`` is 2 (a measured choice, see the user guide), and 1 with
-        ``init_weights``, whose slots all start from the same teacher (as
-        :class:`sklearn.cluster.KMeans`'s ``"auto"`` is 1 for a given ``init``).
-        ``n_init=1`` trains each rank once.
+    n_init : int in [1, 100] or "auto", default="auto"
+        Independent initialisations of the ranks. ``"auto"`` trains every rank once,
+        probes a second restart of each for a fifth of the epochs, and trains that
+        second restart in full only for the ranks whose probe already beats their first
+        restart, or whose first restart ends above a smaller rank's, by more than ``tol``
+        times the variance of the training targets (the user guide gives the
+        measurement); 1 with ``init_weights``, whose slots all start from the same
+        teacher. An integer ``k`` trains ``k`` restarts of every rank in the same batched
+        run (``n_init=1``: each rank once). The restart with the lowest training risk is
+        kept, and a :class:`~sklearn.exceptions.ConvergenceWarning` says when the
+        restarts of the selected rank end further apart than ``tol`` times the target
+        variance.
     optimizer : {"adam", "adamw", "sgd"} or torch.optim.Optimizer subclass, default="adam"
         Elementwise optimisers keep the rank slots of a sweep exactly independent.
     weight_decay : float, default=0.0
@@ -208,23 +211,27 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     history_ : list of dict
         Per epoch: ``epoch``, ``train_loss`` (summed over ranks),
         ``train_loss_per_rank``, ``dur``; ``heldout_risk_per_rank`` with
-        ``early_stopping``; ``round`` and ``ranks`` after ``rank_grid="auto"``.
+        ``early_stopping``; ``round`` and ``ranks`` after ``rank_grid="auto"``. The
+        first restart of every rank (``n_init="auto"``), or the kept one (an integer).
     trained_ranks_ : ndarray
         Every rank trained.
     search_rounds_ : list of dict
-        One record per batched run: ``ranks`` and ``epochs``.
+        One record per batched run: ``ranks`` and ``epochs``; with ``n_init="auto"``
+        also ``probe_epochs`` and the ``restarted`` ranks.
     rank_epochs_ : int
-        Training work: the sum over runs of ranks times epochs (each rank trains
-        ``n_init_`` restarts within it).
+        Training work: the sum over runs of ranks times epochs (an integer ``n_init``
+        trains its restarts within it; the probes and second restarts of ``"auto"``
+        are counted in ``search_rounds_``, not here).
     n_init_ : int
-        The restarts of every rank (``n_init`` resolved).
-    restart_risks_ : ndarray of shape (R, n_init)
-        Training risk of every restart of every rank in ``ranks_``; the kept one is
-        the lowest of each row.
+        The most restarts a rank trained (``n_init``, or 1 or 2 for ``"auto"``).
+    restart_risks_ : ndarray of shape (R, n_init_)
+        Training risk of every restart of every rank in ``ranks_`` (NaN where a rank
+        trained fewer); the kept one is the lowest of each row.
     kept_slots_ : ndarray of int, shape (R,)
         The slot of ``net_.module_`` holding each rank of ``ranks_``: its kept
-        restart (``net_.module_`` trains every restart; ``0, ..., R-1`` for
-        ``n_init=1``).
+        restart (an integer ``n_init`` trains every restart in ``net_.module_``;
+        ``0, ..., R-1`` for ``n_init=1`` and ``"auto"``, whose kept second restarts are
+        copied into their rank's slot).
     n_epochs_ : int
         Epochs of the longest run.
     n_features_in_ : int

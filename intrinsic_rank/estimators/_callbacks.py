@@ -271,7 +271,9 @@ class PlateauStopping(Callback):
     Parameters
     ----------
     X_valid, y_valid : torch.Tensor
-        The held-out data (training units).
+        The held-out data (training units). Released when training ends: a fitted
+        estimator keeps no copy of its data (nor, for a view of the caller's float32
+        arrays, a reference to them).
     patience : int, default=20
     min_delta : float, default=0.0
         Smallest fall of the held-out risk that counts as an improvement.
@@ -307,6 +309,9 @@ class PlateauStopping(Callback):
         if np.all(self.since_ >= self.patience) and len(net.history) < net.max_epochs:
             self.stopped_epoch_ = len(net.history)
             raise TrainingFinished(f"every slot plateaued at epoch {self.stopped_epoch_}")
+
+    def on_train_end(self, net, **kwargs):
+        self.X_valid = self.y_valid = None
 
 
 def warn_if_loss_never_fell(net, what="training", slots=None):

@@ -40,7 +40,7 @@ from ._selection import adaptive_rank_search
 __all__ = ["EVALUATION_OUTPUTS", "PROBE_FRACTION", "adaptive_runs", "best_restarts", "build_net",
            "copy_slots", "evaluation_rows", "gather_restart_risks", "kept_history",
            "kept_outputs", "merged_net", "restart_slots", "restart_warning", "restarts_needed",
-           "run_history", "slot_kernels", "slot_mixers", "train_run"]
+           "run_history", "slot_kernels", "slot_mixers", "stalled_slots", "train_run"]
 
 
 def _feature_map(estimator):
@@ -224,14 +224,15 @@ def _training_risks(net, data):
     return np.where(np.isfinite(values), values, np.inf)
 
 
-def restarts_needed(ranks, first, probe, tolerance):
+def restarts_needed(ranks, first, probe, tolerance, stalled=None):
     """The ranks whose first restart stopped in a poorer basin: they train a second one.
 
     A rank needs a restart when a short probe of its second restart already ends below
-    the first's final training risk by more than ``tolerance``, or when its first ends
-    above a smaller rank's by more than ``tolerance``: a rank-``r`` student can
-    represent every smaller rank's solution, so it ending worse is an optimisation
-    failure, not the task.
+    the first's final training risk by more than ``tolerance``, or when its first has
+    stalled above a smaller rank's by more than ``tolerance``: a rank-``r`` student can
+    represent every smaller rank's solution, so it stopping worse is an optimisation
+    failure, not the task. A first restart whose loss is still falling is not compared
+    with the smaller ranks (short training leaves the larger ranks behind for a while).
 
     Parameters
     ----------
@@ -243,6 +244,9 @@ def restarts_needed(ranks, first, probe, tolerance):
         The probes' training risks (``inf`` for one that diverged).
     tolerance : float
         ``tol`` times the variance of the training targets.
+    stalled : array-like of bool, shape (R,), or None, default=None
+        Whether each first restart's loss had stopped falling (:func:`stalled_slots`);
+        None: all had.
 
     Returns
     -------
@@ -253,14 +257,53 @@ def restarts_needed(ranks, first, probe, tolerance):
     --------
     >>> restarts_needed([1, 2, 3], [0.5, 0.01, 0.2], [0.6, 0.3, 0.3], 0.02)  # rank 3 > rank 2
     [2]
+    >>> restarts_needed([1, 2, 3], [0.5, 0.01, 0.2], [0.6, 0.3, 0.3], 0.02,
+    ...                 stalled=[True, True, False])  # rank 3 is still learning
+    []
     >>> restarts_needed([3], [0.53], [0.08], 0.02)  # the probe beat the first already
     [0]
     """
     first, probe = np.asarray(first, dtype=float), np.asarray(probe, dtype=float)
+    stalled = np.ones(len(first), dtype=bool) if stalled is None else np.asarray(stalled)
     best_below = np.minimum.accumulate(np.concatenate([[np.inf], first[:-1]]))
-    worse_than_smaller = first > best_below + tolerance
+    worse_than_smaller = stalled & (first > best_below + tolerance)
     probe_beats_it = probe < first - tolerance
     return [i for i in range(len(ranks)) if worse_than_smaller[i] or probe_beats_it[i]]
+
+
+def stalled_slots(net, tolerance, y_scale=1.0):
+    """Whether each slot's training loss had stopped falling when its run ended.
+
+    A slot has stalled when its epoch loss fell by at most ``tolerance`` over the last
+    tenth of the run's epochs (at least one); after a single epoch nothing is known and
+    no slot counts as stalled.
+
+    Parameters
+    ----------
+    net : RankSweepNet
+        A trained run (its history's ``train_loss_per_rank``, in training units).
+    tolerance : float
+        In the units of ``Y``.
+    y_scale : float, default=1.0
+
+    Returns
+    -------
+    stalled : ndarray of bool, shape (R,)
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Run
+    >>> run = Run(history=[{"train_loss_per_rank": [1.0, 1.0]},
+    ...                    {"train_loss_per_rank": [0.5, 0.99]}])
+    >>> stalled_slots(run, 0.02).tolist()
+    [False, True]
+    """
+    losses = np.array([row["train_loss_per_rank"] for row in net.history],
+                      dtype=float) / y_scale**2
+    window = max(1, math.ceil(0.1 * len(losses)))
+    if len(losses) <= window:
+        return np.zeros(losses.shape[1], dtype=bool)
+    return ~(losses[-1 - window] - losses[-1] > tolerance)
 
 
 def _restarts_where_needed(estimator, ranks, data, attention):
@@ -274,7 +317,8 @@ def _restarts_where_needed(estimator, ranks, data, attention):
     probe = _fit(estimator, ranks, data, attention, [1] * R, max_epochs=probe_epochs,
                  spare=True, probe=True)
     needed = restarts_needed(ranks, first, _training_risks(probe, data),
-                             data.restart_tolerance)
+                             data.restart_tolerance,
+                             stalled_slots(net, data.restart_tolerance, data.y_scale))
     del probe
     risks = np.column_stack([first, np.full(R, np.nan)])
     if needed:
