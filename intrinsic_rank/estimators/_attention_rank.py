@@ -492,7 +492,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             self.restart_risks_ = np.asarray(train_risk, dtype=float)[:, None]
             self.n_init_ = 1
             return
-        self.restart_risks_ = gather_restart_risks(nets, self.ranks_)
+        self.restart_risks_ = gather_restart_risks(nets, self.ranks_, train_risk)
         self.n_init_ = int(self.restart_risks_.shape[1])
         if data.heldout is None:  # the selection's tolerance, on the training targets
             threshold = data.restart_tolerance

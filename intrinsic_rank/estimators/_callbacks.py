@@ -188,7 +188,9 @@ class DivergenceCheck(Callback):
     spare : bool, default=False
         Whether the slots are spare restarts of ranks trained already (the probes and
         second restarts of ``n_init="auto"``): a slot that diverges is left behind,
-        and the run ends without an error once every slot has.
+        and the run ends without an error once every slot has. Nothing is evaluated
+        before the first step (``initial_loss_`` is None): the first batch's losses
+        show a draw that diverges.
 
     Examples
     --------
@@ -204,7 +206,7 @@ class DivergenceCheck(Callback):
     def on_train_begin(self, net, X=None, y=None, **kwargs):
         self.initial_loss_ = None
         self.diverged_ = set()
-        if X is None or y is None:
+        if X is None or y is None or self.spare:
             return
         # the loss before any step, on all the training data (no randomness used)
         if len(X) * output_entries_per_row(net, X) <= _scaling.CHUNK_ELEMENTS:
@@ -212,21 +214,20 @@ class DivergenceCheck(Callback):
             self.initial_loss_ = per_rank.tolist()
         else:  # in chunks: never all (n, R, ...) outputs at once
             self.initial_loss_ = [float(v) for v in rankwise_risks(net, X, y)[0]]
-        self._check(net, self.initial_loss_, "at initialisation", at_start=True)
+        self._check(net, self.initial_loss_, "at initialisation")
 
     def on_batch_end(self, net, training=False, **kwargs):
         if training:
             losses = net.history[-1, "batches", -1, "train_loss_per_rank"]
             self._check(net, losses, f"at epoch {len(net.history)}")
 
-    def _check(self, net, losses, when, at_start=False):
+    def _check(self, net, losses, when):
         ranks = [int(r) for r in net.module_.ranks]
         if self.spare:
             # every slot may be left behind: each is a spare of a rank trained already
             ranks = list(range(len(losses)))
             losses = self._left_behind(ranks, losses)
-            if len(self.diverged_) == len(losses) and not at_start:
-                # ends the loop (skorch's on_train_begin runs outside it: not there)
+            if len(self.diverged_) == len(losses):
                 raise TrainingFinished("every spare restart diverged")
             return
         if self.restarts:

@@ -190,8 +190,9 @@ def train_run(estimator, ranks, data, attention):
         Trained, with ``run_ranks_`` (``ranks``), ``kept_slots_`` (the slot of each
         rank: its own for ``n_init=1`` and ``"auto"``, its best restart's otherwise),
         ``restart_risks_`` (``(R, n_init)`` training risks in the units of ``Y``, NaN
-        for a restart not trained; None for ``n_init=1``) and ``restart_record_``
-        (``"auto"`` only: ``probe_epochs`` and the ``restarted`` ranks).
+        for a restart not trained; None when every rank trained once) and
+        ``restart_record_`` (``"auto"`` only: ``probe_epochs`` and the ``restarted``
+        ranks).
     """
     n_init = data.n_init
     if n_init == "auto":
@@ -306,33 +307,42 @@ def stalled_slots(net, tolerance, y_scale=1.0):
     return ~(losses[-1 - window] - losses[-1] > tolerance)
 
 
+def _last_epoch_losses(net, y_scale):
+    """Each slot's mean training loss over the run's last epoch, in the units of ``Y``."""
+    losses = np.asarray(net.history[-1]["train_loss_per_rank"], dtype=float) / y_scale**2
+    return np.where(np.isfinite(losses), losses, np.inf)
+
+
 def _restarts_where_needed(estimator, ranks, data, attention):
     """``n_init="auto"``: every rank once, a short probe of a second restart, and a whole
     second restart of the ranks that need one (:func:`restarts_needed`), kept where it
-    ends lower. Every run holds one slot per rank, so the memory is ``n_init=1``'s."""
+    ends lower. Every run holds one slot per rank, so the memory is ``n_init=1``'s.
+
+    The decision reads the runs' last-epoch losses (no evaluation pass); only when a rank
+    restarts are the two restarts' training risks evaluated, to keep the lower."""
     R = len(ranks)
     net = _fit(estimator, ranks, data, attention)
-    first = _training_risks(net, data)
     probe_epochs = max(1, math.ceil(PROBE_FRACTION * len(net.history)))
     probe = _fit(estimator, ranks, data, attention, [1] * R, max_epochs=probe_epochs,
                  spare=True, probe=True)
-    needed = restarts_needed(ranks, first, _training_risks(probe, data),
-                             data.restart_tolerance,
+    needed = restarts_needed(ranks, _last_epoch_losses(net, data.y_scale),
+                             _last_epoch_losses(probe, data.y_scale), data.restart_tolerance,
                              stalled_slots(net, data.restart_tolerance, data.y_scale))
     del probe
-    risks = np.column_stack([first, np.full(R, np.nan)])
-    if needed:
-        second = _fit(estimator, [ranks[i] for i in needed], data, attention,
-                      [1] * len(needed), spare=True)
-        risks[needed, 1] = _training_risks(second, data)
-        kept = [(j, i) for j, i in enumerate(needed) if risks[i, 1] < risks[i, 0]]
-        copy_slots(second.module_, net.module_, kept)  # the second restart where it won
-        replaced = {i for _, i in kept}
-        net.module_.restarts = tuple(int(i in replaced) for i in range(R))
-    net.run_ranks_, net.kept_slots_ = list(ranks), list(range(R))
-    net.restart_risks_ = risks if needed else risks[:, :1]
+    net.run_ranks_, net.kept_slots_, net.restart_risks_ = list(ranks), list(range(R)), None
     net.restart_record_ = {"probe_epochs": probe_epochs,
                            "restarted": [int(ranks[i]) for i in needed]}
+    if not needed:
+        return net
+    second = _fit(estimator, [ranks[i] for i in needed], data, attention, [1] * len(needed),
+                  spare=True)
+    risks = np.column_stack([_training_risks(net, data), np.full(R, np.nan)])
+    risks[needed, 1] = _training_risks(second, data)
+    kept = [(j, i) for j, i in enumerate(needed) if risks[i, 1] < risks[i, 0]]
+    copy_slots(second.module_, net.module_, kept)  # the second restart where it won
+    replaced = {i for _, i in kept}
+    net.module_.restarts = tuple(int(i in replaced) for i in range(R))
+    net.restart_risks_ = risks
     return net
 
 
@@ -647,14 +657,17 @@ def kept_history(history, slots):
     return rows
 
 
-def gather_restart_risks(nets, ranks):
+def gather_restart_risks(nets, ranks, kept_risks):
     """The training risks of every restart of ``ranks``, ``(R, n_init)``, from their runs.
 
     Parameters
     ----------
     nets : list of RankSweepNet
-        Runs with restarts (``run_ranks_``, ``restart_risks_``).
+        The runs (``run_ranks_``, ``restart_risks_``: None for a run that trained each
+        rank once).
     ranks : sequence of int
+    kept_risks : array-like of shape (R,)
+        The fitted students' training risks: the one restart of a rank trained once.
 
     Returns
     -------
@@ -664,13 +677,15 @@ def gather_restart_risks(nets, ranks):
     Examples
     --------
     >>> from types import SimpleNamespace as Run
-    >>> runs = [Run(run_ranks_=[1, 2], restart_risks_=np.array([[0.5], [0.1]])),
+    >>> runs = [Run(run_ranks_=[1, 2], restart_risks_=None),
     ...         Run(run_ranks_=[3], restart_risks_=np.array([[0.4, 0.05]]))]
-    >>> gather_restart_risks(runs, [1, 3]).tolist()
+    >>> gather_restart_risks(runs, [1, 3], [0.5, 0.05]).tolist()
     [[0.5, nan], [0.4, 0.05]]
     """
-    by_rank = {r: row for net in nets for r, row in zip(net.run_ranks_, net.restart_risks_)}
-    rows = [np.asarray(by_rank[int(r)], dtype=float) for r in ranks]
+    by_rank = {r: row for net in nets if net.restart_risks_ is not None
+               for r, row in zip(net.run_ranks_, net.restart_risks_)}
+    rows = [np.asarray(by_rank.get(int(r), [kept]), dtype=float)
+            for r, kept in zip(ranks, kept_risks)]
     width = max(len(row) for row in rows)
     return np.array([np.pad(row, (0, width - len(row)), constant_values=np.nan)
                      for row in rows])
