@@ -130,6 +130,7 @@ def build_net(estimator, ranks, data, attention, extra_callbacks=(), restarts=No
         module__final_only=estimator.target_ == "final",
         **{f"module__{key}": value for key, value in options.items()},
         criterion=RankwiseMSELoss,
+        criterion__reuse_residual=True,  # each step's graph is backpropagated once
         optimizer=data.optimizer,
         optimizer__weight_decay=estimator.weight_decay,
         lr=estimator.lr,

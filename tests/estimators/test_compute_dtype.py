@@ -140,3 +140,23 @@ def test_an_unknown_compute_dtype_is_one_line():
     with pytest.raises(ValueError, match="The 'compute_dtype' parameter of "
                                          "AttentionRankEstimator must be a str among"):
         AttentionRankEstimator(rank=1, max_epochs=1, compute_dtype="float16").fit(X, Y)
+
+
+def test_rankwise_loss_reusing_its_residual_gives_the_same_gradient_once():
+    base = torch.randn(3, 5, 4, 2, dtype=torch.float64)
+    y_true = torch.randn(5, 4, 2, dtype=torch.float64)
+    grads = []
+    for reuse in (False, True):
+        for rank_major in (False, True):
+            y_pred = base.transpose(0, 1)
+            y_pred = (y_pred if rank_major else y_pred.contiguous()).requires_grad_()
+            RankwiseMSELoss(reuse_residual=reuse)(y_pred, y_true).sum().backward()
+            grads.append(y_pred.grad)
+    for grad in grads[1:]:
+        torch.testing.assert_close(grad, grads[0], rtol=0, atol=0)
+    # the residual held the gradient: a second backward through the graph is refused
+    y_pred = base.transpose(0, 1).requires_grad_()
+    loss = RankwiseMSELoss(reuse_residual=True)(y_pred, y_true).sum()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
