@@ -39,8 +39,9 @@ from ._selection import adaptive_rank_search
 
 __all__ = ["EVALUATION_OUTPUTS", "PROBE_FRACTION", "adaptive_runs", "best_restarts", "build_net",
            "copy_slots", "evaluation_rows", "gather_restart_risks", "kept_history",
-           "kept_outputs", "merged_net", "restart_slots", "restart_warning", "restarts_needed",
-           "run_history", "slot_kernels", "slot_mixers", "stalled_slots", "train_run"]
+           "kept_outputs", "last_epoch_losses", "merged_net", "restart_slots",
+           "restart_warning", "restarts_needed", "run_history", "slot_kernels", "slot_mixers",
+           "stalled_slots", "train_run"]
 
 
 def _feature_map(estimator):
@@ -296,21 +297,43 @@ def stalled_slots(net, tolerance, y_scale=1.0):
     --------
     >>> from types import SimpleNamespace as Run
     >>> run = Run(history=[{"train_loss_per_rank": [1.0, 1.0]},
-    ...                    {"train_loss_per_rank": [0.5, 0.99]}])
+    ...                    {"train_loss_per_rank": [0.5, 0.99]}], module_=Run(ranks=(1, 2)))
     >>> stalled_slots(run, 0.02).tolist()
     [False, True]
     """
-    losses = np.array([row["train_loss_per_rank"] for row in net.history],
+    losses = np.array([row["train_loss_per_rank"] for row in _whole_epochs(net)],
                       dtype=float) / y_scale**2
     window = max(1, math.ceil(0.1 * len(losses)))
     if len(losses) <= window:
-        return np.zeros(losses.shape[1], dtype=bool)
+        return np.zeros(len(net.module_.ranks), dtype=bool)
     return ~(losses[-1 - window] - losses[-1] > tolerance)
 
 
-def _last_epoch_losses(net, y_scale):
-    """Each slot's mean training loss over the run's last epoch, in the units of ``Y``."""
-    losses = np.asarray(net.history[-1]["train_loss_per_rank"], dtype=float) / y_scale**2
+def _whole_epochs(net):
+    """The run's epochs that ended (a run stopped inside an epoch leaves one without its
+    per-rank loss: every spare restart diverged)."""
+    return [row for row in net.history if "train_loss_per_rank" in row]
+
+
+def last_epoch_losses(net, y_scale=1.0):
+    """Each slot's mean training loss over the run's last whole epoch, in the units of ``Y``.
+
+    ``inf`` for a slot whose loss is not finite, and for every slot of a run that ended
+    no epoch.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Run
+    >>> run = Run(history=[{"train_loss_per_rank": [0.5, 0.2]},
+    ...                    {"train_loss_per_rank": [0.4, float("nan")]}, {"batches": []}],
+    ...           module_=Run(ranks=(1, 2)))
+    >>> last_epoch_losses(run).tolist()
+    [0.4, inf]
+    """
+    epochs = _whole_epochs(net)
+    if not epochs:
+        return np.full(len(net.module_.ranks), np.inf)
+    losses = np.asarray(epochs[-1]["train_loss_per_rank"], dtype=float) / y_scale**2
     return np.where(np.isfinite(losses), losses, np.inf)
 
 
@@ -326,8 +349,8 @@ def _restarts_where_needed(estimator, ranks, data, attention):
     probe_epochs = max(1, math.ceil(PROBE_FRACTION * len(net.history)))
     probe = _fit(estimator, ranks, data, attention, [1] * R, max_epochs=probe_epochs,
                  spare=True, probe=True)
-    needed = restarts_needed(ranks, _last_epoch_losses(net, data.y_scale),
-                             _last_epoch_losses(probe, data.y_scale), data.restart_tolerance,
+    needed = restarts_needed(ranks, last_epoch_losses(net, data.y_scale),
+                             last_epoch_losses(probe, data.y_scale), data.restart_tolerance,
                              stalled_slots(net, data.restart_tolerance, data.y_scale))
     del probe
     net.run_ranks_, net.kept_slots_, net.restart_risks_ = list(ranks), list(range(R)), None
