@@ -28,10 +28,11 @@ from ._attention_params import (
 from ._callbacks import warn_if_loss_never_fell
 from ._errors import TrainingDivergedError
 from ._inputs import SequenceRegressorMixin, validate_sequences
-from ._net import rankwise_risks, resolve_compute_dtype
+from ._net import (kept_outputs, rankwise_risks, resolve_compute_dtype, slot_kernels,
+                   slot_mixers)
 from ._params import checked_params, fits_from_scratch
-from ._rank_runs import (adaptive_runs, gather_restart_risks, kept_outputs, merged_net,
-                         restart_warning, run_history, slot_kernels, slot_mixers, train_run)
+from ._rank_runs import (adaptive_runs, gather_restart_risks, merged_net, restart_warning,
+                         run_history, train_run)
 from ._scaling import rows_as_tensor
 from ._selection import (choose_attention, coarse_rank_grid, compare_classes, grid_in_class,
                          judge_sweep, reference_risk, sweep_records)

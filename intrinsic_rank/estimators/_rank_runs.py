@@ -24,7 +24,6 @@ import torch
 
 from .._validation import check_allocation
 from ..nn import RotarySoftmaxStudent
-from . import _scaling
 from ._attention_params import SEQUENCE_CLASSES
 from ._callbacks import (
     DivergenceCheck,
@@ -33,15 +32,14 @@ from ._callbacks import (
     RankwiseEpochLoss,
     user_callbacks,
 )
-from ._net import (RankSweepNet, RankwiseMSELoss, TensorBatchIterator, forward_chunks,
-                   rankwise_risks, release_freed_memory)
+from ._net import (RankSweepNet, RankwiseMSELoss, TensorBatchIterator, rankwise_risks,
+                   release_freed_memory)
 from ._selection import adaptive_rank_search
 
 __all__ = ["EVALUATION_OUTPUTS", "PROBE_FRACTION", "adaptive_runs", "best_restarts", "build_net",
            "copy_slots", "evaluation_rows", "gather_restart_risks", "kept_history",
-           "kept_outputs", "last_epoch_losses", "merged_net", "restart_slots",
-           "restart_warning", "restarts_needed", "run_history", "slot_kernels", "slot_mixers",
-           "stalled_slots", "train_run"]
+           "last_epoch_losses", "merged_net", "restart_slots", "restart_warning",
+           "restarts_needed", "run_history", "stalled_slots", "train_run"]
 
 
 def _feature_map(estimator):
@@ -511,101 +509,6 @@ def run_history(nets, y_scale):
             row["train_loss"] = row["train_loss"] / y_scale**2
             row["train_loss_per_rank"] = [v / y_scale**2 for v in row["train_loss_per_rank"]]
     return history
-
-
-def slot_kernels(module, attention, X_t, x_scale):
-    """The kernel (the operator for ``"fixed"``) of every slot, in the units of ``X``.
-
-    Parameters
-    ----------
-    module : RankBatchedStudent
-        The trained batched student.
-    attention : str
-        Its class.
-    X_t : torch.Tensor
-        The training sequences, in training units (the ``"kernel"`` class's tokens).
-    x_scale : float
-        The power of two ``X`` was trained in units of.
-
-    Returns
-    -------
-    kernels : ndarray of shape (R, d, d) or (R, L, L)
-        Float32, except ``"linear"``/``"softmax"`` kernels rescaled to float64 when
-        ``x_scale != 1``.
-    """
-    with torch.no_grad():
-        if attention == "fixed":
-            kernels = module.operator()
-        elif attention == "kernel":
-            # no static d x d kernel: the kernel between the data's distinct
-            # tokens (at most 512), of rank <= the feature rank
-            tokens = X_t[:len(X_t)]  # a tensor (a part given as Rows is gathered)
-            tokens = torch.unique(tokens.reshape(-1, tokens.shape[-1]), dim=0)
-            step = max(1, -(-len(tokens) // 512))
-            kernels = module.token_kernel(tokens[::step])
-        else:
-            kernels = module.kernel()
-    # Kept in the parameters' dtype (float32): the numerical rank's
-    # threshold then uses float32's epsilon, not float64's.
-    kernels = kernels.detach().cpu().numpy()
-    if attention in ("linear", "softmax"):
-        # scores x K x^T of standardised tokens: K in the units of X is s^2 K, taken
-        # to float64 where s != 1 (a float32 product overflows for X below 1e-19)
-        kernels = _scaling.in_user_units(kernels, x_scale**2)
-    return kernels
-
-
-def kept_outputs(net, X_t, kept):
-    """The outputs of the kept slots, ``(n, R, ...)``, as a float64 array (training units).
-
-    Filled a chunk at a time (:func:`~._training_data.forward_chunks`), so no array of every
-    slot's outputs for all of ``X_t`` is built beyond one chunk.
-
-    Parameters
-    ----------
-    net : RankSweepNet
-    X_t : torch.Tensor
-    kept : callable
-        ``kept(values, axis)``: the kept slots of an array along ``axis``.
-
-    Returns
-    -------
-    outputs : ndarray
-    """
-    out = None
-    for start, chunk in forward_chunks(net, X_t):
-        chunk = kept(chunk.cpu().double().numpy(), axis=1)
-        if len(chunk) == len(X_t):
-            return chunk
-        if out is None:
-            out = np.empty((len(X_t),) + chunk.shape[1:])
-        out[start:start + len(chunk)] = chunk
-    return out
-
-
-def slot_mixers(module, X_t, slot):
-    """The ``L x L`` token mixer of one slot for each sequence, in chunks of sequences.
-
-    Parameters
-    ----------
-    module : RankBatchedStudent
-    X_t : torch.Tensor of shape (n, L, d)
-    slot : int
-
-    Returns
-    -------
-    mixers : ndarray of shape (n, L, L)
-    """
-    L = X_t.shape[1]
-    slots = len(module.ranks)
-    rows = len(X_t) if len(X_t) * slots * L * L <= _scaling.CHUNK_ELEMENTS else max(
-        1, _scaling.CHUNK_ELEMENTS // (slots * L * L))
-    mixers = np.empty((len(X_t), L, L))
-    with torch.no_grad():
-        for start in range(0, len(X_t), rows):
-            part = module.mixer(X_t[start:start + rows])[:, slot]
-            mixers[start:start + rows] = part.cpu().double().numpy()
-    return mixers
 
 
 def restart_slots(ranks, n_init):
