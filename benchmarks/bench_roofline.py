@@ -210,8 +210,7 @@ def padded_loss(y_pred, y_true):
 
 
 def sweep_paths(args, bf16):
-    from intrinsic_rank.estimators._batching import RankwiseMSELoss
-    from intrinsic_rank.estimators._compute_dtype import training_autocast
+    from intrinsic_rank.estimators._net import RankwiseMSELoss, training_autocast
 
     criterion = RankwiseMSELoss()
 

@@ -1,7 +1,7 @@
 """Benchmark: r* at researcher sizes — time per epoch, time to r* and peak memory.
 
 What it measures (every fit in its own subprocess, so that its peak resident
-memory, ``ru_maxrss``, is its own):
+memory, ``VmHWM``, is its own):
 
 1. **Time to r* against two baselines, in the same run**, on an attention teacher
    with known ``r*`` (:func:`intrinsic_rank.datasets.make_attention_task`):
@@ -57,10 +57,12 @@ AUTO_WORK_TARGET = 4.0
 
 
 # -- the worker: one fit in this process ------------------------------------------
-def _rss_mb():
+def _rss_mb(key="VmRSS"):
+    """The RSS (``VmRSS``) or its peak (``VmHWM``) in MB, both from ``/proc``: the kernel's one
+    count, so a peak is never below an RSS read before it (``ru_maxrss`` can lag)."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -152,7 +154,7 @@ def worker(spec):
         extra = dict(rounds=est.search_rounds_,
                      seconds_per_epoch=float(np.median(durations[1:] or durations)),
                      steps_per_epoch=-(-n_train // est.net_.batch_size))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _rss_mb("VmHWM")
     return dict(spec, seconds=seconds, rank=rank, rank_epochs=rank_epochs, epochs=epochs,
                 import_rss_mb=import_rss, rss_before_fit_mb=before, peak_rss_mb=peak,
                 peak_above_import_mb=peak - import_rss, data_f32_mb=data_f32_mb, **extra)
@@ -337,7 +339,7 @@ def step_costs(args, ref):
     """
     import torch
 
-    from intrinsic_rank.estimators._batching import RankwiseMSELoss
+    from intrinsic_rank.estimators._net import RankwiseMSELoss
     from intrinsic_rank.nn import make_student
 
     torch.set_num_threads(args.threads)

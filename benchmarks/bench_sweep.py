@@ -59,7 +59,7 @@ from sklearn.model_selection import GridSearchCV, PredefinedSplit  # noqa: E402
 from intrinsic_rank import AttentionRankEstimator  # noqa: E402
 from intrinsic_rank._validation import draw_seed  # noqa: E402
 from intrinsic_rank.datasets import make_attention_task  # noqa: E402
-from intrinsic_rank.estimators._batching import RankwiseMSELoss  # noqa: E402
+from intrinsic_rank.estimators._net import RankwiseMSELoss  # noqa: E402
 from intrinsic_rank.estimators._selection import select_rank  # noqa: E402
 from intrinsic_rank.nn import make_student  # noqa: E402
 

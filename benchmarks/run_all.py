@@ -37,8 +37,10 @@ BENCHMARKS = {
                      ["--no-profile"]),
     "bench_roofline": ("achieved GFLOP/s of the sweep step, cramming and decoder cells "
                        "against the matmul peak of the same run", ["--skip-lm"]),
-    "bench_n_init": ("AttentionRankEstimator restarts: poor basins left and the time "
-                     "they cost, against n_init=1", ["--quick"]),
+    "bench_n_init": ("AttentionRankEstimator restarts: poor basins left, the time they "
+                     "cost over sizes, exact tasks, against n_init=1", ["--quick"]),
+    "bench_memory": ("peak memory of rank_grid='auto' with the default restarts on 67 MB "
+                     "of data and around it, each fit in a fresh process", ["--quick"]),
     "defaults_accuracy": ("default settings find r* on unnamed sizes", None),
     "bench_startup": ("intrinsic-rank --version and --help against python -c pass and "
                       "import torch", ["--repeat", "3"]),

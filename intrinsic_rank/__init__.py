@@ -35,7 +35,7 @@ numpy and scipy only.
 
 from ._lazy import lazy_names
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 
 # Every sub-module loads on first use, the numpy ones too: ``import intrinsic_rank`` and

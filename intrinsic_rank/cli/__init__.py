@@ -74,7 +74,7 @@ import os
 import shlex
 import sys
 
-from .. import __version__
+from .._version import __version__
 from ..experiments import EXPERIMENTS
 from ..experiments.runner import CommandParser, Option
 from .._interrupts import StopGuard, Stopped, end_program, stop_report

@@ -1,10 +1,10 @@
 """AttentionRankEstimator: the attention-native intrinsic rank of a task.
 
 The estimator's flow, each step one idea in its own module: the parameter rules
-(:mod:`._attention_checks`), the data on the device (:mod:`._training_data`), the
-attention class of ``attention="auto"`` (:mod:`._attention_class`), the batched training
+(:mod:`._attention_params`), the data on the device (:mod:`._training_data`), the
+attention class of ``attention="auto"`` (:mod:`._selection`), the batched training
 runs (:mod:`._rank_runs`), rank selection and the adaptive search (:mod:`._selection`),
-and the evidence checks of a sweep (:mod:`._evidence`). What stays here is the
+and the evidence checks of a sweep (:mod:`._selection`). What stays here is the
 estimator's API and the order of the steps. The user guide
 (``docs/attention_rank_estimator.md``) explains the estimator at length.
 """
@@ -19,45 +19,29 @@ from sklearn.utils.validation import check_is_fitted
 from .. import spectral
 from .._validation import draw_seed
 from ..nn import STUDENTS, RotarySoftmaxStudent
-from ._attention_checks import (
-    check_causal,
-    check_feature_map,
-    check_init_weights,
-    check_n_init,
-    check_positional,
-    check_rank_grid,
-    check_student_options_of,
-    check_value_map,
+from ._attention_params import (
+    PARAMETER_CONSTRAINTS,
+    PARAMETER_RULES,
     rank_limit_text,
     ranks_within_limit,
 )
-from ._attention_class import choose_attention, compare_classes, grid_in_class
-from ._batching import rankwise_risks
 from ._callbacks import warn_if_loss_never_fell
-from ._compute_dtype import COMPUTE_DTYPES, resolve_compute_dtype
 from ._errors import TrainingDivergedError
-from ._evidence import judge_sweep, reference_risk, sweep_records
-from ._fitted import fits_from_scratch
-from ._inputs import validate_sequences
-from ._options import resolve_optimizer
-from ._params import Boolean, Callbacks, Device, Integer, Options, Real, Rule, Seed, validate_params
-from ._rank_runs import (adaptive_runs, kept_outputs, merged_net, run_history, slot_kernels,
-                         slot_mixers, train_run)
-from ._restarts import gather_restart_risks, restart_warning
+from ._inputs import SequenceRegressorMixin, validate_sequences
+from ._net import (kept_outputs, rankwise_risks, resolve_compute_dtype, slot_kernels,
+                   slot_mixers)
+from ._params import checked_params, fits_from_scratch
+from ._rank_runs import (adaptive_runs, gather_restart_risks, merged_net, restart_warning,
+                         run_history, train_run)
 from ._scaling import rows_as_tensor
-from ._scoring import SequenceRegressorMixin
-from ._selection import coarse_rank_grid
-from ._training_data import heldout_variance, training_data
+from ._selection import (choose_attention, coarse_rank_grid, compare_classes, grid_in_class,
+                         judge_sweep, reference_risk, sweep_records)
+from ._training_data import mean_variance, training_data
 
 __all__ = ["AttentionRankEstimator"]
 
 EARLY_STOPPING_PATIENCE = 20
 """The default of ``n_iter_no_change``: epochs without improvement before a slot has plateaued."""
-
-N_INIT_AUTO = 2
-"""The restarts of ``n_init="auto"`` without ``init_weights`` (the user guide gives the
-measurement behind it)."""
-
 
 class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     """Attention students of a given query-key rank, and the rank a task needs.
@@ -100,15 +84,18 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     init_scale : float, default=0.1
         Factor matrices start ``N(0, init_scale^2 / fan_in)``; small values give the
         implicit low-rank bias behind the recovery principle.
-    n_init : int or "auto", default="auto"
-        Independent initialisations of every rank, trained in the same batched run;
-        the one with the lowest training risk is kept, and a
-        :class:`~sklearn.exceptions.ConvergenceWarning` says when the restarts of the
-        selected rank end further apart than ``tol`` times the target variance.
-        ``"auto"`` is 2 (a measured choice, see the user guide), and 1 with
-        ``init_weights``, whose slots all start from the same teacher (as
-        :class:`sklearn.cluster.KMeans`'s ``"auto"`` is 1 for a given ``init``).
-        ``n_init=1`` trains each rank once.
+    n_init : int in [1, 100] or "auto", default="auto"
+        Independent initialisations of the ranks. ``"auto"`` trains every rank once,
+        probes a second restart of each for a fifth of the epochs, and trains that
+        second restart in full only for the ranks whose probe already beats their first
+        restart, or whose first restart ends above a smaller rank's, by more than ``tol``
+        times the variance of the training targets (the user guide gives the
+        measurement); 1 with ``init_weights``, whose slots all start from the same
+        teacher. An integer ``k`` trains ``k`` restarts of every rank in the same batched
+        run (``n_init=1``: each rank once). The restart with the lowest training risk is
+        kept, and a :class:`~sklearn.exceptions.ConvergenceWarning` says when the
+        restarts of the selected rank end further apart than ``tol`` times the target
+        variance.
     optimizer : {"adam", "adamw", "sgd"} or torch.optim.Optimizer subclass, default="adam"
         Elementwise optimisers keep the rank slots of a sweep exactly independent.
     weight_decay : float, default=0.0
@@ -225,23 +212,27 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
     history_ : list of dict
         Per epoch: ``epoch``, ``train_loss`` (summed over ranks),
         ``train_loss_per_rank``, ``dur``; ``heldout_risk_per_rank`` with
-        ``early_stopping``; ``round`` and ``ranks`` after ``rank_grid="auto"``.
+        ``early_stopping``; ``round`` and ``ranks`` after ``rank_grid="auto"``. The
+        first restart of every rank (``n_init="auto"``), or the kept one (an integer).
     trained_ranks_ : ndarray
         Every rank trained.
     search_rounds_ : list of dict
-        One record per batched run: ``ranks`` and ``epochs``.
+        One record per batched run: ``ranks`` and ``epochs``; with ``n_init="auto"``
+        also ``probe_epochs`` and the ``restarted`` ranks.
     rank_epochs_ : int
-        Training work: the sum over runs of ranks times epochs (each rank trains
-        ``n_init_`` restarts within it).
+        Training work: the sum over runs of ranks times epochs (an integer ``n_init``
+        trains its restarts within it; the probes and second restarts of ``"auto"``
+        are counted in ``search_rounds_``, not here).
     n_init_ : int
-        The restarts of every rank (``n_init`` resolved).
-    restart_risks_ : ndarray of shape (R, n_init)
-        Training risk of every restart of every rank in ``ranks_``; the kept one is
-        the lowest of each row.
+        The most restarts a rank trained (``n_init``, or 1 or 2 for ``"auto"``).
+    restart_risks_ : ndarray of shape (R, n_init_)
+        Training risk of every restart of every rank in ``ranks_`` (NaN where a rank
+        trained fewer); the kept one is the lowest of each row.
     kept_slots_ : ndarray of int, shape (R,)
         The slot of ``net_.module_`` holding each rank of ``ranks_``: its kept
-        restart (``net_.module_`` trains every restart; ``0, ..., R-1`` for
-        ``n_init=1``).
+        restart (an integer ``n_init`` trains every restart in ``net_.module_``;
+        ``0, ..., R-1`` for ``n_init=1`` and ``"auto"``, whose kept second restarts are
+        copied into their rank's slot).
     n_epochs_ : int
         Epochs of the longest run.
     n_features_in_ : int
@@ -250,6 +241,9 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         Sequence length, token dimension and output dimension seen in ``fit``.
     target_ : {"sequence", "final"}
         Per-token targets (3-D ``Y``) or a target of the final position.
+    x_ndim_, y_ndim_ : int
+        The dimensions of the ``X`` and ``Y`` seen in ``fit`` (``predict`` returns
+        ``Y``'s shape).
 
     See Also
     --------
@@ -340,38 +334,14 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.value_map = value_map
         self.init_weights = init_weights
 
-    _parameter_constraints = {
-        "attention": [Options([*sorted(STUDENTS), "auto"],
-                              "unknown attention {value!r}; use one of {options}")],
-        "max_epochs": [Integer(1)],
-        "batch_size": [Options(["auto"]), Integer(1)],
-        "lr": [Real(0.0, low_open=True)],
-        "init_scale": [Real(0.0, low_open=True)],
-        "n_init": [Options(["auto"]), Rule(check_n_init)],
-        "weight_decay": [Real(0.0)],
-        "tol": [Real(0.0)],
-        "validation_fraction": [Real(0.0, 0.9)],
-        "noise_floor": [None, Real(0.0)],
-        "verbose": [Integer(0)],
-        "feature_map": [None, Rule(check_feature_map)],
-        "early_stopping": [Boolean()],
-        "n_iter_no_change": [Integer(1)],
-        "optimizer": [Rule(lambda estimator, value: resolve_optimizer(value))],
-        "student_options": [None, Rule(check_student_options_of)],
-        "rank_grid": [None, Rule(check_rank_grid)],
-        "rank": [None, Integer(1)],
-        "random_state": [Seed()],
-        "device": [Device()],
-        "callbacks": [None, Callbacks()],
-        "compute_dtype": [Options(COMPUTE_DTYPES)],
-        "causal": [Rule(check_causal)],
-        "positional": [None, Rule(check_positional)],
-        "rope_theta": [Real(0.0, low_open=True)],
-        "value_map": [None, Rule(check_value_map)],
-        "init_weights": [None, Rule(check_init_weights)],
-    }
-    """The accepted form of every parameter, checked at the start of ``fit``
-    (:func:`~intrinsic_rank.estimators._params.validate_params`)."""
+    _parameter_constraints = PARAMETER_CONSTRAINTS
+    """Every parameter in scikit-learn's own form
+    (:data:`~._attention_params.PARAMETER_CONSTRAINTS`), checked first in ``fit`` and by
+    scikit-learn's ``_validate_params()``."""
+
+    _parameter_rules = PARAMETER_RULES
+    """What the constraints cannot say, and the value ``fit`` uses
+    (:data:`~._attention_params.PARAMETER_RULES`, :func:`~._params.checked_params`)."""
 
     def _auto(self):
         return isinstance(self.rank_grid, str)
@@ -387,21 +357,22 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         """Query-key width of the rotary student: ``student_options["head_dim"]`` or ``d_out``."""
         return int((self.student_options or {}).get("head_dim") or self.d_out_)
 
-    def _max_rank(self):
-        limit = STUDENTS[self.attention_].rank_limit(self.token_dim_, self.seq_len_)
-        if self._student_class(self.attention_) is RotarySoftmaxStudent:
+    def _max_rank(self, attention):
+        """The largest rank of ``attention``'s students on the data seen in ``fit``."""
+        limit = STUDENTS[attention].rank_limit(self.token_dim_, self.seq_len_)
+        if self._student_class(attention) is RotarySoftmaxStudent:
             return min(limit, self._head_dim())
         return limit
 
-    def _rank_grid(self, ranks):
+    def _rank_grid(self, ranks, attention):
         """The ranks to train: ``rank_grid`` as checked, or the single rank, within the limit."""
-        limit = self._max_rank()
+        limit = self._max_rank(attention)
         if isinstance(ranks, str):
             return coarse_rank_grid(limit)
-        rotary = self._student_class(self.attention_) is RotarySoftmaxStudent
-        what = rank_limit_text(self.attention_, limit, self.token_dim_,
+        rotary = self._student_class(attention) is RotarySoftmaxStudent
+        what = rank_limit_text(attention, limit, self.token_dim_,
                                self._head_dim() if rotary else None,
-                               self.n_features_in_ if self._x_ndim == 2 else None)
+                               self.n_features_in_ if self.x_ndim_ == 2 else None)
         return ranks_within_limit(ranks, self.rank, limit, what)
 
     def _batch_size(self, n_train):
@@ -426,7 +397,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self : AttentionRankEstimator
             The fitted estimator.
         """
-        params = validate_params(self)
+        params = checked_params(self)
         X, Y = validate_sequences(self, X, Y, reset=True, keep_float32=True)
         auto_class = self.attention == "auto"
         if auto_class and self.rank_grid is None:
@@ -435,68 +406,77 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
                 "risk, which needs a sweep; give rank_grid, or an explicit attention for "
                 "one rank"
             )
-        self.attention_ = None if auto_class else self.attention
-        ranks = None if auto_class else self._rank_grid(params["rank_grid"])
+        ranks = None if auto_class else self._rank_grid(params["rank_grid"], self.attention)
         data = self._training_data(X, Y, params)
-        self.compute_dtype_ = resolve_compute_dtype(params["compute_dtype"], data.device)
-        self.n_init_ = params["n_init"]
-        if self.n_init_ == "auto":
-            self.n_init_ = 1 if self.init_weights is not None else N_INIT_AUTO
-        self.class_risks_ = None
+        attention, class_risks, cut = self.attention, None, None
         if auto_class:
-            ranks = self._choose_class(params["rank_grid"], data)
-        nets, ranks = self._train(ranks, data)
+            attention, class_risks, ranks, cut = self._choose_class(params["rank_grid"], data)
+        nets, ranks = self._train(ranks, data, attention)
+        self.attention_, self.class_risks_ = attention, class_risks
+        self.compute_dtype_ = data.compute_dtype
         self._store_runs(nets, ranks, data)
         self._store_kernels(data.X_train)
         train_risk = self._risks(data.X_train, data.Y_train, "the training data")
         if data.heldout is None:
             self._store_single(train_risk)
         else:
-            self._judge_sweep(X, Y, data, train_risk)
-        self._check_restarts(nets, train_risk, Y, data)
+            self._judge_sweep(X, Y, data, train_risk, cut)
+        self._check_restarts(nets, train_risk, data)
         self._store_selected()
         return self
 
     def _training_data(self, X, Y, params):
-        """The split, units and tensors of this fit (:func:`~._training_data.training_data`)."""
+        """The split, units and tensors of this fit (:func:`~._training_data.training_data`),
+        and its settings resolved: the runs read them from the returned Bunch."""
         sweep = self.rank_grid is not None
         patience = params["n_iter_no_change"] if params["early_stopping"] else None
         data = training_data(X, Y, sweep=sweep, validation_fraction=self.validation_fraction,
                              seed=draw_seed(self.random_state), device=params["device"],
                              tol=self.tol, patience=patience)
         self.x_scale_, self.y_scale_ = data.x_scale, data.y_scale
+        n_init = params["n_init"]
+        if n_init == "auto" and params["init_weights"] is not None:
+            n_init = 1  # every slot starts from the same teacher: nothing to draw
+        # restarts disagree, or one is needed, beyond the selection's own tolerance
+        # (tol times the variance of the training targets, in the units of Y)
+        restart_tolerance = self.tol * mean_variance(data.Y_train) / data.y_scale**2
+        data.update(compute_dtype=resolve_compute_dtype(params["compute_dtype"], data.device),
+                    n_init=n_init, restart_tolerance=restart_tolerance,
+                    optimizer=params["optimizer"], init_weights=params["init_weights"],
+                    value_map=params["value_map"], callbacks=params["callbacks"])
         return data
 
     def _choose_class(self, rank_grid, data):
-        """``attention="auto"``: compare the classes, keep one, return its grid."""
+        """``attention="auto"``: the class kept, every class's risk, its grid, what was cut."""
 
         def heldout_risk_of(name):
-            self.attention_ = name
-            net = train_run(self, [self._max_rank()], data)
+            net = train_run(self, [self._max_rank(name)], data, name)
             risks, _ = rankwise_risks(net, data.X_held, data.Y_held)
             return float(risks[net.kept_slots_[0]]) / data.y_scale**2
 
-        self.class_risks_ = compare_classes(heldout_risk_of)
-        self.attention_ = choose_attention(self.class_risks_, data.variance, self.tol)
+        class_risks = compare_classes(heldout_risk_of)
+        attention = choose_attention(class_risks, data.variance, self.tol)
         if isinstance(rank_grid, str):
-            return self._rank_grid(rank_grid)
-        ranks, self._grid_cut = grid_in_class(rank_grid, self._max_rank(), self.attention_)
-        return ranks
+            return attention, class_risks, self._rank_grid(rank_grid, attention), None
+        ranks, cut = grid_in_class(rank_grid, self._max_rank(attention), attention)
+        return attention, class_risks, ranks, cut
 
-    def _train(self, ranks, data):
+    def _train(self, ranks, data, attention):
         """The runs of this fit: one batched run, or the rounds of ``rank_grid="auto"``."""
         if self._auto():
-            return adaptive_runs(self, ranks, data)
-        return [train_run(self, ranks, data)], ranks
+            return adaptive_runs(self, ranks, data, attention)
+        return [train_run(self, ranks, data, attention)], ranks
 
     def _store_runs(self, nets, ranks, data):
         """``net_`` over every rank trained, and the record of the runs."""
-        self.net_ = merged_net(self, nets, ranks, data) if self._auto() else nets[0]
+        self.net_ = (merged_net(self, nets, ranks, data, self.attention_) if self._auto()
+                     else nets[0])
         self.ranks_ = np.asarray(ranks)
         self.kept_slots_ = np.asarray(self.net_.kept_slots_)
         self.trained_ranks_ = np.asarray(ranks)
         self.search_rounds_ = [
-            {"ranks": list(n.run_ranks_), "epochs": len(n.history)} for n in nets
+            {"ranks": list(n.run_ranks_), "epochs": len(n.history),
+             **getattr(n, "restart_record_", {})} for n in nets
         ]
         self.rank_epochs_ = int(sum(len(r["ranks"]) * r["epochs"] for r in self.search_rounds_))
         self.n_epochs_ = int(max(r["epochs"] for r in self.search_rounds_))
@@ -506,14 +486,17 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
             for n in nets:
                 warn_if_loss_never_fell(n, slots=n.kept_slots_)
 
-    def _check_restarts(self, nets, train_risk, Y, data):
-        """``restart_risks_``, and a warning when the selected rank's restarts disagree."""
-        if self.n_init_ == 1:
+    def _check_restarts(self, nets, train_risk, data):
+        """``restart_risks_`` and ``n_init_``, and a warning when the selected rank's
+        restarts disagree."""
+        if all(n.restart_risks_ is None for n in nets):  # n_init=1
             self.restart_risks_ = np.asarray(train_risk, dtype=float)[:, None]
+            self.n_init_ = 1
             return
-        self.restart_risks_ = gather_restart_risks(nets, self.ranks_)
+        self.restart_risks_ = gather_restart_risks(nets, self.ranks_, train_risk)
+        self.n_init_ = int(self.restart_risks_.shape[1])
         if data.heldout is None:  # the selection's tolerance, on the training targets
-            threshold = self.tol * heldout_variance(Y, data.train)
+            threshold = data.restart_tolerance
         else:
             threshold = self.excess_tol_
         text = restart_warning(self.rank_, self.restart_risks_[self.rank_index_], threshold)
@@ -527,8 +510,10 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.train_risk_ = float(train_risk[0])
         self.warnings_ = []
 
-    def _judge_sweep(self, X, Y, data, train_risk):
-        """Select ``r*`` from the held-out risks, and warn where the evidence is weak."""
+    def _judge_sweep(self, X, Y, data, train_risk, cut):
+        """Select ``r*`` from the held-out risks, and warn where the evidence is weak.
+
+        ``cut`` says which ranks of the grid ``attention="auto"`` left out (or None)."""
         heldout_risk = self._risks(data.X_held, data.Y_held, "the held-out data")
         reference = None
         if self.validation_fraction != 0:
@@ -536,7 +521,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
                                        data.y_scale)
         judged = judge_sweep(self.ranks_, heldout_risk, data.variance, self.tol,
                              self.noise_floor, attention=self.attention_,
-                             max_rank=self._max_rank(), reference=reference,
+                             max_rank=self._max_rank(self.attention_), reference=reference,
                              class_risks=self.class_risks_)
         self.rank_index_, self.rank_ = judged.rank_index, judged.rank
         self.noise_floor_ = judged.noise_floor
@@ -547,7 +532,6 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         self.heldout_r2_ = judged.heldout_r2
         self.estimate_supported_ = judged.estimate_supported
         self.warnings_ = []
-        cut = getattr(self, "_grid_cut", None)
         for message, category in ([(cut, UserWarning)] if cut else []) + judged.warnings:
             self._warn(message, category)
         self.sweep_ = sweep_records(self.ranks_, train_risk, heldout_risk, judged.excess,
@@ -583,9 +567,12 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         return np.take(values, self.kept_slots_, axis=axis)
 
     def _warn(self, message, category):
-        """Warn about the estimate, and keep the text in ``warnings_``."""
+        """Warn about the estimate, and keep the text in ``warnings_``.
+
+        Called by the steps of ``fit`` (``_judge_sweep``, ``_check_restarts``): the warning
+        points at the caller's ``fit`` (this method, the step, ``fit``, its wrapper)."""
         self.warnings_.append(message)
-        warnings.warn(message, category)
+        warnings.warn(message, category, stacklevel=5)
 
     def _store_selected(self):
         kernel = self.kernels_[self.rank_index_]

@@ -19,8 +19,8 @@ import numpy as np
 from skorch.callbacks import Callback
 
 from . import _scaling
-from ._batching import output_entries_per_row, rankwise_risks
 from ._errors import TrainingDivergedError, TrainingFinished
+from ._net import output_entries_per_row, rankwise_risks
 
 __all__ = ["DIVERGENCE_FACTOR", "LOSS_FALL_RTOL", "MONITORED_INSTEAD", "DivergenceCheck",
            "FitProgress", "PlateauStopping", "RankwiseEpochLoss", "user_callbacks",
@@ -185,6 +185,12 @@ class DivergenceCheck(Callback):
         slot that diverges is left behind (``diverged_``; its slot never shares
         arithmetic with another) and training stops only when every restart of
         some rank has diverged.
+    spare : bool, default=False
+        Whether the slots are spare restarts of ranks trained already (the probes and
+        second restarts of ``n_init="auto"``): a slot that diverges is left behind,
+        and the run ends without an error once every slot has. Nothing is evaluated
+        before the first step (``initial_loss_`` is None): the first batch's losses
+        show a draw that diverges.
 
     Examples
     --------
@@ -192,14 +198,15 @@ class DivergenceCheck(Callback):
     2.0
     """
 
-    def __init__(self, loss_limit=None, restarts=False):
+    def __init__(self, loss_limit=None, restarts=False, spare=False):
         self.loss_limit = loss_limit
         self.restarts = restarts
+        self.spare = spare
 
     def on_train_begin(self, net, X=None, y=None, **kwargs):
         self.initial_loss_ = None
         self.diverged_ = set()
-        if X is None or y is None:
+        if X is None or y is None or self.spare:
             return
         # the loss before any step, on all the training data (no randomness used)
         if len(X) * output_entries_per_row(net, X) <= _scaling.CHUNK_ELEMENTS:
@@ -216,6 +223,13 @@ class DivergenceCheck(Callback):
 
     def _check(self, net, losses, when):
         ranks = [int(r) for r in net.module_.ranks]
+        if self.spare:
+            # every slot may be left behind: each is a spare of a rank trained already
+            ranks = list(range(len(losses)))
+            losses = self._left_behind(ranks, losses)
+            if len(self.diverged_) == len(losses):
+                raise TrainingFinished("every spare restart diverged")
+            return
         if self.restarts:
             losses = self._left_behind(ranks, losses)
         bad = list(dict.fromkeys(r for r, v in zip(ranks, losses) if not np.isfinite(v)))
@@ -258,7 +272,9 @@ class PlateauStopping(Callback):
     Parameters
     ----------
     X_valid, y_valid : torch.Tensor
-        The held-out data (training units).
+        The held-out data (training units). Released when training ends: a fitted
+        estimator keeps no copy of its data (nor, for a view of the caller's float32
+        arrays, a reference to them).
     patience : int, default=20
     min_delta : float, default=0.0
         Smallest fall of the held-out risk that counts as an improvement.
@@ -294,6 +310,9 @@ class PlateauStopping(Callback):
         if np.all(self.since_ >= self.patience) and len(net.history) < net.max_epochs:
             self.stopped_epoch_ = len(net.history)
             raise TrainingFinished(f"every slot plateaued at epoch {self.stopped_epoch_}")
+
+    def on_train_end(self, net, **kwargs):
+        self.X_valid = self.y_valid = None
 
 
 def warn_if_loss_never_fell(net, what="training", slots=None):

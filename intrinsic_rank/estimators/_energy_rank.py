@@ -10,11 +10,9 @@ from .. import spectral
 from ..datasets import attention_mixer
 from .. import operator_fit as fits
 from ._attention_rank import AttentionRankEstimator
-from ._fitted import fits_from_scratch
-from ._inputs import validate_sequences
-from ._params import Callbacks, Options, Real, Rule, Seed, validate_params
+from ._inputs import SequenceRegressorMixin, validate_sequences
+from ._params import Reals, StrOptions, callbacks_rule, checked_params, fits_from_scratch
 from ._scaling import MAX_UNIT_FACTOR, scale_factor
-from ._scoring import SequenceRegressorMixin
 
 __all__ = ["EnergyEffectiveRank"]
 
@@ -47,10 +45,6 @@ def _check_student(estimator, student):
         raise ValueError(
             "student is used by method='recovery' only; method='data' trains nothing"
         )
-    if not isinstance(student, AttentionRankEstimator):
-        raise ValueError(
-            f"student must be an AttentionRankEstimator or None; got {type(student).__name__}"
-        )
     if student.attention != estimator.attention:
         raise ValueError(
             f"the student's attention={student.attention!r} differs from "
@@ -69,7 +63,7 @@ def _check_callbacks(estimator, callbacks):
         raise ValueError(
             "callbacks are used by method='recovery' only; method='data' trains no net"
         )
-    return Callbacks().check(callbacks, "callbacks", estimator)
+    return callbacks_rule(estimator, callbacks)
 
 
 def _mixer_sample(X):
@@ -172,7 +166,8 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
     matrix_ : ndarray
         The matrix whose spectrum is read: the learned or fitted kernel ``K`` or
         operator ``A``, or for the lifted fits the reshaped ``d x (...)`` matrix.
-    numerical_rank_, participation_ratio_, entropy_effective_rank_, stable_rank_, energy_threshold_rank_
+    numerical_rank_, participation_ratio_, entropy_effective_rank_, stable_rank_,
+    energy_threshold_rank_
         Every other measure of :mod:`intrinsic_rank.spectral` on the same
         spectrum. With ``method="data"`` the numerical rank counts the singular
         values above ``noise_threshold_``; with ``"recovery"`` it uses NumPy's
@@ -183,7 +178,8 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         standard error ``tau``).
     mixer_energy_rank_ : float or None
         Energy effective rank of the realised mixers, averaged over the training
-        sequences (at most 512 of them, evenly spaced) (solved mixers for softmax data fits; the fitted or learned
+        sequences (at most 512 of them, evenly spaced) (solved mixers for softmax data
+        fits; the fitted or learned
         kernel's mixers otherwise; ``None`` where no kernel is identified).
     n_equations_, n_unknowns_ : int
         Size of the least-squares system (``method="data"``).
@@ -194,7 +190,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         The trained student (``method="recovery"``): the fitted clone of
         ``student``. ``matrix_`` is its selected kernel (or operator) and
         ``net_`` is its skorch net, ``student_.net_``.
-    n_features_in_, seq_len_, token_dim_, d_out_, target_
+    n_features_in_, seq_len_, token_dim_, d_out_, target_, x_ndim_, y_ndim_
         As for :class:`~intrinsic_rank.AttentionRankEstimator`.
 
     Examples
@@ -236,16 +232,24 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         self.callbacks = callbacks
 
     _parameter_constraints = {
-        "method": [Options(_METHODS, "unknown method {value!r}; use one of {options}")],
-        "attention": [Rule(_check_attention)],
-        "ridge": [Real(0.0)],
-        "value_map": [None, Rule(_check_value_map)],
-        "student": [None, Rule(_check_student)],
-        "random_state": [Seed()],
-        "callbacks": [None, Rule(_check_callbacks)],
+        "method": [StrOptions(set(_METHODS))],
+        "attention": [StrOptions(set(_ATTENTIONS))],
+        "value_map": [None, "array-like"],
+        "ridge": [Reals(0.0)],
+        "student": [None, AttentionRankEstimator],
+        "random_state": ["random_state"],
+        "callbacks": [None, list, tuple],
     }
-    """The accepted form of every parameter, checked at the start of ``fit``
-    (:func:`~intrinsic_rank.estimators._params.validate_params`)."""
+    """Every parameter in scikit-learn's own form, checked first in ``fit`` (and by
+    scikit-learn's ``_validate_params()``)."""
+
+    _parameter_rules = {
+        "attention": _check_attention,
+        "value_map": _check_value_map,
+        "student": _check_student,
+        "callbacks": _check_callbacks,
+    }
+    """The rules that depend on ``method`` and ``attention`` (:func:`~._params.checked_params`)."""
 
     def _make_student(self):
         """The student to train: a clone of ``student`` or the default one."""
@@ -286,7 +290,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         -------
         self : EnergyEffectiveRank
         """
-        validate_params(self)
+        checked_params(self)
         if self.method == "recovery":
             student = self._make_student()
             # the shapes seen in fit are this estimator's own (the student checks
@@ -298,7 +302,7 @@ class EnergyEffectiveRank(SequenceRegressorMixin, BaseEstimator):
         if self.target_ != "sequence":
             raise ValueError(
                 "method='data' fits the token mixer from per-token targets: Y must be "
-                f"3-D (n, L, d_out); got a target of the final position only "
+                "3-D (n, L, d_out); got a target of the final position only "
                 "(use method='recovery' for such targets)"
             )
         return self._fit_data(X, Y)

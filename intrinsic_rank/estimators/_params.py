@@ -1,293 +1,242 @@
-"""Declarative parameter checks: each estimator's ``_parameter_constraints``, one checker.
+"""Parameters in scikit-learn's own form, the rules that form cannot state, and a fit from scratch.
 
-Every estimator declares, in one class attribute ``_parameter_constraints``, a
-list of accepted forms per constructor parameter (in the spirit of
-scikit-learn's ``utils/_param_validation.py``). :func:`validate_params` checks
-them all at the start of ``fit`` and raises one error style::
+Every estimator of the package states each constructor parameter in one place,
+``_parameter_constraints``, in **scikit-learn's own form**: a list of accepted
+forms per parameter (a type, :class:`Interval` (here :class:`Integers` and
+:class:`Reals`, which refuse booleans), :class:`StrOptions`, ``"boolean"``,
+``"random_state"``, ``"array-like"``, ``None``, or ``"no_validation"``).
+scikit-learn's own ``BaseEstimator._validate_params()`` checks it, so its
+``_fit_context``, its ``check_param_validation`` and any tool that calls them work on
+these estimators, and a bad value is scikit-learn's one-line
+``InvalidParameterError`` (a ``ValueError`` and a ``TypeError``)::
 
-    AttentionRankEstimator: max_epochs must be an integer >= 1; got 0
+    The 'max_epochs' parameter of AttentionRankEstimator must be an int in the range
+    [1, inf). Got 0 instead.
 
-A parameter passes when it satisfies any of its forms (``None`` in the list
-accepts ``None``); when none accepts it, the message of the last form that
-refused it is raised, prefixed with the estimator's name. Forms that only
-the data can decide (a rank above the token dimension) are checked in ``fit``
-once the data are known.
+What a type and a range cannot say -- a parameter that depends on another
+(``feature_map`` only with ``attention="kernel"``), a device that must exist here, the
+entries of a list -- is a **rule** in the estimator's ``_parameter_rules``:
+``{name: rule(estimator, value) -> value}``, applied to every value other than ``None``
+once the constraints hold. A rule raises a one-line ``ValueError``, which
+:func:`checked_params` prefixes with the estimator's name::
+
+    AttentionRankEstimator: feature_map applies to attention='kernel' only; got ...
+
+and returns the value ``fit`` uses (a ``torch.device``, a sorted grid). Checks that only
+the data can decide (a rank above the token dimension) are made in ``fit`` once the data
+are known.
+
+Every ``fit`` starts from scratch (:func:`fits_from_scratch`): the fitted attributes of
+an earlier fit (every attribute whose name ends with ``_``) are removed first, and again
+when the fit fails, so a failed or interrupted fit leaves the estimator unfitted.
 """
 
-from skorch.callbacks import Callback
+import functools
+from numbers import Integral, Real
 
-from .._validation import check_device, check_int, check_random_state, check_real
+import numpy as np
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
-__all__ = ["Boolean", "Callbacks", "Device", "Integer", "NoCheck", "Options", "Real", "Rule",
-           "Seed", "validate_params"]
+from .._validation import check_device
 
-
-class Boolean:
-    """``True`` or ``False`` (numpy booleans too; ``0`` and ``1`` are not booleans here).
-
-    Examples
-    --------
-    >>> Boolean().check(True, "early_stopping", None)
-    True
-    >>> Boolean().check(3, "early_stopping", None)
-    Traceback (most recent call last):
-    ...
-    ValueError: early_stopping must be True or False; got 3
-    """
-
-    def check(self, value, name, estimator):
-        """Return ``value`` as ``bool``, or raise a ``ValueError`` naming ``name``."""
-        import numpy as np
-
-        if isinstance(value, (bool, np.bool_)):
-            return bool(value)
-        raise ValueError(f"{name} must be True or False; got {value!r}")
+__all__ = ["HasMethods", "Integers", "Reals", "StrOptions", "callbacks_rule", "checked_params",
+           "clear_fitted", "device_rule", "fits_from_scratch"]
 
 
-class Integer:
-    """An integer (``bool`` excluded) in the closed range ``[minimum, maximum]``.
+def _is_bool(value):
+    return isinstance(value, (bool, np.bool_))
+
+
+class Integers(Interval):
+    """scikit-learn's ``Interval(Integral, left, right, closed=...)``, without ``bool``.
+
+    ``True`` is an ``Integral`` to Python; a count of ``True`` epochs is a mistake, so
+    it is refused like any other value outside the interval.
 
     Parameters
     ----------
-    minimum, maximum : int or None, default=1, None
+    left : int
+    right : int or None, default=None
+        ``None`` is unbounded.
+    closed : {"left", "right", "both", "neither"}, default="left"
 
     Examples
     --------
-    >>> Integer(1).check(0, "max_epochs", None)
-    Traceback (most recent call last):
-    ...
-    ValueError: max_epochs must be an integer >= 1; got 0
+    >>> Integers(1).is_satisfied_by(3), Integers(1).is_satisfied_by(True)
+    (True, False)
+    >>> str(Integers(1, 100, closed="both"))
+    'an int in the range [1, 100]'
     """
 
-    def __init__(self, minimum=1, maximum=None):
-        self.minimum = minimum
-        self.maximum = maximum
+    def __init__(self, left, right=None, *, closed="left"):
+        super().__init__(Integral, left, right, closed=closed)
 
-    def check(self, value, name, estimator):
-        """Return ``value`` as ``int``, or raise a ``ValueError`` naming ``name``."""
-        return check_int(value, name, self.minimum, self.maximum)
+    def is_satisfied_by(self, val):
+        return not _is_bool(val) and super().is_satisfied_by(val)
 
 
-class Real:
-    """A finite real number (``bool`` excluded) in an interval, closed unless told.
+class Reals(Interval):
+    """scikit-learn's ``Interval(Real, left, right, closed=...)``, without ``bool``.
+
+    NaN is outside every interval; with ``right=None`` and ``closed`` ``"left"`` or
+    ``"neither"`` so is ``inf``, so a value that passes is a finite number.
 
     Parameters
     ----------
-    low, high : float or None, default=None
-    low_open, high_open : bool, default=False
+    left : float or None
+    right : float or None, default=None
+    closed : {"left", "right", "both", "neither"}, default="left"
 
     Examples
     --------
-    >>> Real(0.0, low_open=True).check(0.5, "lr", None)
-    0.5
+    >>> lr = Reals(0.0, closed="neither")
+    >>> lr.is_satisfied_by(3e-3), lr.is_satisfied_by(float("inf")), lr.is_satisfied_by(True)
+    (True, False, False)
     """
 
-    def __init__(self, low=None, high=None, *, low_open=False, high_open=False):
-        self.low = low
-        self.high = high
-        self.low_open = low_open
-        self.high_open = high_open
+    def __init__(self, left, right=None, *, closed="left"):
+        super().__init__(Real, left, right, closed=closed)
 
-    def check(self, value, name, estimator):
-        """Return ``value`` as ``float``, or raise a ``ValueError`` naming ``name``."""
-        return check_real(value, name, self.low, self.high,
-                          low_open=self.low_open, high_open=self.high_open)
+    def is_satisfied_by(self, val):
+        return not _is_bool(val) and super().is_satisfied_by(val)
 
 
-class Options:
-    """One of a few strings.
-
-    Parameters
-    ----------
-    values : sequence of str
-    message : str or None, default=None
-        Error text, formatted with ``name``, ``value`` and ``options``;
-        ``None`` gives ``"{name} must be one of {options}; got {value!r}"``.
+def device_rule(estimator, value):
+    """``device``: a torch device that exists here and can hold a tensor (probed).
 
     Examples
     --------
-    >>> Options(["box", "ball"]).check("cube", "cell_region", None)
-    Traceback (most recent call last):
-    ...
-    ValueError: cell_region must be one of ['box', 'ball']; got 'cube'
-    """
-
-    def __init__(self, values, message=None):
-        self.values = tuple(values)
-        self.message = message
-
-    def check(self, value, name, estimator):
-        """Return ``value`` if it is one of the options, else raise a ``ValueError``."""
-        if isinstance(value, str) and value in self.values:
-            return value
-        template = self.message or "{name} must be one of {options}; got {value!r}"
-        raise ValueError(template.format(name=name, value=value, options=list(self.values)))
-
-
-class Rule:
-    """A check written as a function ``rule(estimator, value) -> value``.
-
-    For constraints that depend on another parameter (``feature_map`` only
-    with ``attention="kernel"``) or that a type and a range cannot say. The
-    function raises a ``ValueError`` whose message names the parameter.
-
-    Parameters
-    ----------
-    rule : callable
-
-    Examples
-    --------
-    >>> Rule(lambda est, value: value * 2).check(3, "x", None)
-    6
-    """
-
-    def __init__(self, rule):
-        self.rule = rule
-
-    def check(self, value, name, estimator):
-        """The rule's value for ``value``."""
-        return self.rule(estimator, value)
-
-
-class NoCheck:
-    """Any value: the parameter is checked where it is used (a model, an array).
-
-    Examples
-    --------
-    >>> NoCheck().check(object, "model", None) is object
-    True
-    """
-
-    def check(self, value, name, estimator):
-        """Return ``value`` unchanged."""
-        return value
-
-
-class Seed:
-    """A ``random_state``: ``None``, an integer in ``[0, 2**32 - 1]`` or a ``RandomState``.
-
-    Nothing is drawn; the value is returned as given.
-
-    Examples
-    --------
-    >>> Seed().check(-1, "random_state", None)
-    Traceback (most recent call last):
-    ...
-    ValueError: random_state must be an integer in [0, 4294967295]; got -1
-    """
-
-    def check(self, value, name, estimator):
-        """Return ``value`` if it is a valid seed, else raise a ``ValueError``."""
-        check_random_state(value)
-        return value
-
-
-class Device:
-    """A torch device that exists here and can hold a tensor (a :class:`torch.device`).
-
-    Examples
-    --------
-    >>> Device().check("cpu", "device", None)
+    >>> device_rule(None, "cpu")
     device(type='cpu')
     """
-
-    def check(self, value, name, estimator):
-        """Return ``value`` as a ``torch.device`` (:func:`~intrinsic_rank._validation.check_device`)."""
-        return check_device(value, probe=True)
+    return check_device(value, probe=True)
 
 
-class Callbacks:
-    """A list of skorch callbacks or ``(name, callback)`` pairs, added to the estimator's own.
+def callbacks_rule(estimator, value):
+    """``callbacks``: skorch callbacks or ``(name, callback)`` pairs, as a list.
 
     Examples
     --------
     >>> from skorch.callbacks import LRScheduler
-    >>> Callbacks().check([("lr", LRScheduler())], "callbacks", None)[0][0]
+    >>> callbacks_rule(None, [("lr", LRScheduler())])[0][0]
     'lr'
-    >>> Callbacks().check([3], "callbacks", None)
+    >>> callbacks_rule(None, [3])
     Traceback (most recent call last):
     ...
     ValueError: callbacks must be a list of skorch callbacks or (name, callback) pairs; got 3 in it
     """
+    from skorch.callbacks import Callback
 
-    def check(self, value, name, estimator):
-        """Return ``value`` as a list, or raise a ``ValueError`` naming the bad entry."""
-        if isinstance(value, (str, bytes, Callback)) or not hasattr(value, "__iter__"):
-            raise ValueError(
-                f"{name} must be a list of skorch callbacks or (name, callback) pairs; "
-                f"got {value!r}"
-            )
-        entries = list(value)
-        for entry in entries:
-            named = (isinstance(entry, tuple) and len(entry) == 2
-                     and isinstance(entry[0], str) and isinstance(entry[1], Callback))
-            if not (named or isinstance(entry, Callback)):
-                raise ValueError(
-                    f"{name} must be a list of skorch callbacks or (name, callback) "
-                    f"pairs; got {entry!r} in it"
-                )
-        return entries
+    entries = list(value)
+    for entry in entries:
+        named = (isinstance(entry, tuple) and len(entry) == 2
+                 and isinstance(entry[0], str) and isinstance(entry[1], Callback))
+        if not (named or isinstance(entry, Callback)):
+            raise ValueError("callbacks must be a list of skorch callbacks or (name, callback) "
+                             f"pairs; got {entry!r:.200} in it")
+    return entries
 
 
-def validate_params(estimator):
-    """Check every parameter of ``estimator`` against its ``_parameter_constraints``.
+def checked_params(estimator):
+    """Check every parameter of ``estimator``: scikit-learn's constraints, then the rules.
 
     Parameters
     ----------
     estimator : BaseEstimator
-        Its class declares ``_parameter_constraints``: ``{name: [form, ...]}``,
-        one entry per constructor parameter, where a form is ``None`` or an
-        object with ``check(value, name, estimator)`` (:class:`Integer`,
-        :class:`Real`, :class:`Options`, :class:`Rule`, ...).
+        Its class declares ``_parameter_constraints`` (scikit-learn's form, one entry
+        per constructor parameter) and ``_parameter_rules`` (``{name: rule}``).
 
     Returns
     -------
     checked : dict
-        ``{name: value}`` as the accepting form returned it (``int``,
-        ``float``, ``torch.device``, ...).
+        ``{name: value}`` for every parameter: as given, or as its rule returned it.
 
     Raises
     ------
+    sklearn.utils._param_validation.InvalidParameterError
+        scikit-learn's message for the first parameter outside its constraints.
     ValueError
-        ``"<Estimator>: <parameter> must be ...; got ..."`` for the first
-        parameter, in declaration order, that no form accepts.
+        ``"<Estimator>: <what is wrong>"`` for the first rule that refuses its value.
 
     Examples
     --------
     >>> from sklearn.base import BaseEstimator
     >>> class Est(BaseEstimator):
-    ...     _parameter_constraints = {"n": [Integer(1)], "tol": [None, Real(0.0)]}
+    ...     _parameter_constraints = {"n": [Integers(1)], "tol": [None, Reals(0.0)]}
+    ...     _parameter_rules = {"n": lambda est, n: n * 2}
     ...     def __init__(self, n=1, tol=None):
     ...         self.n, self.tol = n, tol
-    >>> validate_params(Est(n=2))
-    {'n': 2, 'tol': None}
-    >>> validate_params(Est(n=0))
+    >>> checked_params(Est(n=2))
+    {'n': 4, 'tol': None}
+    >>> checked_params(Est(n=0))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: Est: n must be an integer >= 1; got 0
+    sklearn...InvalidParameterError: The 'n' parameter of Est must be an int in the range ...
     """
-    params = estimator.get_params(deep=False)
-    constraints = type(estimator)._parameter_constraints
-    missing = sorted(set(params) - set(constraints))
-    if missing:
-        raise TypeError(f"{type(estimator).__name__} declares no constraint for {missing}")
-    checked = {}
-    for name, forms in constraints.items():
-        value = params[name]
-        if value is None and None in forms:
-            checked[name] = None
+    estimator._validate_params()
+    checked = estimator.get_params(deep=False)
+    for name, rule in type(estimator)._parameter_rules.items():
+        if checked[name] is None:
             continue
-        error = None
-        for form in forms:
-            if form is None:
-                continue
-            try:
-                checked[name] = form.check(value, name, estimator)
-            except ValueError as refusal:
-                error = refusal
-            else:
-                break
-        else:
-            raise ValueError(f"{type(estimator).__name__}: {error}") from None
+        try:
+            checked[name] = rule(estimator, checked[name])
+        except ValueError as refusal:
+            raise ValueError(f"{type(estimator).__name__}: {refusal}") from None
     return checked
 
+
+def clear_fitted(estimator):
+    """Remove every fitted attribute: each name that ends with ``_`` and is not a parameter.
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        Its constructor parameters are kept, and so is scikit-learn's own state
+        (``set_output``'s configuration, metadata requests: names that start with ``_``).
+
+    Examples
+    --------
+    >>> from sklearn.base import BaseEstimator
+    >>> class Est(BaseEstimator):
+    ...     def __init__(self, a=1):
+    ...         self.a = a
+    >>> est = Est()
+    >>> est.coef_ = 2
+    >>> clear_fitted(est)
+    >>> hasattr(est, "coef_"), est.a
+    (False, 1)
+    """
+    params = set(estimator.get_params(deep=False))
+    for name in list(vars(estimator)):
+        if name.endswith("_") and not name.startswith("__") and name not in params:
+            delattr(estimator, name)
+
+
+def fits_from_scratch(fit):
+    """Decorate ``fit``: forget the previous fit first, and leave nothing on failure.
+
+    A refit with other settings then keeps no attribute of the old ones (no
+    stale ``sweep_`` after ``set_params(rank_grid=None)``), and a fit that raises,
+    a :class:`KeyboardInterrupt` included, leaves the estimator unfitted
+    (``check_is_fitted`` raises), never with a half-finished result.
+
+    Parameters
+    ----------
+    fit : callable
+        The estimator's ``fit`` method.
+
+    Returns
+    -------
+    wrapper : callable
+    """
+
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        clear_fitted(self)
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            clear_fitted(self)
+            raise
+
+    return wrapper

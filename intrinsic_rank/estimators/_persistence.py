@@ -26,21 +26,20 @@ reals are data) and an array larger than this machine's memory
 output stage.
 """
 
-import contextlib
 import hashlib
 import io
 import json
 import os
 import stat
-import tempfile
 import warnings
 import zipfile
 import zlib
 
 import numpy as np
 
-from .. import __version__
-from .._validation import check_allocation, format_bytes
+from .._atomic import replaced_atomically
+from .._version import __version__
+from .._validation import check_allocation, check_output_file, format_bytes
 
 __all__ = ["MODEL_FORMAT", "ModelVersionWarning", "load_model_file", "load_xy",
            "save_model_file"]
@@ -280,7 +279,11 @@ def save_model_file(estimator, path, *, atomic_file=None):
     Raises
     ------
     ValueError
-        If ``estimator`` is not a fitted scikit-learn estimator.
+        One line, before anything is pickled: ``estimator`` is not a fitted
+        scikit-learn estimator, or ``path`` cannot be written as a file (empty, a
+        folder, something else than a regular file, under a file or a read-only
+        folder: :func:`~intrinsic_rank._validation.check_output_file`); or the
+        write itself failed (a full disk).
 
     Examples
     --------
@@ -294,7 +297,7 @@ def save_model_file(estimator, path, *, atomic_file=None):
     import joblib
 
     _check_estimator(estimator, "estimator")
-    path = os.fspath(path)
+    path = check_output_file(os.fspath(path), "path")
     body = io.BytesIO()
     joblib.dump({"format": MODEL_FORMAT, "version": __version__, "estimator": estimator},
                 body)
@@ -302,42 +305,18 @@ def save_model_file(estimator, path, *, atomic_file=None):
     header = {"format": MODEL_FORMAT, "version": __version__,
               "estimator": _class_name(estimator), "size": len(body)}
     header["sha256"] = _digest(header, body)
-    with (_replaced_atomically if atomic_file is None else atomic_file)(path) as tmp:
-        with open(tmp, "wb") as stream:
-            stream.write(_MAGIC)
-            stream.write(json.dumps(header, sort_keys=True).encode() + b"\n")
-            stream.write(body)
-            stream.flush()
-            os.fsync(stream.fileno())
-    return path
-
-
-@contextlib.contextmanager
-def _replaced_atomically(path):
-    """A temporary file beside ``path``, renamed onto it when the block ends normally.
-
-    Removed, and ``path`` left as it was, when the block raises (an error, an
-    interrupt).
-    """
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
-                                   suffix=".tmp")
     try:
-        os.close(handle)
-        yield tmp
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+        with (replaced_atomically if atomic_file is None else atomic_file)(path) as tmp:
+            with open(tmp, "wb") as stream:
+                stream.write(_MAGIC)
+                stream.write(json.dumps(header, sort_keys=True).encode() + b"\n")
+                stream.write(body)
+                stream.flush()
+                os.fsync(stream.fileno())
+    except OSError as error:  # found only while writing: a full disk, a folder gone
+        raise ValueError(f"path: cannot write {path!r} "
+                         f"({error.strerror or type(error).__name__})") from None
+    return path
 
 
 def _digest(header, body):

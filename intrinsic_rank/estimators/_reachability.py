@@ -22,13 +22,13 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import bounds
-from .._validation import check_real, check_token_ids, draw_seed
+from .._validation import check_token_ids, draw_seed
 from ..inspection import states_geometry
 from ..nn import CausalLMAdapter, PromptedLM, as_causal_lm, random_prompt_hidden_states
 from ._cramming import AllTargetsDone, CrammingNet, FiniteLoss
-from ._fitted import fits_from_scratch
 from ._callbacks import FitProgress, user_callbacks
-from ._params import Callbacks, Device, Integer, NoCheck, Options, Real, Rule, Seed, validate_params
+from ._params import (Integers, Reals, StrOptions, callbacks_rule, checked_params, device_rule,
+                      fits_from_scratch)
 
 __all__ = ["ReachabilityEstimator"]
 
@@ -83,11 +83,11 @@ def _on_device(module, device):
 
 
 def _check_precision(estimator, value):
-    """A precision in ``(0, 1]`` or a dtype name (the model's own dtype is read at fit)."""
+    """A dtype name that :func:`~intrinsic_rank.bounds.precision_from_dtype` knows, or a
+    number in ``(0, 1]`` (the constraints' part); the model's own dtype is read at fit."""
     if isinstance(value, str):
         bounds.precision_from_dtype(value)
-        return value
-    return check_real(value, "precision", 0.0, 1.0, low_open=True)
+    return value
 
 
 class ReachabilityEstimator(BaseEstimator):
@@ -241,6 +241,11 @@ class ReachabilityEstimator(BaseEstimator):
     history_ : list of dict
         Per step: ``epoch``, ``train_loss`` (summed over active targets),
         ``n_active`` and ``dur``.
+    targets_ : ndarray of int64, shape (n_targets, seq_len_)
+        The targets crammed (``X`` as checked); ``predict`` reuses their memories.
+    seed_ : int
+        The seed this fit drew from ``random_state``: the prompts' initialisation and the
+        random prompts of the geometry; ``predict`` crams a new target with it.
 
     Examples
     --------
@@ -296,26 +301,35 @@ class ReachabilityEstimator(BaseEstimator):
         self.callbacks = callbacks
 
     _parameter_constraints = {
-        "model": [NoCheck()],
-        "n_memory": [Integer(1)],
-        "max_epochs": [Integer(1)],
-        "patience": [Integer(1)],
-        "lr": [Real(0.0, low_open=True)],
-        "betas": [Rule(lambda estimator, value: _check_betas(value))],
-        "weight_decay": [Real(0.0)],
-        "init_scale": [None, Real(0.0, low_open=True)],
-        "chunk_size": [None, Integer(1)],
-        "precision": [None, Rule(_check_precision)],
-        "n_radius_prompts": [Integer(1)],
-        "n_cell_samples": [Integer(0)],
-        "cell_region": [Options(_CELL_REGIONS, "cell_region must be 'box' or 'ball'; got {value!r}")],
-        "verbose": [Integer(0)],
-        "random_state": [Seed()],
-        "device": [Device()],
-        "callbacks": [None, Callbacks()],
+        "model": "no_validation",  # a name, a file, a folder or a module: checked on loading
+        "n_memory": [Integers(1)],
+        "max_epochs": [Integers(1)],
+        "patience": [Integers(1)],
+        "lr": [Reals(0.0, closed="neither")],
+        "betas": ["array-like"],
+        "weight_decay": [Reals(0.0)],
+        "init_scale": [None, Reals(0.0, closed="neither")],
+        "chunk_size": [None, Integers(1)],
+        "precision": [None, str, Reals(0.0, 1.0, closed="right")],
+        "n_radius_prompts": [Integers(1)],
+        "n_cell_samples": [Integers(0)],
+        "cell_region": [StrOptions(set(_CELL_REGIONS))],
+        "random_state": ["random_state"],
+        "device": [str, torch.device],
+        "verbose": [Integers(0)],
+        "callbacks": [None, list, tuple],
     }
-    """The accepted form of every parameter, checked at the start of ``fit``
-    (:func:`~intrinsic_rank.estimators._params.validate_params`)."""
+    """Every parameter in scikit-learn's own form, checked first in ``fit`` (and by
+    scikit-learn's ``_validate_params()``)."""
+
+    _parameter_rules = {
+        "betas": lambda estimator, value: _check_betas(value),
+        "precision": _check_precision,
+        "device": device_rule,
+        "callbacks": callbacks_rule,
+    }
+    """What the constraints cannot say: the pair of ``betas``, a dtype name of
+    ``precision``, a device that exists here (:func:`~._params.checked_params`)."""
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -392,7 +406,8 @@ class ReachabilityEstimator(BaseEstimator):
         -------
         self : ReachabilityEstimator
         """
-        device = validate_params(self)["device"]
+        params = checked_params(self)
+        device = params["device"]
         model = self.model
         if isinstance(model, torch.nn.Module) and not isinstance(model, CausalLMAdapter) \
                 and _on_device(model, device):
@@ -408,7 +423,7 @@ class ReachabilityEstimator(BaseEstimator):
         X = self._validate_targets(X, reset=True)
         self.seq_len_ = X.shape[1]
         seed = draw_seed(self.random_state)
-        self._seed = seed
+        self.seed_ = seed
         net = self._cram(lm, X, seed, device)
         self.net_ = net
         self.memory_ = net.best_memory_.cpu().numpy()
@@ -422,7 +437,7 @@ class ReachabilityEstimator(BaseEstimator):
         # the kept memories become the module's, for decoding and later pickling
         with torch.no_grad():
             net.module_.memory.copy_(net.best_memory_)
-        self._target_rows = {tuple(row): i for i, row in enumerate(X.tolist())}
+        self.targets_ = X
         outputs = self._decode(net.module_, X)
         self.reached_ = np.all(outputs == X, axis=1)
         self.accessibility_ = float(self.reached_.mean())
@@ -503,7 +518,8 @@ class ReachabilityEstimator(BaseEstimator):
     # -- prediction ---------------------------------------------------------------
     def _memories_for(self, X):
         """Memory of each row: the learned one for fitted targets, crammed anew otherwise."""
-        rows = [self._target_rows.get(tuple(row)) for row in X.tolist()]
+        fitted = {tuple(row): i for i, row in enumerate(self.targets_.tolist())}
+        rows = [fitted.get(tuple(row)) for row in X.tolist()]
         memory = np.empty((len(X), self.n_memory, self.width_), dtype=np.float32)
         known = np.array([r is not None for r in rows], dtype=bool)
         if known.any():
@@ -511,7 +527,7 @@ class ReachabilityEstimator(BaseEstimator):
         if not known.all():
             # a new target has no memory yet: cram one with the fitted settings
             lm = self.net_.module_.lm
-            net = self._cram(lm, X[~known], self._seed, self.net_.device)
+            net = self._cram(lm, X[~known], self.seed_, self.net_.device)
             memory[~known] = net.best_memory_.cpu().numpy()
         return memory
 

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["CHUNK_ELEMENTS", "MAX_SCALE_EXPONENT", "MAX_UNIT_FACTOR", "SCALE_WINDOW", "as_tensor", "check_units",
-           "chunk_rows", "in_user_units", "rows_as_tensor", "scale_factor"]
+__all__ = ["CHUNK_ELEMENTS", "MAX_SCALE_EXPONENT", "MAX_UNIT_FACTOR", "SCALE_WINDOW", "as_tensor",
+           "check_units", "chunk_rows", "in_user_units", "rows_as_tensor", "scale_factor"]
 
 SCALE_WINDOW = (1e-2, 1e2)
 """Root-mean-square sizes of ``X`` or ``Y`` outside this window are standardised."""
@@ -246,10 +246,10 @@ def as_tensor(array, name, device):
     Examples
     --------
     >>> import numpy as np
-    >>> as_tensor(np.array([1e39]), "X", "cpu")
+    >>> as_tensor(np.array([1e39]), "X", "cpu")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: X has entries too large for float32 (largest |X| = 1e+39, float32 ends at 3.4e+38); rescale X
+    ValueError: X has entries too large for float32 (largest |X| = 1e+39, float32 ends ...
     """
     with np.errstate(over="ignore"):  # checked just below
         array32 = np.ascontiguousarray(array, dtype=np.float32)

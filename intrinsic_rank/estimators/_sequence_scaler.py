@@ -6,7 +6,6 @@ from sklearn.utils._set_output import _get_output_config
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ._inputs import check_dtype
-from ._params import Boolean, validate_params
 
 __all__ = ["SequenceScaler"]
 
@@ -23,10 +22,10 @@ class SequenceScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     The sequence counterpart of scikit-learn's ``StandardScaler``: feature
     ``k`` of every token of every sequence becomes ``x / scale_[k]`` (``(x -
     mean_[k]) / scale_[k]`` with ``with_mean=True``), with the standard
-    deviation (and the mean) taken over all ``n * L`` tokens. So it can stand before an attention estimator in a
-    ``Pipeline``, whose tokens need one coordinate system at every position
-    (a per-column scaler of the flattened ``(n, L * d)`` array would give each
-    position its own units).
+    deviation (and the mean) taken over all ``n * L`` tokens. So it can stand
+    before an attention estimator in a ``Pipeline``, whose tokens need one
+    coordinate system at every position (a per-column scaler of the flattened
+    ``(n, L * d)`` array would give each position its own units).
 
     Scaling does not change the rank a task needs: it is an invertible change
     of token coordinates ``x -> x D``, under which a query-key kernel ``K``
@@ -70,6 +69,8 @@ class SequenceScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         scalar tokens (``d = 1``: one mean and one scale for all columns).
     feature_names_in_ : ndarray of str
         Column names of a 2-D ``X`` that had them (a pandas frame).
+    x_ndim_ : {2, 3}
+        The dimensions of the ``X`` seen in ``fit``; ``transform`` takes the same.
 
     Notes
     -----
@@ -97,9 +98,9 @@ class SequenceScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """
 
     _parameter_constraints = {
-        "with_mean": [Boolean()],
-        "with_std": [Boolean()],
-        "copy": [Boolean()],
+        "with_mean": ["boolean"],
+        "with_std": ["boolean"],
+        "copy": ["boolean"],
     }
 
     def __init__(self, *, with_mean=False, with_std=True, copy=True):
@@ -139,9 +140,9 @@ class SequenceScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         if ndim > 3:
             raise ValueError(f"X must be 2-D (n, L) or 3-D (n, L, d); got an array with "
                              f"{ndim} dimensions")
-        if not reset and ndim != self._x_ndim:
+        if not reset and ndim != self.x_ndim_:
             raise ValueError(f"X has {ndim} dimensions, but {type(self).__name__} was fitted "
-                             f"on {self._x_ndim}-D input")
+                             f"on {self.x_ndim_}-D input")
         floats = (np.float64, np.float32)
         if ndim == 2:
             # scikit-learn's own checks: column names, sparse input, n_features_in_
@@ -187,13 +188,13 @@ class SequenceScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         -------
         self : SequenceScaler
         """
-        validate_params(self)
+        self._validate_params()
         tokens, ndim = self._tokens(X, reset=True, copy=False)
         n, L, d = tokens.shape
         flat = tokens.reshape(-1, d)
         mean = flat.mean(axis=0, dtype=np.float64)
         var = flat.var(axis=0, dtype=np.float64)
-        self._x_ndim = ndim
+        self.x_ndim_ = ndim
         self.n_samples_seen_, self.seq_len_, self.token_dim_ = n, L, d
         self.mean_ = mean if self.with_mean else None
         self.var_ = var if self.with_std else None

@@ -402,7 +402,8 @@ def test_parameters_are_keyword_only():
 @pytest.mark.parametrize("verbose", [-1, 0.5, "yes"])
 def test_verbose_is_checked(verbose):
     X, Y, _ = _teacher("linear", 2, n=50, seed=0)
-    with pytest.raises(ValueError, match="verbose must be"):
+    with pytest.raises(ValueError, match="The 'verbose' parameter of AttentionRankEstimator "
+                                         r"must be an int in the range \[0, inf\)"):
         AttentionRankEstimator(max_epochs=1, verbose=verbose).fit(X, Y)
 
 
@@ -453,6 +454,49 @@ def test_n_init_keeps_the_restart_of_lowest_training_risk():
     assert three.history_[-1]["train_loss"] == three.history_[-1]["train_loss_per_rank"][0]
 
 
+def test_auto_restarts_the_poor_basin_only():
+    """n_init="auto": the fold whose first restart stops at R² 0.44 trains a second one and
+    keeps it; a fold whose first restart is good trains no second one and is n_init=1's fit."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, Y = _rank_two_teacher(seed=5)
+    folds = list(KFold(3).split(X))
+    train, test = folds[0]
+    with pytest.warns(ConvergenceWarning, match="the 2 restarts \\(n_init\\) of rank 3"):
+        poor = AttentionRankEstimator(attention="linear", rank=3, random_state=0).fit(
+            X[train], Y[train])
+    assert poor.search_rounds_[0]["restarted"] == [3] and poor.n_init_ == 2
+    assert poor.search_rounds_[0]["probe_epochs"] == 40  # a fifth of the 200 epochs
+    first, second = poor.restart_risks_[0]
+    variance = np.mean(np.var(Y[train], axis=0))
+    assert second < first - 0.02 * variance  # the first stopped in a poorer basin
+    assert poor.train_risk_ == pytest.approx(second, rel=1e-5)
+    assert poor.net_.module_.restarts == (1,) and poor.score(X[test], Y[test]) >= 0.99
+    train, test = folds[1]
+    good = AttentionRankEstimator(attention="linear", rank=3, random_state=0).fit(
+        X[train], Y[train])
+    once = AttentionRankEstimator(attention="linear", rank=3, n_init=1, random_state=0).fit(
+        X[train], Y[train])
+    assert good.search_rounds_[0]["restarted"] == [] and good.n_init_ == 1
+    assert good.restart_risks_.shape == (1, 1)
+    np.testing.assert_array_equal(good.predict(X[test]), once.predict(X[test]))
+
+
+def test_auto_restarts_a_rank_that_does_worse_than_a_smaller_one():
+    # on this teacher the first rank-2 student ends above rank 1 (a poorer basin: rank 2
+    # can do all rank 1 does); its second restart finds r* = 2
+    X, Y = _rank_two_teacher(seed=5)
+    est = AttentionRankEstimator(attention="linear", rank_grid=[1, 2, 3, 4, 5, 6],
+                                 random_state=0)
+    from sklearn.exceptions import ConvergenceWarning
+
+    with pytest.warns(ConvergenceWarning, match="the 2 restarts \\(n_init\\) of rank 2 end"):
+        est.fit(X, Y)
+    assert est.search_rounds_[0]["restarted"] == [2] and est.rank_ == 2
+    assert est.restart_risks_[1, 0] > est.restart_risks_[0, 0] + est.excess_tol_
+    assert np.isnan(est.restart_risks_[[0, 2, 3, 4, 5], 1]).all()
+
+
 def test_n_init_in_a_sweep_keeps_one_slot_per_rank():
     X, Y = make_attention_task("linear", n_samples=200, seq_len=4, d=5, rank=2, noise=0.05,
                                random_state=1)
@@ -471,20 +515,20 @@ def test_n_init_in_a_sweep_keeps_one_slot_per_rank():
     np.testing.assert_allclose(train_risks, est.restart_risks_.min(axis=1), rtol=1e-5)
 
 
-@pytest.mark.parametrize("n_init,match", [
-    (0, "n_init must be 'auto' or an integer >= 1; got 0"),
-    (1.5, "n_init must be 'auto' or an integer >= 1; got 1.5"),
-    (True, "n_init must be 'auto' or an integer >= 1; got True"),
-    (np.nan, "n_init must be 'auto' or an integer >= 1; got nan"),
-    ("two", "n_init must be 'auto' or an integer >= 1; got 'two'"),
-])
-def test_n_init_must_be_a_positive_integer(n_init, match):
+@pytest.mark.parametrize("n_init,shown", [(0, "0"), (1.5, "1.5"), (True, "True"), (np.nan, "nan"),
+                                          ("two", "'two'"), (101, "101"), (10**6, "1000000")])
+def test_n_init_is_auto_or_a_count_of_at_most_a_hundred(n_init, shown):
+    # 10**6 restarts ran unbounded: the bound is stated and refused in one line
     X, Y = make_attention_task("linear", n_samples=40, seq_len=3, d=3, rank=1, random_state=0)
-    with pytest.raises(ValueError, match=f"^AttentionRankEstimator: {match}$"):
+    with pytest.raises(ValueError, match=r"^The 'n_init' parameter of AttentionRankEstimator "
+                                         r"must be a str among \{'auto'\} or an int in the "
+                                         rf"range \[1, 100\]\. Got {shown} instead\.$"):
         AttentionRankEstimator(rank=1, max_epochs=1, n_init=n_init).fit(X, Y)
 
 
-def test_n_init_with_a_warm_start_and_a_huge_count_are_one_line_each():
+def test_n_init_with_a_warm_start_and_a_huge_count_are_one_line_each(monkeypatch):
+    from intrinsic_rank._validation import _resources
+
     X, Y = make_attention_task("linear", n_samples=40, seq_len=3, d=3, rank=1, random_state=0)
     weights = {"query": np.eye(3), "key": np.eye(3)}
     with pytest.raises(ValueError, match="n_init=2 .* init_weights starts every slot from "
@@ -495,11 +539,13 @@ def test_n_init_with_a_warm_start_and_a_huge_count_are_one_line_each():
     warm = AttentionRankEstimator(attention="linear", rank=1, max_epochs=1,
                                   init_weights=weights).fit(X, Y)
     assert warm.n_init_ == 1 and warm.restart_risks_.shape == (1, 1)
-    assert AttentionRankEstimator(attention="linear", rank=1, max_epochs=1).fit(X, Y).n_init_ == 2
-    with pytest.raises(ValueError, match="^n_init: 10000000000000 restarts of 1 rank\\(s\\) "
-                                         "needs .* more than this machine's memory"):
-        AttentionRankEstimator(attention="linear", rank=1, max_epochs=1,
-                               n_init=10**13).fit(X, Y)
+    assert "probe_epochs" not in warm.search_rounds_[0]  # no probe either
+    # a count within the bound but beyond memory is one line before anything is allocated
+    # (a machine of 1,000 bytes here)
+    monkeypatch.setattr(_resources, "memory_limit", lambda: 1000)
+    with pytest.raises(ValueError, match="^n_init: 100 restarts of 1 rank\\(s\\) needs .* "
+                                         "more than this machine's memory"):
+        AttentionRankEstimator(attention="linear", rank=1, max_epochs=1, n_init=100).fit(X, Y)
 
 
 _SAME_SEED = """

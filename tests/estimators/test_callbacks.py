@@ -125,10 +125,15 @@ def test_energy_rank_adds_its_callbacks_after_the_students():
         EnergyEffectiveRank(method="data", callbacks=[LRScheduler()]).fit(X, Y)
 
 
-@pytest.mark.parametrize("callbacks", [LRScheduler(), [3], "checkpoint", [("lr", 3)]])
-def test_bad_callbacks_are_refused_by_name(callbacks):
-    with pytest.raises(ValueError, match="AttentionRankEstimator: callbacks must be a list of "
-                                         "skorch callbacks"):
+@pytest.mark.parametrize("callbacks, match", [
+    (LRScheduler(), "The 'callbacks' parameter of AttentionRankEstimator must be None, an "
+                    "instance of 'list' or an instance of 'tuple'"),
+    ("checkpoint", "The 'callbacks' parameter of AttentionRankEstimator must be None"),
+    ([3], "^AttentionRankEstimator: callbacks must be a list of skorch callbacks"),
+    ([("lr", 3)], "^AttentionRankEstimator: callbacks must be a list of skorch callbacks"),
+])
+def test_bad_callbacks_are_refused_by_name(callbacks, match):
+    with pytest.raises(ValueError, match=match):
         AttentionRankEstimator(**SWEEP, callbacks=callbacks).fit(X, Y)
 
 
@@ -270,3 +275,31 @@ def test_divergent_training_stops_with_a_clear_error():
     with pytest.raises(TrainingDivergedError, match=r"training diverged at epoch \d+: the loss of rank\(s\) \[2\] is not finite"):
         _fit_few(X_FEW, Y_FEW, attention="linear", rank=2, lr=1e8, max_epochs=5)
     assert issubclass(TrainingDivergedError, FloatingPointError)
+
+
+def test_spare_restarts_that_diverge_are_left_behind_without_an_error():
+    # n_init="auto"'s probes and second restarts: a diverged slot is left behind, and the
+    # run ends normally (TrainingFinished, skorch's early stop) once every slot has
+    from types import SimpleNamespace
+
+    from intrinsic_rank.estimators._callbacks import DivergenceCheck
+    from intrinsic_rank.estimators._errors import TrainingFinished
+
+    class History(list):
+        def __getitem__(self, key):
+            return self[-1] if key == (-1, "batches", -1, "train_loss_per_rank") else \
+                super().__getitem__(key)
+
+    net = SimpleNamespace(module_=SimpleNamespace(ranks=(2, 3)), history=History())
+    check = DivergenceCheck(loss_limit=10.0, spare=True)
+    check.on_train_begin(net)
+    net.history.append([float("nan"), 1.0])
+    check.on_batch_end(net, training=True)
+    assert check.diverged_ == {0}
+    net.history.append([1.0, 20.0])  # the other slot now exceeds the limit
+    with pytest.raises(TrainingFinished, match="every spare restart diverged"):
+        check.on_batch_end(net, training=True)
+    strict = DivergenceCheck(loss_limit=10.0)
+    strict.on_train_begin(net)
+    with pytest.raises(TrainingDivergedError, match=r"the loss of rank\(s\) \[3\] reached 20"):
+        strict.on_batch_end(net, training=True)

@@ -6,14 +6,14 @@ import torch
 
 from intrinsic_rank import AttentionRankEstimator
 from intrinsic_rank.datasets import make_attention_task
-from intrinsic_rank.estimators import _compute_dtype
-from intrinsic_rank.estimators._batching import RankwiseMSELoss
-from intrinsic_rank.estimators._compute_dtype import (
+from intrinsic_rank.estimators import _net as net_module
+from intrinsic_rank.estimators._net import (
     COMPUTE_DTYPES,
+    RankSweepNet,
+    RankwiseMSELoss,
     resolve_compute_dtype,
     training_autocast,
 )
-from intrinsic_rank.estimators._net import RankSweepNet
 from intrinsic_rank.nn import STUDENTS, make_student
 
 
@@ -38,7 +38,7 @@ def test_auto_is_float32_on_the_cpu_and_an_explicit_request_is_kept():
 def test_auto_on_cuda_follows_the_device_capability(monkeypatch, native, emulated, auto):
     """The answer follows what the device supports (faked here: no GPU in the default run)."""
     support = {False: native, True: emulated}
-    monkeypatch.setattr(_compute_dtype, "_cuda_bfloat16",
+    monkeypatch.setattr(net_module, "_cuda_bfloat16",
                         lambda device, including_emulation: support[including_emulation])
     assert resolve_compute_dtype("auto", "cuda:0") == auto
     assert resolve_compute_dtype("float32", "cuda:0") == "float32"
@@ -137,5 +137,26 @@ def test_bfloat16_training_finds_the_same_rank_on_a_teacher(kind, seed):
 
 def test_an_unknown_compute_dtype_is_one_line():
     X, Y = make_attention_task("linear", n_samples=40, seq_len=3, d=3, rank=1, random_state=0)
-    with pytest.raises(ValueError, match="AttentionRankEstimator: compute_dtype must be one of"):
+    with pytest.raises(ValueError, match="The 'compute_dtype' parameter of "
+                                         "AttentionRankEstimator must be a str among"):
         AttentionRankEstimator(rank=1, max_epochs=1, compute_dtype="float16").fit(X, Y)
+
+
+def test_rankwise_loss_reusing_its_residual_gives_the_same_gradient_once():
+    base = torch.randn(3, 5, 4, 2, dtype=torch.float64)
+    y_true = torch.randn(5, 4, 2, dtype=torch.float64)
+    grads = []
+    for reuse in (False, True):
+        for rank_major in (False, True):
+            y_pred = base.transpose(0, 1)
+            y_pred = (y_pred if rank_major else y_pred.contiguous()).requires_grad_()
+            RankwiseMSELoss(reuse_residual=reuse)(y_pred, y_true).sum().backward()
+            grads.append(y_pred.grad)
+    for grad in grads[1:]:
+        torch.testing.assert_close(grad, grads[0], rtol=0, atol=0)
+    # the residual held the gradient: a second backward through the graph is refused
+    y_pred = base.transpose(0, 1).requires_grad_()
+    loss = RankwiseMSELoss(reuse_residual=True)(y_pred, y_true).sum()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

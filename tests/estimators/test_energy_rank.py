@@ -147,13 +147,15 @@ def test_data_fit_is_deterministic_and_unfitted_error():
 @pytest.mark.parametrize(
     "params, match",
     [
-        (dict(method="oracle"), "unknown method 'oracle'"),
+        (dict(method="oracle"), "The 'method' parameter of EnergyEffectiveRank must be a str "
+                                "among .* Got 'oracle' instead"),
         (dict(method="data", attention="block"), "unknown attention 'block' for method='data'"),
-        (dict(method="recovery", attention="cosine"), "unknown attention 'cosine'"),
+        (dict(method="recovery", attention="cosine"), "The 'attention' parameter of "
+                                                      "EnergyEffectiveRank must be a str among"),
         (dict(method="data", value_map=np.ones((3, 3))), r"value_map must have shape \(d, d_out\) = \(6, 6\); got \(3, 3\)"),
         (dict(method="recovery", value_map=np.ones((6, 6))), "value_map is used by method='data' only"),
         (dict(method="data", attention="softmax"), "needs value_map"),
-        (dict(method="data", ridge=-1.0), "ridge must be a finite real number in"),
+        (dict(method="data", ridge=-1.0), r"The 'ridge' parameter .* \[0\.0, inf\)"),
     ],
 )
 def test_bad_parameters(params, match):
@@ -240,7 +242,8 @@ def test_parameters_are_keyword_only():
 
 @pytest.mark.parametrize("method, student, match", [
     ("data", dict(attention="linear"), "student is used by method='recovery' only"),
-    ("recovery", "an estimator", "student must be an AttentionRankEstimator or None"),
+    ("recovery", "an estimator", "The 'student' parameter of EnergyEffectiveRank must be None "
+                                 "or an instance of"),
     ("recovery", dict(attention="softmax"),
      "the student's attention='softmax' differs from attention='linear'"),
     ("recovery", dict(attention="linear", rank_grid=[1, 2]), r"one rank \(rank_grid=None\)"),

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 from sklearn.exceptions import NotFittedError
+from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import check_is_fitted
 
 from intrinsic_rank import AttentionRankEstimator, EnergyEffectiveRank, ReachabilityEstimator
 from intrinsic_rank.datasets import make_attention_task, make_random_targets
-from intrinsic_rank.estimators._options import check_student_options
+from intrinsic_rank.estimators._attention_params import check_student_options
 from intrinsic_rank.nn import STUDENTS
 
 X_SHORT, Y_SHORT = make_attention_task("linear", n_samples=96, seq_len=3, d=4, rank=2, random_state=0)
@@ -71,11 +72,18 @@ def test_the_estimator_refuses_a_fractional_hidden_size():
                                student_options={"hidden": 2.5}).fit(X, X.sum(-1))
 
 
-@pytest.mark.parametrize("params", [dict(rank_grid=[True, 2]), dict(rank_grid=[np.True_, 2]),
-                                    dict(rank_grid=np.array([True, False])),
-                                    dict(rank=True), dict(rank=np.True_)])
-def test_booleans_are_not_ranks(params):
-    with pytest.raises(ValueError, match="must be an integer >= 1; got (np.)?True"):
+@pytest.mark.parametrize("params, match", [
+    (dict(rank_grid=[True, 2]), "every entry of rank_grid must be an integer >= 1; got True"),
+    (dict(rank_grid=[np.True_, 2]), "every entry of rank_grid must be an integer >= 1; got "
+                                    "(np.)?True"),
+    (dict(rank_grid=np.array([True, False])), "every entry of rank_grid must be an integer"),
+    (dict(rank=True), r"The 'rank' parameter of AttentionRankEstimator must be None or an int "
+                      r"in the range \[1, inf\)\. Got True instead\."),
+    (dict(rank=np.True_), "The 'rank' parameter of AttentionRankEstimator must be None or an "
+                          "int"),
+])
+def test_booleans_are_not_ranks(params, match):
+    with pytest.raises(ValueError, match=match):
         AttentionRankEstimator(**SHORT_FIT, **params).fit(X_SHORT, Y_SHORT)
 
 
@@ -89,11 +97,13 @@ def test_booleans_are_not_ranks(params):
          r"student_options has unknown key\(s\) \['hiden'\] for attention='linear'"),
         (dict(attention="block", student_options={"hiden": 3}),
          r"unknown key\(s\) \['hiden'\].*accepts \['hidden'\]"),
-        (dict(verbose=1.5), "verbose must be an integer >= 0; got 1.5"),
-        (dict(verbose="2"), "verbose must be an integer"),
-        (dict(random_state=-1), r"random_state must be an integer in \[0, 4294967295\]"),
-        (dict(random_state=2**40), "random_state must be an integer"),
-        (dict(random_state=1.5), "random_state must be None, an integer"),
+        (dict(verbose=1.5), r"The 'verbose' parameter of AttentionRankEstimator must be an "
+                            r"int in the range \[0, inf\)\. Got 1\.5 instead\."),
+        (dict(verbose="2"), "The 'verbose' parameter of AttentionRankEstimator must be an int"),
+        (dict(random_state=-1), r"The 'random_state' parameter of AttentionRankEstimator must "
+                                r"be an int in the range \[0, 4294967295\]"),
+        (dict(random_state=2**40), "The 'random_state' parameter .* Got 1099511627776"),
+        (dict(random_state=1.5), "The 'random_state' parameter .* Got 1.5 instead"),
     ],
 )
 def test_bad_settings_name_the_parameter(params, match):
@@ -120,9 +130,9 @@ def test_optimizer_without_weight_decay_is_named():
 
 
 @pytest.mark.parametrize("params, match", [
-    (dict(random_state=-1), "random_state must be an integer"),
-    (dict(device="meta"), "device='meta'"),
-    (dict(verbose=0.5), "verbose must be an integer"),
+    (dict(random_state=-1), "The 'random_state' parameter of ReachabilityEstimator must be"),
+    (dict(device="meta"), "^ReachabilityEstimator: device='meta'"),
+    (dict(verbose=0.5), "The 'verbose' parameter of ReachabilityEstimator must be an int"),
 ])
 def test_reachability_settings_name_the_parameter(params, match):
     with pytest.raises(ValueError, match=match):
@@ -159,16 +169,18 @@ def test_energy_rank_refit_from_data_to_recovery_clears_data_attributes():
 ])
 def test_parameter_errors_name_the_estimator_and_the_parameter(est, data):
     name = type(est).__name__
-    bad = "ridge must be a finite real number in \\[0.0, inf\\); got -1.0" if name == \
-        "EnergyEffectiveRank" else "max_epochs must be an integer >= 1; got 0"
-    with pytest.raises(ValueError, match=f"^{name}: {bad}$"):
+    bad = (r"'ridge' parameter of EnergyEffectiveRank must be a float in the range "
+           r"\[0\.0, inf\)\. Got -1\.0 instead\.") if name == "EnergyEffectiveRank" else (
+        rf"'max_epochs' parameter of {name} must be an int in the range \[1, inf\)\. Got 0 "
+        r"instead\.")
+    with pytest.raises(InvalidParameterError, match=f"^The {bad}$"):
         est.fit(*data)
 
 
 @pytest.mark.parametrize(
     "params, match",
     [
-        (dict(rank=0), "rank must be an integer >= 1; got 0"),
+        (dict(rank=0), "The 'rank' parameter .* must be None or an int in the range .* Got 0"),
         (dict(rank=6), r"rank=6 exceeds the token dimension d = 5"),
         (dict(attention="fixed", rank=5), r"rank=5 exceeds the sequence length L = 4"),
         (dict(rank_grid=[1, 2, 9]), r"rank 9 in rank_grid exceeds the token dimension d = 5"),
@@ -176,16 +188,19 @@ def test_parameter_errors_name_the_estimator_and_the_parameter(est, data):
         (dict(rank_grid=[]), "rank_grid must be a non-empty"),
         (dict(rank_grid=[1, 1]), "duplicates"),
         (dict(rank_grid=[1, 2], rank=2), "either rank .* or rank_grid"),
-        (dict(rank=2.5), "rank must be an integer"),
-        (dict(attention="cosine"), "unknown attention 'cosine'"),
-        (dict(optimizer="lion"), "unknown optimizer 'lion'"),
-        (dict(lr=-1.0), r"lr must be a finite real number in \(0.0, inf\)"),
-        (dict(max_epochs=0), "max_epochs must be an integer >= 1"),
-        (dict(batch_size=0), "batch_size must be an integer >= 1"),
-        (dict(validation_fraction=1.5, rank_grid=[1]), "validation_fraction must be a finite real number in"),
-        (dict(noise_floor=-0.1), "noise_floor must be a finite real number in"),
-        (dict(device="tpu:9"), "unknown device"),
-        (dict(verbose=-1), "verbose must be an integer >= 0"),
+        (dict(rank=2.5), "The 'rank' parameter .* must be None or an int"),
+        (dict(attention="cosine"), "The 'attention' parameter .* must be a str among .* Got "
+                                   "'cosine' instead"),
+        (dict(optimizer="lion"), "^AttentionRankEstimator: unknown optimizer 'lion'"),
+        (dict(lr=-1.0), r"The 'lr' parameter .* must be a float in the range \(0\.0, inf\)"),
+        (dict(max_epochs=0), r"The 'max_epochs' parameter .* range \[1, inf\)"),
+        (dict(batch_size=0), "The 'batch_size' parameter .* Got 0 instead"),
+        (dict(validation_fraction=1.5, rank_grid=[1]),
+         r"The 'validation_fraction' parameter .* must be a float in the range \[0\.0, 0\.9\]"),
+        (dict(noise_floor=-0.1), r"The 'noise_floor' parameter .* None or a float in the range "
+                                 r"\[0\.0, inf\)"),
+        (dict(device="tpu:9"), "^AttentionRankEstimator: unknown device"),
+        (dict(verbose=-1), "The 'verbose' parameter .* Got -1 instead"),
     ],
 )
 def test_bad_parameters(params, match):

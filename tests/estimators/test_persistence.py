@@ -254,3 +254,18 @@ def test_an_npz_without_y_names_what_it_holds(tmp_path):
     np.savez(tmp_path / "bad.npz", X=np.zeros((3, 2, 2)), Z=np.zeros(3))
     with pytest.raises(ValueError, match=r"has no array named Y \(it holds X, Z\)"):
         load_xy(tmp_path / "bad.npz")
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: tmp, "is a folder; give a file name such as"),
+    (lambda tmp: str(tmp) + os.sep, "is a folder; give a file name such as"),
+    (lambda tmp: "", "empty string"),
+    (lambda tmp: tmp / "a-file" / "m.joblib", "is a file, not a folder"),
+])
+def test_save_model_file_refuses_a_path_it_cannot_write_in_one_line(tmp_path, make, message):
+    # a folder gave IsADirectoryError from deep inside the atomic write
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ValueError, match=message) as error:
+        save_model_file(_fitted(), make(tmp_path))
+    assert _one_line_error(error).startswith("path ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # nothing written

@@ -165,13 +165,14 @@ def test_bad_targets(X, match):
 
 
 @pytest.mark.parametrize("params, match", [
-    (dict(n_memory=0), r"n_memory must be an integer >= 1; got 0"),
-    (dict(n_memory=1.5), r"n_memory must be an integer"),
-    (dict(max_epochs=0), r"max_epochs must be an integer >= 1"),
-    (dict(lr=-1.0), r"lr must be a finite real number in \(0"),
-    (dict(betas=(0.9, 1.2)), r"betas must be a pair of floats in \[0, 1\)"),
+    (dict(n_memory=0), r"The 'n_memory' parameter .* range \[1, inf\)\. Got 0 instead"),
+    (dict(n_memory=1.5), r"The 'n_memory' parameter of ReachabilityEstimator must be an int"),
+    (dict(max_epochs=0), r"The 'max_epochs' parameter .* range \[1, inf\)"),
+    (dict(lr=-1.0), r"The 'lr' parameter .* a float in the range \(0\.0, inf\)"),
+    (dict(betas=(0.9, 1.2)), r"^ReachabilityEstimator: betas must be a pair of floats in "
+                             r"\[0, 1\)"),
     (dict(precision="float8"), r"float8"),
-    (dict(precision=2.0), r"precision must be a finite real number in \(0"),
+    (dict(precision=2.0), r"The 'precision' parameter .* \(0\.0, 1\.0\]"),
     (dict(model="no/such/folder"), r"neither 'default' nor an existing file or folder"),
     (dict(device="tpu9"), r"unknown device"),
 ])
@@ -220,7 +221,7 @@ def test_random_prompt_hidden_states_measure_the_radius():
                                 random_state=0).fit(make_random_targets(2, 6, 64, random_state=0))
     assert est.geometry_.radius == pytest.approx(
         hidden_state_geometry(random_prompt_hidden_states(
-            lm, 2, 5, n_prompts=16, random_state=est._seed))["radius"], rel=1e-5)
+            lm, 2, 5, n_prompts=16, random_state=est.seed_))["radius"], rel=1e-5)
     assert random_prompt_hidden_states(lm, 0, 3, n_prompts=2).shape == (2, 3, 64)
     with pytest.raises(ValueError, match="exceed the model's context of 128"):
         random_prompt_hidden_states(lm, 8, 121)
@@ -243,7 +244,8 @@ def test_parameters_are_keyword_only():
 @pytest.mark.parametrize("verbose", [-1, 1.5, True])
 def test_verbose_is_checked(verbose):
     X = make_random_targets(2, 3, 64, random_state=0)
-    with pytest.raises(ValueError, match="verbose must be"):
+    with pytest.raises(ValueError, match="The 'verbose' parameter of ReachabilityEstimator "
+                                         r"must be an int in the range \[0, inf\)"):
         ReachabilityEstimator(max_epochs=1, verbose=verbose).fit(X)
 
 
@@ -392,7 +394,7 @@ def test_non_contiguous_targets_work_for_reachability():
 def test_estimator_cone(fitted_cells, lm):
     est, X = fitted_cells
     g = est.geometry_
-    seed = est._seed
+    seed = est.seed_
     states = random_prompt_hidden_states(lm, 2, X.shape[1] - 1, n_prompts=32,
                                          batch_size=256, random_state=seed)
     assert g.min_cosine == bounds.min_pairwise_cosine(states.reshape(-1, 64))
@@ -460,7 +462,8 @@ def test_a_model_without_a_head_skips_the_cells_with_a_warning(lm):
 @pytest.mark.parametrize("params, match", [
     (dict(n_cell_samples=-1), "n_cell_samples"),
     (dict(n_cell_samples=1.5), "n_cell_samples"),
-    (dict(cell_region="cube"), "cell_region must be 'box' or 'ball'"),
+    (dict(cell_region="cube"), "The 'cell_region' parameter of ReachabilityEstimator must "
+                               "be a str among .* Got 'cube' instead"),
 ])
 def test_bad_cell_parameters(params, match):
     with pytest.raises(ValueError, match=match):

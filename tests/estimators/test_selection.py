@@ -110,11 +110,12 @@ def test_auto_matches_the_full_grid_on_more_teachers(kind, d, L, r_star, seed):
 
 def test_bad_ranks_string_names_the_parameter():
     X, Y = make_attention_task("linear", n_samples=32, seq_len=3, d=2, rank=1, random_state=0)
-    with pytest.raises(ValueError, match="rank_grid must be a list of ranks or 'auto'"):
+    with pytest.raises(ValueError, match="The 'rank_grid' parameter of AttentionRankEstimator "
+                                         "must be None, a str among {'auto'} or an array-like"):
         AttentionRankEstimator(rank_grid="all").fit(X, Y)
-    with pytest.raises(ValueError, match="n_iter_no_change must be an integer >= 1; got 0"):
+    with pytest.raises(ValueError, match="The 'n_iter_no_change' parameter .* Got 0 instead"):
         AttentionRankEstimator(rank_grid=[1, 2], early_stopping=True, n_iter_no_change=0).fit(X, Y)
-    with pytest.raises(ValueError, match="early_stopping must be True or False; got 10"):
+    with pytest.raises(ValueError, match="The 'early_stopping' parameter .* Got 10 instead"):
         AttentionRankEstimator(rank_grid=[1, 2], early_stopping=10).fit(X, Y)
 
 
@@ -197,19 +198,26 @@ def test_big_input_never_builds_all_outputs(monkeypatch):
     X, Y = make_attention_task("linear", n_samples=256, seq_len=4, d=4, rank=2,
                                random_state=3)
     monkeypatch.setattr(_scaling, "CHUNK_ELEMENTS", 256)
-    seen = []
-    original = _net.RankSweepNet.forward
+    whole, batches = [], []
+    forward, evaluation_step = _net.RankSweepNet.forward, _net.RankSweepNet.evaluation_step
 
-    def forward(self, X, training=False, **kwargs):
-        seen.append(len(X))
-        return original(self, X, training=training, **kwargs)
+    def recorded_forward(self, X, training=False, **kwargs):
+        whole.append(len(X))  # a pass whose outputs are concatenated
+        return forward(self, X, training=training, **kwargs)
 
-    monkeypatch.setattr(_net.RankSweepNet, "forward", forward)
+    def recorded_step(self, batch, training=False):
+        batches.append(len(batch[0]))  # one batch of an evaluation
+        return evaluation_step(self, batch, training=training)
+
+    monkeypatch.setattr(_net.RankSweepNet, "forward", recorded_forward)
+    monkeypatch.setattr(_net.RankSweepNet, "evaluation_step", recorded_step)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         AttentionRankEstimator(attention="linear", rank_grid=[1, 2], max_epochs=2, batch_size=16,
                                random_state=0).fit(X, Y)
-    assert seen and max(seen) <= 16
+    # no concatenated pass beyond one chunk (256 outputs, 8 rows here), and every batch of
+    # the chunked evaluations at most the training batch
+    assert max(whole, default=0) <= 8 and batches and max(batches) <= 16
 
 
 # -- the benchmark --------------------------------------------------------------

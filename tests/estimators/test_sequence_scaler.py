@@ -154,7 +154,9 @@ def test_transform_refuses_what_fit_did_not_see():
     with pytest.raises(ValueError, match="X has 2 dimensions, but SequenceScaler was fitted "
                                          "on 3-D input"):
         scaler.transform(np.ones((2, 4)))
-    with pytest.raises(ValueError, match="SequenceScaler: with_mean must be True or False"):
+    with pytest.raises(ValueError, match="The 'with_mean' parameter of SequenceScaler must be "
+                                         "an instance of 'bool' or an instance of "
+                                         "'numpy.bool'. Got 'yes' instead"):
         SequenceScaler(with_mean="yes").fit(_sequences())
 
 

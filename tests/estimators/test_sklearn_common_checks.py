@@ -24,7 +24,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import intrinsic_rank.estimators as estimators_module
 from intrinsic_rank import AttentionRankEstimator
 from intrinsic_rank.datasets import make_attention_task
-from intrinsic_rank.estimators._scoring import SequenceRegressorMixin
+from intrinsic_rank.estimators._inputs import SequenceRegressorMixin
 
 CHEAP = dict(max_epochs=3, batch_size=64, random_state=0)
 # EnergyEffectiveRank's recovery student is a parameter with its own settings
@@ -125,6 +125,52 @@ _CHEAP_FIT_WARNINGS = [
 )
 def test_sklearn_common_checks(estimator, check):
     check(estimator)
+
+
+# -- scikit-learn's own parameter validation -----------------------------------------
+@pytest.mark.parametrize("estimator", [cls() for cls in all_estimators()]
+                         + list(cheap_instances()), ids=repr)
+def test_validate_params_accepts_every_estimator_as_built(estimator):
+    # _parameter_constraints is in scikit-learn's own form: its checker runs (it raised
+    # "Unknown constraint type" on the home-made scheme) and accepts the defaults and
+    # every cheap setting
+    assert estimator._validate_params() is None
+    assert set(type(estimator)._parameter_constraints) == set(estimator.get_params(deep=False))
+
+
+@pytest.mark.parametrize("estimator", [cls() for cls in all_estimators()], ids=repr)
+def test_validate_params_refuses_a_value_of_the_wrong_type(estimator):
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    name = next(name for name, forms in type(estimator)._parameter_constraints.items()
+                if forms != "no_validation")
+    estimator.set_params(**{name: object()})
+    with pytest.raises(InvalidParameterError, match=f"^The '{name}' parameter of "
+                                                    f"{type(estimator).__name__} must be "):
+        estimator._validate_params()
+
+
+@pytest.mark.parametrize("estimator", [cls() for cls in all_estimators()], ids=repr)
+def test_scikit_learns_check_param_validation(estimator):
+    # scikit-learn's own check: every parameter has a constraint, and fit refuses a
+    # value of the wrong type or outside the range with scikit-learn's message
+    from sklearn.utils.estimator_checks import check_param_validation
+
+    check_param_validation(type(estimator).__name__, estimator)
+
+
+def test_scikit_learns_fit_context_runs_our_checks():
+    # a tool that wraps fit in scikit-learn's _fit_context calls _validate_params()
+    from sklearn.base import _fit_context as fit_context
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from intrinsic_rank import SequenceScaler
+
+    fit = fit_context(prefer_skip_nested_validation=True)(SequenceScaler.fit)
+    X = np.arange(24.0).reshape(2, 4, 3)
+    assert fit(SequenceScaler(), X).scale_.shape == (3,)
+    with pytest.raises(InvalidParameterError, match="'with_mean' parameter of SequenceScaler"):
+        fit(SequenceScaler(with_mean="yes"), X)
 
 
 # -- our own checks on 3-D sequence data -------------------------------------------

@@ -165,7 +165,8 @@ def test_estimator_feature_map_reaches_the_student_and_changes_the_fit():
     (dict(attention="softmax", feature_map="relu"),
      "feature_map applies to attention='kernel' only; got attention='softmax'"),
     (dict(attention="kernel", feature_map="cosine"),
-     r"unknown feature_map 'cosine'; use one of \['exp', 'elu\+1', 'relu'\]"),
+     r"The 'feature_map' parameter of AttentionRankEstimator must be None or a str among "
+     r"\{.*'elu\+1'.*\}\. Got 'cosine' instead"),
     (dict(attention="kernel", student_options={"feature_map": "relu"}),
      r"student_options cannot set \['feature_map'\]"),
 ])

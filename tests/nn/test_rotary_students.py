@@ -199,9 +199,11 @@ def test_rotary_estimator_is_a_scikit_learn_estimator(rotary_task):
 
 @pytest.mark.parametrize("params, message", [
     (dict(attention="linear", positional="rope"), "positional='rope' applies to attention="),
-    (dict(attention="softmax", positional="alibi"), "positional must be None or one of"),
+    (dict(attention="softmax", positional="alibi"), "The 'positional' parameter .* must be "
+                                                    "None or a str among {'rope'}"),
     (dict(attention="fixed", causal=True), "causal=True applies to attention in"),
-    (dict(attention="softmax", causal=1), "causal must be True or False"),
+    (dict(attention="softmax", causal=1), "The 'causal' parameter .* must be an instance of "
+                                          "'bool'"),
     (dict(attention="block", value_map=np.ones((3, 3))), "value_map applies to attention in"),
     (dict(attention="softmax", value_map=np.ones(3)), "value_map must be a finite 2-D array"),
     (dict(attention="softmax", value_map=np.ones((5, 2))), r"shape \(d, d_out\) = \(3, 3\)"),

@@ -63,9 +63,11 @@ def test_import_linter_contracts_are_kept():
 
 #: the private modules every room may import from: the checks, the table of packaged
 #: models (which imports only typing, so that ``--help`` can list them without torch),
-#: the stop signals and the atomic writer (the standard library only)
+#: the stop signals and the atomic writer (the standard library only) and the version
+#: (which imports nothing)
 _BASE_HOMES = ("intrinsic_rank._validation", "intrinsic_rank._packaged_models",
-               "intrinsic_rank._interrupts", "intrinsic_rank._atomic", "intrinsic_rank._lazy")
+               "intrinsic_rank._interrupts", "intrinsic_rank._atomic", "intrinsic_rank._lazy",
+               "intrinsic_rank._version")
 
 
 def _private(part):

@@ -43,7 +43,7 @@ PARTS_FORMAT = 2
 
 
 def _version():
-    from ... import __version__
+    from ..._version import __version__
 
     return __version__
 

@@ -299,7 +299,7 @@ def _settings_key(loaded, settings):
     import hashlib
     import json
 
-    from ... import __version__
+    from ..._version import __version__
 
     shaping = {k: settings[k] for k in ("n_fit", "n_validation", "n_test", "length",
                                         "metric_windows", "random_state")}

@@ -71,7 +71,7 @@ import time
 
 from sklearn.utils import Bunch
 
-from ... import __version__
+from ..._version import __version__
 from ..._validation import check_device, check_seed
 from ._output import (
     check_output_folder,
