@@ -225,7 +225,7 @@ class AttentionRankEstimator(SequenceRegressorMixin, BaseEstimator):
         are counted in ``search_rounds_``, not here).
     n_init_ : int
         The most restarts a rank trained (``n_init``, or 1 or 2 for ``"auto"``).
-    restart_risks_ : ndarray of shape (R, n_init_)
+    restart_risks_ : ndarray of shape (R, ``n_init_``)
         Training risk of every restart of every rank in ``ranks_`` (NaN where a rank
         trained fewer); the kept one is the lowest of each row.
     kept_slots_ : ndarray of int, shape (R,)

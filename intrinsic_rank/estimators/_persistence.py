@@ -282,7 +282,7 @@ def save_model_file(estimator, path, *, atomic_file=None):
         One line, before anything is pickled: ``estimator`` is not a fitted
         scikit-learn estimator, or ``path`` cannot be written as a file (empty, a
         folder, something else than a regular file, under a file or a read-only
-        folder: :func:`~intrinsic_rank._validation.check_output_file`); or the
+        folder: the package's output-file check); or the
         write itself failed (a full disk).
 
     Examples

@@ -241,7 +241,7 @@ class ReachabilityEstimator(BaseEstimator):
     history_ : list of dict
         Per step: ``epoch``, ``train_loss`` (summed over active targets),
         ``n_active`` and ``dur``.
-    targets_ : ndarray of int64, shape (n_targets, seq_len_)
+    targets_ : ndarray of int64, shape (n_targets, ``seq_len_``)
         The targets crammed (``X`` as checked); ``predict`` reuses their memories.
     seed_ : int
         The seed this fit drew from ``random_state``: the prompts' initialisation and the
