@@ -418,7 +418,8 @@ _MODEL_RANK = dict(model="smollm2-135m", corpora=["code", "prose"],
                    epsilons=[0.005, 0.01, 0.02, 0.05], budgets=[0.3, 0.4, 0.5, 0.6, 0.7],
                    **MODEL_RANK_WINDOWS, metric_windows=16,
                    calibrations=["none", "output", "sequential"], map_distill="none",
-                   n_pairs=60, heal=True, heal_windows=256, heal_steps=400, heal_lr=1e-4,
+                   allocation="output share", n_pairs=60, heal=True, heal_windows=256,
+                   heal_steps=400, heal_lr=1e-4,
                    heal_batch=8, heal_every=20, heal_seconds=1200.0, save=None,
                    save_epsilon=0.01,
                    n_jobs=DEFAULT_JOBS)
@@ -474,6 +475,9 @@ MODEL_RANK = Experiment(
         Option("--map-distill", type="_map_distill", scaled=True,
                help="the r*_attn map beside it: none (training-free), auto or all (as "
                "head-ranks --distill), off (no map, no r*_attn allocation)"),
+        Option("--allocation", choices=["output share", "uniform", "query energy", "r*_attn"],
+               scaled=True, help="the allocation whose r*_model is searched, healed and "
+               "saved (every one is measured at the grid); quote the names with a space"),
         Option("--n-pairs", type=bounded_int(0, 4096), scaled=True,
                help="(head, rank) pairs measured alone to check the currency, 0 or at least 4"),
         Option("--no-heal", dest="heal", action="store_false", scaled=True,

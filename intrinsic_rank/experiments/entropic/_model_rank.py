@@ -99,38 +99,38 @@ def _ranks_of(found):
     return {tuple(int(p) for p in name[1:].split("H")): r for name, r in found["ranks"].items()}
 
 
-def _grid_rows(evaluator, budgets, calibrations, known):
-    """Every allocation at every budget of the grid, on test (and the library's on validation)."""
+def _grid_rows(evaluator, budgets, calibrations, known, searched=DEFAULT_ALLOCATION):
+    """Every allocation at every budget of the grid on test, the searched one on validation."""
     rows = []
     kinds = [k for k in MODEL_ALLOCATIONS if k != "r*_attn" or evaluator.map_risks]
     for share in budgets:
         budget = evaluator.budget(share)
         for kind in kinds:
             ranks = evaluator.allocation(kind, budget)
-            cuts = calibrations if kind == DEFAULT_ALLOCATION else [
+            cuts = calibrations if kind == searched else [
                 c for c in calibrations if c != "sequential"]
             for calibration in cuts:
                 loss = evaluator.loss(ranks, calibration, "test", label=kind)
                 rows.append(_row(evaluator, "test", share, kind, calibration, ranks, loss))
-        ranks = evaluator.allocation(DEFAULT_ALLOCATION, budget)
-        known[budget] = evaluator.loss(ranks, DEFAULT_CALIBRATION, "validation",
-                                       label=DEFAULT_ALLOCATION)
+        ranks = evaluator.allocation(searched, budget)
+        known[budget] = evaluator.loss(ranks, DEFAULT_CALIBRATION, "validation", label=searched)
     return rows
 
 
-def _search_rows(evaluator, epsilons, known):
+def _search_rows(evaluator, epsilons, known, searched=DEFAULT_ALLOCATION):
     """``r*_model(eps)`` per eps: the budget found on validation, its test loss and ranks."""
     found, rows = [], []
     for eps in epsilons:
-        budget = search_budget(evaluator, eps, known=known, calibration=DEFAULT_CALIBRATION)
-        ranks = evaluator.allocation(DEFAULT_ALLOCATION, budget)
-        test = evaluator.loss(ranks, DEFAULT_CALIBRATION, "test", label=DEFAULT_ALLOCATION)
+        budget = search_budget(evaluator, eps, known=known, calibration=DEFAULT_CALIBRATION,
+                               allocation=searched)
+        ranks = evaluator.allocation(searched, budget)
+        test = evaluator.loss(ranks, DEFAULT_CALIBRATION, "test", label=searched)
         found.append(dict(corpus=evaluator.corpus, epsilon=eps, total_rank=int(budget),
                           rank_share=budget / evaluator.total,
                           validation_rise=known[budget] / evaluator.unedited("validation") - 1,
                           test_loss=test, test_rise=test / evaluator.unedited("test") - 1,
                           ranks={f"L{l}H{h}": r for (l, h), r in ranks.items()}))
-        rows.append(_row(evaluator, "test", budget / evaluator.total, DEFAULT_ALLOCATION,
+        rows.append(_row(evaluator, "test", budget / evaluator.total, searched,
                          DEFAULT_CALIBRATION, ranks, test, stage=f"r*_model({eps:g})"))
     return found, rows
 
@@ -152,7 +152,7 @@ def _maps(evaluator, found, records, save_epsilon, n_layers, n_heads):
     return out
 
 
-def _transfer_rows(evaluators, found):
+def _transfer_rows(evaluators, found, searched=DEFAULT_ALLOCATION):
     """The factors chosen on one corpus, judged on every other corpus's test documents."""
     rows = []
     for source, evaluator in evaluators.items():
@@ -162,8 +162,7 @@ def _transfer_rows(evaluators, found):
             split = f"test:{other}"
             for f in (f for f in found if f["corpus"] == source):
                 ranks = _ranks_of(f)
-                loss = evaluator.loss(ranks, DEFAULT_CALIBRATION, split,
-                                      label=DEFAULT_ALLOCATION)
+                loss = evaluator.loss(ranks, DEFAULT_CALIBRATION, split, label=searched)
                 base = evaluator.unedited(split)
                 rows.append(dict(calibrated_on=source, judged_on=other, epsilon=f["epsilon"],
                                  rank_share=f["rank_share"], loss=loss,
@@ -200,6 +199,12 @@ def _checked(settings):
     if s["map_distill"] not in ("none", "auto", "all", None):
         raise ValueError(f"map_distill must be 'none', 'auto', 'all' or None (no map); got "
                          f"{s['map_distill']!r}")
+    if s["allocation"] not in MODEL_ALLOCATIONS:
+        raise ValueError(f"allocation must be one of {', '.join(MODEL_ALLOCATIONS)}; got "
+                         f"{s['allocation']!r}")
+    if s["allocation"] == "r*_attn" and s["map_distill"] is None:
+        raise ValueError("allocation='r*_attn' needs the r*_attn map: give map_distill "
+                         "'none', 'auto' or 'all', not None")
     s["heal_lr"] = check_real(s["heal_lr"], "heal_lr", 0.0, 1.0, low_open=True)
     s["heal_seconds"] = check_real(s["heal_seconds"], "heal_seconds", 0.0, low_open=True)
     s["random_state"] = check_seed(s["random_state"])
@@ -209,7 +214,8 @@ def _checked(settings):
 MODEL_RANK_DEFAULTS = dict(
     corpora=["code", "prose"], epsilons=list(EPSILONS), budgets=list(BUDGETS), n_fit=48,
     n_validation=32, n_test=32, length=128, metric_windows=16,
-    calibrations=list(CALIBRATIONS), map_distill="none", n_pairs=60, heal=True,
+    calibrations=list(CALIBRATIONS), map_distill="none", allocation=DEFAULT_ALLOCATION,
+    n_pairs=60, heal=True,
     heal_windows=256, heal_steps=400, heal_lr=1e-4, heal_batch=8, heal_every=20,
     heal_seconds=1200.0,
     save_epsilon=GOAL_EPSILON, random_state=0)
@@ -240,7 +246,9 @@ def model_rank(model="smollm2-135m", *, save=None, checkpoint=None, n_jobs=1, pr
         also shown by ``intrinsic-rank model-rank --help``): ``corpora``,
         ``epsilons``, ``budgets``, the windows (``n_fit`` training, ``n_validation``, ``n_test``,
         ``length``), ``metric_windows``, ``calibrations``, ``map_distill`` (the
-        ``r*_attn`` map's distillation, None for no map), ``n_pairs`` (the
+        ``r*_attn`` map's distillation, None for no map), ``allocation`` (the
+        one searched, healed and saved: ``"output share"``, ``"uniform"``,
+        ``"query energy"`` or ``"r*_attn"``), ``n_pairs`` (the
         currency check), ``heal`` and its ``heal_*`` settings, ``save_epsilon``,
         ``random_state``.
 
@@ -328,10 +336,10 @@ def _measure_all(loaded, windows, records, s, checkpoint, device, steps):
                 loaded, s), device=device, steps=steps)
         timed("bases", start)
         known, start = {}, time.perf_counter()
-        rows += _grid_rows(evaluator, s["budgets"], s["calibrations"], known)
+        rows += _grid_rows(evaluator, s["budgets"], s["calibrations"], known, s["allocation"])
         timed("grid", start)
         start = time.perf_counter()
-        here, searched = _search_rows(evaluator, s["epsilons"], known)
+        here, searched = _search_rows(evaluator, s["epsilons"], known, s["allocation"])
         found += here
         rows += searched
         timed("search", start)
@@ -343,7 +351,7 @@ def _measure_all(loaded, windows, records, s, checkpoint, device, steps):
                                random_state=s["random_state"]) if s["n_pairs"] else None)
     timed("currency", start)
     start = time.perf_counter()
-    transfer = _transfer_rows(evaluators, found)
+    transfer = _transfer_rows(evaluators, found, s["allocation"])
     timed("transfer", start)
     healing, factors = None, None
     if s["heal"]:
@@ -351,7 +359,7 @@ def _measure_all(loaded, windows, records, s, checkpoint, device, steps):
         factors, healing, chosen = heal_at(first, [f for f in found
                                                    if f["corpus"] == first.corpus],
                                            s, steps.update, checkpoint)
-        rows.append(_row(first, "test", chosen["rank_share"], DEFAULT_ALLOCATION,
+        rows.append(_row(first, "test", chosen["rank_share"], s["allocation"],
                          DEFAULT_CALIBRATION, _ranks_of(chosen), healing["after"],
                          stage="healed"))
         timed("healing", start)
@@ -411,7 +419,8 @@ def _save(evaluator, found, factors, settings, result, path):
     test = result.healing["after"] if healed else chosen["test_loss"]
     record = dict(corpus=evaluator.corpus, epsilon=chosen["epsilon"],
                   rank_share=chosen["rank_share"], total_rank=chosen["total_rank"],
-                  calibration=DEFAULT_CALIBRATION, healed=healed, test_loss=test,
+                  allocation=settings["allocation"], calibration=DEFAULT_CALIBRATION,
+                  healed=healed, test_loss=test,
                   unedited_test_loss=evaluator.unedited("test"),
                   windows=dict(n_test=settings["n_test"], length=settings["length"],
                                random_state=settings["random_state"]))
@@ -461,13 +470,14 @@ def model_rank_verdicts(result):
             else "does not agree")
     goal_text = "; ".join(f"{f['corpus']}: {100 * f['rank_share']:.1f} % of the query rank, "
                           f"test {100 * f['test_rise']:+.2f} %" for f in found) or "not measured"
+    searched = result.get("config", {}).get("allocation", DEFAULT_ALLOCATION)
     wins, total, parts = 0, 0, []
     test = [r for r in result["rows"] if r["split"] == "test" and r["stage"] == "grid"]
     for corpus in dict.fromkeys(r["corpus"] for r in test):
         for share in sorted({r["budget"] for r in test if r["corpus"] == corpus}):
             here = {(r["allocation"], r["calibration"]): r["loss"] for r in test
                     if r["corpus"] == corpus and r["budget"] == share}
-            ours = here.get((DEFAULT_ALLOCATION, DEFAULT_CALIBRATION))
+            ours = here.get((searched, DEFAULT_CALIBRATION))
             others = [v for (k, c), v in here.items()
                       if k in ("uniform", "query energy", "r*_attn") and c == "none"]
             if ours is None or not others:
@@ -492,7 +502,7 @@ def model_rank_verdicts(result):
         ("the goal: r*_model(1 %) at most 50 % of the total query rank on every corpus",
          goal_text, goal, "agrees when every corpus's budget found on validation is at most "
          "50 % and its test rise at most 1 %; partly on some corpora or within 2 %"),
-        ("the allocation: at every budget, the output-share allocation with its calibration "
+        (f"the allocation: at every budget, the {searched} allocation with its calibration "
          "is at or below the best of uniform, query energy and r*_attn",
          "; ".join(parts) or "not measured", allocation,
          "agrees at every budget of the grid, partly at some"),

@@ -235,3 +235,30 @@ def test_a_budget_below_one_rank_per_head_and_an_unread_model_are_one_line(tmp_p
     with pytest.raises(ValueError, match="encoder") as refused:
         model_rank(encoder, **SMALL)
     assert "\n" not in str(refused.value)
+
+
+def test_another_allocation_is_searched_saved_and_judged(tmp_path):
+    small = dict(SMALL, corpora=["random"], n_pairs=0, heal=False, budgets=[0.5],
+                 epsilons=[0.05], save_epsilon=0.05, calibrations=["none", "output"])
+    out = model_rank("default", allocation="query energy", save=str(tmp_path / "saved"),
+                     checkpoint=str(tmp_path / "parts"), **small)
+    found = out.r_star_model[0]
+    searched = out.frame[out.frame.stage == "r*_model(0.05)"]
+    assert list(searched.allocation) == ["query energy"]
+    cache = json.load(open(tmp_path / "parts" / "random.losses.json"))["losses"]
+    # the budget found was measured with the query-energy ranks, on validation and on test
+    for split in ("validation", "test"):
+        assert f"query energy|output|{found['total_rank']}|{split}" in cache
+    assert searched.loss.iloc[0] == cache[f"query energy|output|{found['total_rank']}|test"]
+    assert any(k.startswith("query energy|output|") and k.endswith("|validation")
+               for k in cache)
+    assert not any(k.startswith("output share|output|") and k.endswith("|validation")
+                   for k in cache)
+    _, manifest = load_query_factors(str(tmp_path / "saved"))
+    assert manifest["record"]["allocation"] == "query energy"
+    claim = model_rank_verdicts(out)[1][0]
+    assert "query energy allocation" in claim
+    for bad, words in ((dict(allocation="energy"), "allocation must be one of"),
+                       (dict(allocation="r*_attn", map_distill=None), "needs the r\\*_attn map")):
+        with pytest.raises(ValueError, match=words):
+            model_rank("default", **dict(small, **bad))
