@@ -71,7 +71,14 @@ def test_example_cells_are_gallery_cells(script):
         f"{script.name}: name the thumbnail's figure with # sphinx_gallery_thumbnail_number"
 
 
-@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
+#: the scripts that train for more than ten seconds run under ``-m slow`` only: the docs
+#: build of ``.ci/run`` (sphinx-gallery with ``abort_on_example_error``) runs every script
+SLOW_EXAMPLES = {"grid_search_pipeline.py", "plot_rank_sweep.py"}
+
+
+@pytest.mark.parametrize("script", [
+    pytest.param(p, marks=pytest.mark.slow) if p.name in SLOW_EXAMPLES else p
+    for p in EXAMPLES], ids=lambda p: p.name)
 def test_example_runs(script, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     values, figures = run_cells(script)
