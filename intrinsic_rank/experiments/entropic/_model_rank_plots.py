@@ -28,7 +28,7 @@ def plot_model_rank(result, path=None):
     Every allocation with the data-aware truncation (dashed) and cut in the heads'
     output metric (solid), the library's allocation also calibrated layer by layer
     (dotted); the unedited loss and the ``(1 + eps)`` lines; each ``r*_model(eps)``
-    marked where the search found it.
+    marked where the search found it (a star), and the healed model (a cross).
 
     Parameters
     ----------
@@ -57,12 +57,20 @@ def plot_model_rank(result, path=None):
         found = [f for f in result["r_star_model"] if f["corpus"] == corpus]
         for f in found:
             ax.axhline(base * (1 + f["epsilon"]), color="grey", lw=0.6, ls="-.")
+            ax.annotate(f"+{100 * f['epsilon']:g} %", (1.0, base * (1 + f["epsilon"])),
+                        xycoords=("axes fraction", "data"), xytext=(2, 0),
+                        textcoords="offset points", fontsize=7, va="center", color="grey")
             ax.plot(100 * f["rank_share"], f["test_loss"], "*", ms=11, color="black")
             ax.annotate(f"r*({100 * f['epsilon']:g} %)", (100 * f["rank_share"],
                                                            f["test_loss"]),
                         textcoords="offset points", xytext=(4, 4), fontsize=7)
-        worst = max([r["loss"] for r in grid] + [base * 1.1])
-        ax.set_ylim(base * 0.995, min(worst, base * 1.3))
+        for r in result["rows"]:
+            if r["corpus"] == corpus and r["stage"] == "healed":
+                ax.plot(100 * r["rank_share"], r["loss"], "P", ms=8, color="purple",
+                        label="healed", zorder=5)
+        top = max([r["loss"] for r in grid] + [f["test_loss"] for f in found]
+                  + [base * (1 + f["epsilon"]) for f in found] + [base * 1.01])
+        ax.set_ylim(base * 0.995, min(base + 1.03 * (top - base), base * 1.3))
         ax.set_xlabel("query rank kept (% of all heads' widths)")
         ax.set_ylabel("test loss (nats per token)")
         ax.set_title(f"{result['config']['model']} on {corpus}")
