@@ -29,6 +29,7 @@ from .._validation import check_device, check_int, check_real, check_seed
 from ..nn import check_token_inputs, model_max_positions, model_vocab_size
 from ._head_io import _facts_of, _resolve
 from ._impose import _bias_block, _query_block, lm_loss
+from ._low_rank_model import _checked_factors
 
 __all__ = ["HealResult", "heal_queries"]
 
@@ -250,18 +251,7 @@ def heal_queries(model, factors, train_ids, validation_ids, *, test_ids=None, ma
         raise ValueError("factors must name at least one head")
     layers = {}
     facts = _facts_of(bare, kind, label, list(factors), layers)
-    checked = {}
-    for key, value in factors.items():
-        try:
-            A, a, C = (np.asarray(v, dtype=np.float64) for v in value)
-        except (TypeError, ValueError):
-            raise ValueError(f"factors[L{key[0]}H{key[1]}] must be (A, a, C)") from None
-        f = facts[key]
-        if (A.ndim != 2 or C.ndim != 2 or A.shape != (f.d_model, C.shape[0])
-                or C.shape[1] != f.head_dim or a.shape != (C.shape[0],)):
-            raise ValueError(f"factors[L{key[0]}H{key[1]}] must be A ({f.d_model}, r), a (r,), "
-                             f"C (r, {f.head_dim}); got {A.shape}, {a.shape}, {C.shape}")
-        checked[key] = _balanced(A, a, C)
+    checked = {key: _balanced(*value) for key, value in _checked_factors(factors, facts).items()}
     train = _checked_ids(train_ids, bare, kind, "train_ids")
     val = _checked_ids(validation_ids, bare, kind, "validation_ids")
     test = None if test_ids is None else _checked_ids(test_ids, bare, kind, "test_ids")
