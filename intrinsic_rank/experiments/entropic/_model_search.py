@@ -23,6 +23,7 @@ library's allocation keeps the loss within ``eps`` of the unedited model's.
   ``1 / RESOLUTION`` of the total rank.
 """
 
+import hashlib
 import json
 import os
 
@@ -173,7 +174,11 @@ class ModelEvaluator:
     def loss(self, ranks, calibration, split, *, label):
         """The loss on ``split`` with every head at ``ranks``, cut by ``calibration``."""
         total = sum(ranks.values())
-        key = f"{label}|{calibration}|{total}|{split}"
+        # the ranks themselves are in the key: one label and total can hold other ranks
+        # (the r*_attn allocation of another map, say), which must be measured again
+        digest = hashlib.sha256(json.dumps(sorted((f"L{l}H{h}", int(r)) for (l, h), r
+                                                  in ranks.items())).encode()).hexdigest()
+        key = f"{label}|{calibration}|{total}|{split}|{digest[:12]}"
         return self.cache.get(key, lambda: self._measure(ranks, calibration, split, key))
 
     def _tell(self, text):

@@ -20,6 +20,16 @@ SMALL = dict(corpora=["random", "repeated"], n_fit=12, n_validation=6, n_test=6,
              epsilons=[0.01, 0.05], map_distill="none")
 
 
+def _entries(cache):
+    """The measured losses by (label, calibration, total, split), the ranks' digest left out."""
+    out = {}
+    for key, value in cache.items():
+        parts = key.split("|")
+        if len(parts) == 5:
+            out[parts[0], parts[1], int(parts[2]), parts[3]] = value
+    return out
+
+
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     folder = tmp_path_factory.mktemp("model_rank")
@@ -53,8 +63,8 @@ def test_r_star_model_is_the_smallest_budget_that_holds_on_validation(result):
     base = cache["unedited|validation"]
     for found in (f for f in out.r_star_model if f["corpus"] == "random"):
         goal = (1 + found["epsilon"]) * base
-        searched = {int(k.split("|")[2]): v for k, v in cache.items()
-                    if k.startswith("output share|output|") and k.endswith("|validation")}
+        searched = {total: v for (label, cut, total, split), v in _entries(cache).items()
+                    if (label, cut, split) == ("output share", "output", "validation")}
         assert searched[found["total_rank"]] <= goal
         failing = [b for b, v in searched.items() if v > goal and b < found["total_rank"]]
         step = max(1, out.config["total_rank"] // _model_search.RESOLUTION)
@@ -76,9 +86,10 @@ def test_the_currency_check_measures_each_pair_alone(result):
     assert len(pairs) == 6 and set(out.currency["spearman"]) == set(PROXIES)
     cache = json.load(open(folder / "parts" / "random.losses.json"))["losses"]
     base = cache["unedited|validation"]
+    entries = _entries(cache)
     for p in pairs:  # the rise is the loss measured with that head alone cut
-        key = f"pair L{p['layer']}H{p['head']} r{p['rank']}|output|{p['rank']}|validation"
-        assert p["rise"] == pytest.approx(cache[key] / base - 1)
+        key = (f"pair L{p['layer']}H{p['head']} r{p['rank']}", "output", p["rank"], "validation")
+        assert p["rise"] == pytest.approx(entries[key] / base - 1)
 
 
 def test_the_saved_model_gives_the_reported_test_loss(result):
@@ -245,15 +256,13 @@ def test_another_allocation_is_searched_saved_and_judged(tmp_path):
     found = out.r_star_model[0]
     searched = out.frame[out.frame.stage == "r*_model(0.05)"]
     assert list(searched.allocation) == ["query energy"]
-    cache = json.load(open(tmp_path / "parts" / "random.losses.json"))["losses"]
+    entries = _entries(json.load(open(tmp_path / "parts" / "random.losses.json"))["losses"])
     # the budget found was measured with the query-energy ranks, on validation and on test
     for split in ("validation", "test"):
-        assert f"query energy|output|{found['total_rank']}|{split}" in cache
-    assert searched.loss.iloc[0] == cache[f"query energy|output|{found['total_rank']}|test"]
-    assert any(k.startswith("query energy|output|") and k.endswith("|validation")
-               for k in cache)
-    assert not any(k.startswith("output share|output|") and k.endswith("|validation")
-                   for k in cache)
+        assert ("query energy", "output", found["total_rank"], split) in entries
+    assert searched.loss.iloc[0] == entries["query energy", "output", found["total_rank"],
+                                            "test"]
+    assert not any(key[0] == "output share" and key[3] == "validation" for key in entries)
     _, manifest = load_query_factors(str(tmp_path / "saved"))
     assert manifest["record"]["allocation"] == "query energy"
     claim = model_rank_verdicts(out)[1][0]
@@ -262,3 +271,15 @@ def test_another_allocation_is_searched_saved_and_judged(tmp_path):
                        (dict(allocation="r*_attn", map_distill=None), "needs the r\\*_attn map")):
         with pytest.raises(ValueError, match=words):
             model_rank("default", **dict(small, **bad))
+
+
+def test_a_loss_is_kept_under_its_ranks_not_only_their_total():
+    evaluator = _model_search.ModelEvaluator.__new__(_model_search.ModelEvaluator)
+    evaluator.cache = _model_search._Cache(None, "k")
+    measured = []
+    evaluator._measure = lambda ranks, cut, split, key: measured.append(ranks) or len(measured)
+    one, other = {(0, 0): 3, (0, 1): 1}, {(0, 0): 1, (0, 1): 3}   # one label, one total
+    assert evaluator.loss(one, "output", "test", label="r*_attn") == 1
+    assert evaluator.loss(other, "output", "test", label="r*_attn") == 2
+    assert evaluator.loss(dict(one), "output", "test", label="r*_attn") == 1  # read again
+    assert measured == [one, other]
