@@ -290,7 +290,7 @@ def _ctrl_c_kept_from_new_workers(active):
     done = threading.Event()
     receiver = threading.Thread(target=done.wait, name="intrinsic-rank-ctrl-c", daemon=True)
     receiver.start()
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
         yield
     finally:
@@ -300,13 +300,16 @@ def _ctrl_c_kept_from_new_workers(active):
 
 
 def _worker_options(n_jobs):
-    """Local worker processes ignore Ctrl-C: the caller's process handles it and stops them.
+    """Local worker processes never act on Ctrl-C or SIGHUP: the caller handles them and
+    stops the workers.
 
-    A terminal sends Ctrl-C to every process of the foreground group, the workers
-    included; a worker would print its own ``KeyboardInterrupt`` traceback. Only for
+    A terminal sends Ctrl-C (and, when it closes, SIGHUP) to every process of the
+    foreground group, the workers included; a worker would print its own
+    ``KeyboardInterrupt`` traceback, or die midway through reading a task. Only for
     joblib's default process backend (loky): Dask, Ray and threads are left alone.
-    ``signal.signal`` itself is the initializer, so that a worker ignores the signal
-    before it imports anything of the task (and until then the signal is blocked:
+    ``signal.pthread_sigmask`` itself is the initializer (``signal.signal`` ignoring
+    Ctrl-C where there is no signal mask), so that a worker holds the signals before it
+    imports anything of the task (and until then they are blocked:
     :func:`_ctrl_c_kept_from_new_workers`).
     """
     backend, _ = joblib.parallel.get_active_backend()
@@ -317,8 +320,19 @@ def _worker_options(n_jobs):
     # message stays far below a pipe's buffer (64 KB). A larger one, half written to a
     # worker that a stop then kills, blocks the queue's feeding thread for good, and
     # with it the queue's semaphores, which loky's tracker reports leaked at the exit.
+    if hasattr(signal, "pthread_sigmask"):
+        # Ctrl-C and a closed terminal's SIGHUP stay blocked in the worker for good: a
+        # worker that SIGHUP killed midway through reading a task broke the pool's queue,
+        # and the tracker reported its semaphores leaked (seen under load); the caller
+        # stops its workers itself, as it does on Ctrl-C
+        return dict(initializer=signal.pthread_sigmask,
+                    initargs=(signal.SIG_BLOCK, _STOP_SIGNALS), max_nbytes="4K")
     return dict(initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN),
                 max_nbytes="4K")
+
+
+#: what a local worker never acts on, the caller stopping it instead
+_STOP_SIGNALS = {signal.SIGINT} | ({signal.SIGHUP} if hasattr(signal, "SIGHUP") else set())
 
 
 def _collect(tasks, n_tasks, n_jobs, progress, options):
