@@ -14,8 +14,9 @@ import os
 
 import numpy as np
 
+from ..._atomic import replaced_atomically
 from ...inspection import heal_queries
-from ._model_search import corpus_windows
+from ._model_search import corpus_windows, write_part
 
 __all__ = ["heal_at"]
 
@@ -55,17 +56,13 @@ def _cached_healing(path, key):
 
 
 def _keep_healing(path, key, factors, result):
-    import tempfile
-
-    from ..runner import write_json
-
+    """The healed factors and their record, in place at once (not held by an output stage)."""
     arrays = {f"L{l}H{h}.{part}": value for (l, h), three in factors.items()
               for part, value in zip("AaC", three)}
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".npz")
-    os.close(handle)
-    np.savez(temporary, **arrays)
-    os.replace(temporary, f"{path}.npz")
-    write_json(f"{path}.json", dict(key=key, heads=[f"L{l}H{h}" for l, h in factors],
+    with replaced_atomically(f"{path}.npz") as tmp:
+        with open(tmp, "wb") as stream:
+            np.savez(stream, **arrays)
+    write_part(f"{path}.json", dict(key=key, heads=[f"L{l}H{h}" for l, h in factors],
                                     result=dict(history=result.history,
                                                 best_step=result.best_step,
                                                 stopped=result.stopped,

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 
+from ..._atomic import replaced_atomically
 from ..._validation import check_int, check_real
 from ...inspection import (
     corpus_token_ids,
@@ -113,10 +114,24 @@ class _Cache:
         if key not in self.values:
             self.values[key] = float(compute())
             if self.path is not None:
-                from ..runner import write_json
-
-                write_json(self.path, dict(key=self.key, losses=self.values))
+                write_part(self.path, dict(key=self.key, losses=self.values))
         return self.values[key]
+
+
+def write_part(path, payload):
+    """One finished measurement's file, in place at once, whole or not at all.
+
+    Written with the package's atomic writer directly, not through a command's
+    output stage, whose renames wait for the end of the run: a run stopped
+    midway keeps every loss it finished, and a rerun reads them.
+    """
+    from ..runner import jsonable
+
+    with replaced_atomically(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as stream:
+            json.dump(jsonable(payload), stream)
+            stream.flush()
+            os.fsync(stream.fileno())
 
 
 class ModelEvaluator:

@@ -283,3 +283,16 @@ def test_a_loss_is_kept_under_its_ranks_not_only_their_total():
     assert evaluator.loss(other, "output", "test", label="r*_attn") == 2
     assert evaluator.loss(dict(one), "output", "test", label="r*_attn") == 1  # read again
     assert measured == [one, other]
+
+
+def test_a_finished_loss_is_on_disk_at_once_inside_a_command_output_stage(tmp_path):
+    from intrinsic_rank.experiments.runner._stage import output_stage
+
+    path = tmp_path / "parts" / "code.losses.json"
+    with pytest.raises(KeyboardInterrupt):
+        with output_stage(tmp_path, "model_rank"):
+            cache = _model_search._Cache(str(path), "k")
+            cache.get("unedited|test", lambda: 1.5)
+            assert json.load(open(path))["losses"] == {"unedited|test": 1.5}
+            raise KeyboardInterrupt  # a stop: the stage renames nothing in
+    assert _model_search._Cache(str(path), "k").values == {"unedited|test": 1.5}
